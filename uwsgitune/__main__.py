@@ -1,0 +1,3 @@
+from uwsgitune.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Command line: argument parsing and wiring. No logic lives here."""

@@ -1,0 +1,28 @@
+"""Argument helpers shared by commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from uwsgitune.cli.errors import UserError
+from uwsgitune.core.address import AddressError, StatsAddress, parse_address
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.05 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text} is out of range; use 0.05 to 3600 seconds")
+    return value
+
+
+def addresses(texts: list[str]) -> list[StatsAddress]:
+    out = []
+    for text in texts:
+        try:
+            out.append(parse_address(text))
+        except AddressError as exc:
+            raise UserError(str(exc), code=2) from None
+    return out

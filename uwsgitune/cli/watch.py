@@ -1,0 +1,136 @@
+"""`uwsgitune watch`: the TUI, or `--once` / `--plain` / `--json` for scripts and logs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.errors import UserError
+from uwsgitune.core.derive import Tracker
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.samples import Poll
+from uwsgitune.render import jsonview
+from uwsgitune.render.text import plain_line, summary
+from uwsgitune.sources.recording import RecordingError, read_recording
+from uwsgitune.sources.watcher import InstanceWatch
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="watch live instances (TUI, or --once/--plain/--json)",
+        description="Watch one or more uWSGI instances through their stats sockets.",
+    )
+    p.add_argument(
+        "addrs",
+        nargs="*",
+        metavar="ADDR",
+        help="stats address: /path.sock, @abstract, HOST:PORT, http://HOST:PORT, unix://, tcp://",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="two polls one interval apart, print")
+    mode.add_argument("--plain", action="store_true", help="one line per interval until Ctrl-C")
+    p.add_argument("--json", action="store_true", help="JSON (with --plain: one per interval)")
+    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS")
+    p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="run on a recording")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        if args.addrs:
+            raise UserError("give either ADDR or --replay FILE, not both", code=2)
+        return _replay(args)
+    if not args.addrs:
+        raise UserError("no stats address; e.g. uwsgitune watch /tmp/uwsgi-stats.sock", code=2)
+    watches = [
+        InstanceWatch(a, interval=args.interval, timeout=args.timeout)
+        for a in addresses(args.addrs)
+    ]
+    if args.once or (args.json and not args.plain):
+        return _once(watches, args)
+    if args.plain:
+        return _plain(watches, args)
+    return _tui(watches, args)
+
+
+def _once(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
+    frames = [w.step() for w in watches]
+    # A second poll one interval later gives the rates; a reload in between takes one more.
+    for _ in range(2):
+        pending = [i for i, f in enumerate(frames) if f.kind in ("first", "reload", "restart")]
+        if not pending:
+            break
+        time.sleep(args.interval)
+        for i in pending:
+            frames[i] = watches[i].step()
+    _print_frames(frames, json_out=args.json)
+    return 1 if any(f.kind == "error" for f in frames) else 0
+
+
+def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
+    if json_out:
+        print(jsonview.dumps(frames))
+        return
+    for i, f in enumerate(frames):
+        if i:
+            print()
+        print("\n".join(summary(f)))
+
+
+def _emit_plain(frame: Frame, json_out: bool) -> None:
+    if json_out:
+        print(jsonview.dumps([frame], indent=None), flush=True)
+    else:
+        print(plain_line(frame), flush=True)
+
+
+def _plain(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
+    try:
+        while True:
+            for w in watches:
+                if w.due():
+                    _emit_plain(w.step(), args.json)
+            wake = min(w.next_due for w in watches)
+            time.sleep(max(0.0, wake - time.monotonic()))
+    except KeyboardInterrupt:
+        return 0
+
+
+def _tui(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
+    if not sys.stdout.isatty():
+        raise UserError("the TUI needs a terminal; use --plain, --once or --json", code=2)
+    try:
+        from uwsgitune.tui.app import run_tui
+    except ImportError:
+        raise UserError("the TUI is not available in this build; use --plain", code=2) from None
+    return run_tui(watches, args)
+
+
+def replay_frames(polls: Iterable[Poll]) -> Iterable[Frame]:
+    trackers: dict[str, Tracker] = {}
+    for poll in polls:
+        tracker = trackers.setdefault(poll.source, Tracker(poll.source))
+        yield tracker.update(poll)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    last: dict[str, Frame] = {}
+    try:
+        for frame in replay_frames(read_recording(args.replay)):
+            last[frame.source] = frame
+            if args.plain:
+                _emit_plain(frame, args.json)
+    except RecordingError as exc:
+        raise UserError(str(exc), code=2) from None
+    if not last:
+        raise UserError(f"{args.replay}: the recording holds no polls", code=2)
+    if not args.plain:
+        _print_frames(list(last.values()), json_out=args.json)
+    return 0

@@ -1,0 +1,98 @@
+"""Stats addresses: every form a user may type, parsed without touching the network.
+
+Forms accepted (the first four are uWSGI's own, the last two uwsgi_exporter's):
+- `/run/uwsgi/stats.sock` or `./stats.sock`: a unix socket path;
+- `@name`: a Linux abstract unix socket;
+- `host:port`, `[::1]:port`: the raw stats socket over TCP (JSON, not HTTP);
+- `http://host:port[/path]`: a `--stats-http` server;
+- `unix:///path`, `tcp://host:port`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+Kind = Literal["unix", "abstract", "tcp", "http"]
+
+
+class AddressError(ValueError):
+    """An address that cannot be parsed; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class StatsAddress:
+    kind: Kind
+    path: str = ""
+    host: str = ""
+    port: int = 0
+    http_path: str = "/"
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text or self.uri
+
+    @property
+    def uri(self) -> str:
+        """The address as uwsgi_exporter spells it (used as the `stats_uri` label)."""
+        if self.kind == "unix":
+            return f"unix://{self.path}"
+        if self.kind == "abstract":
+            return f"unix://@{self.path}"
+        if self.kind == "tcp":
+            return f"tcp://{_join(self.host, self.port)}"
+        return f"http://{_join(self.host, self.port)}{self.http_path}"
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _host_port(text: str, original: str) -> tuple[str, int]:
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if not sep:
+            raise AddressError(f"{original}: unclosed '[' in IPv6 address; write [::1]:PORT")
+    else:
+        host, _, port_text = text.rpartition(":")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise AddressError(f"{original}: no valid port; write HOST:PORT, e.g. 127.0.0.1:9191")
+    return host or "127.0.0.1", int(port_text)
+
+
+def parse_address(text: str) -> StatsAddress:
+    """Parse one user-typed address. Raises `AddressError` with a one-line hint."""
+    raw = text.strip()
+    if not raw:
+        raise AddressError("empty stats address; give a socket path, @abstract or HOST:PORT")
+    if raw.startswith("unix://"):
+        path = raw[len("unix://") :]
+        if not path:
+            raise AddressError(f"{raw}: no path after unix://")
+        if path.startswith("@"):
+            return StatsAddress("abstract", path=path[1:], text=raw)
+        return StatsAddress("unix", path=path, text=raw)
+    if raw.startswith("tcp://"):
+        host, port = _host_port(raw[len("tcp://") :].rstrip("/"), raw)
+        return StatsAddress("tcp", host=host, port=port, text=raw)
+    if raw.startswith(("http://", "https://")):
+        if raw.startswith("https://"):
+            raise AddressError(f"{raw}: uWSGI's stats-http does not speak TLS; use http://")
+        parts = urlsplit(raw)
+        if parts.port is None:
+            raise AddressError(f"{raw}: no port; write http://HOST:PORT")
+        host = parts.hostname or "127.0.0.1"
+        return StatsAddress("http", host=host, port=parts.port, http_path=parts.path or "/", text=raw)
+    if raw.startswith("@"):
+        if len(raw) == 1:
+            raise AddressError("@: no abstract socket name after '@'")
+        return StatsAddress("abstract", path=raw[1:], text=raw)
+    if "://" in raw:
+        scheme = raw.split("://", 1)[0]
+        raise AddressError(f"{raw}: unknown scheme {scheme!r}; use unix://, tcp:// or http://")
+    if raw.startswith(("/", ".", "~")) or ":" not in raw:
+        return StatsAddress("unix", path=raw, text=raw)
+    host, port = _host_port(raw, raw)
+    return StatsAddress("tcp", host=host, port=port, text=raw)

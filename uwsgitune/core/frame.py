@@ -1,0 +1,168 @@
+"""Derived, frozen views of one instance at one poll: what every sink and rule reads.
+
+A `Frame` is published once per poll. Rates are None when they cannot be known honestly: on the
+first poll, after a reload (`r` resets every counter), after a restart, or on an error. They
+are never negative and never spike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FrameKind = Literal["first", "ok", "reload", "restart", "error"]
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """The request a core is serving. Method and path only: `vars` never leave the core."""
+
+    core: int
+    method: str
+    path: str
+    age: float | None  # seconds since request_start
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    slot: int  # index in the stats `workers` array (stable across respawns)
+    id: int
+    pid: int
+    status: str
+    requests: int
+    exceptions: int
+    signals: int
+    tx: int
+    avg_rt_us: int  # uWSGI's running half-life average, not a mean
+    running_time_us: int
+    rss: int | None  # bytes: stats with --memory-report, else psutil, else None
+    vsz: int | None
+    respawn_count: int
+    harakiri_count: int
+    last_spawn: float
+    rps: float | None = None
+    eps: float | None = None
+    busy_pct: float | None = None  # Δrunning_time/(Δt·threads), 0-100
+    cpu_pct: float | None = None  # of one core
+    mean_rt_ms: float | None = None
+    request_age: float | None = None  # oldest in-flight request on this worker, seconds
+    requests_in_flight: tuple[RequestView, ...] = ()
+    cores_requests: tuple[int, ...] = ()
+    static_requests: int = 0
+
+    @property
+    def live(self) -> bool:
+        return self.status != "cheap" and self.pid > 0
+
+
+@dataclass(frozen=True)
+class SocketView:
+    name: str
+    proto: str
+    unix: bool
+    queue: int | None  # connections waiting; None when unknown
+    backlog: int | None  # the kernel's backlog; None when unknown
+    source: Literal["stats", "kernel", "none"]  # where queue/backlog come from
+
+    @property
+    def fill(self) -> float | None:
+        if self.queue is None or not self.backlog:
+            return None
+        return self.queue / self.backlog
+
+    @property
+    def full(self) -> bool:
+        """A queue peaks at backlog+1: at the backlog it is full and the kernel drops."""
+        return self.backlog is not None and self.queue is not None and self.queue >= self.backlog > 0
+
+
+@dataclass(frozen=True)
+class VassalView:
+    name: str
+    pid: int
+    ready: bool
+    accepting: bool
+    respawns: int
+    born: float
+    last_mod: float
+
+
+@dataclass(frozen=True)
+class Frame:
+    source: str
+    t: float
+    mono: float
+    kind: FrameKind
+    dt: float | None = None  # seconds since the previous good poll
+    error: str | None = None
+    disconnected_since: float | None = None
+    version: str = ""
+    master_pid: int = 0
+    loaded_at: float | None = None  # epoch of the last (re)load, best estimate
+    reloads_seen: int = 0
+    emperor: bool = False
+    vassals: tuple[VassalView, ...] = ()
+    # workers
+    workers_max: int = 0
+    live: int = 0
+    busy: int = 0
+    idle: int = 0
+    cheap: int = 0
+    threads: int = 1
+    workers: tuple[WorkerView, ...] = ()
+    # traffic
+    requests_total: int = 0
+    exceptions_total: int = 0
+    rps: float | None = None
+    eps: float | None = None
+    mean_rt_ms: float | None = None  # Δrunning_time/Δrequests: the true mean
+    avg_rt_ms: float | None = None  # uWSGI's avg_rt, a running half-life average
+    littles_l: float | None = None  # mean requests in service, Δrunning_time/Δt
+    busy_ratio: float | None = None  # littles_l / (live · threads)
+    static_share: float | None = None  # share of requests served as static files
+    # queues
+    sockets: tuple[SocketView, ...] = ()
+    listen_overflows_delta: int | None = None  # host-wide TcpExtListenOverflows growth
+    listen_drops_delta: int | None = None
+    # host
+    cpu_count: int | None = None
+    effective_cpus: float | None = None
+    host_cpu_pct: float | None = None  # of all host CPUs, 0-100
+    instance_cpu_cores: float | None = None  # cores the instance used (1.0 = one full core)
+    somaxconn: int | None = None
+    mem_total_rss: int | None = None
+    mem_per_worker: int | None = None
+    mem_source: Literal["stats", "psutil", "none"] = "none"
+    mem_available: int | None = None
+    mem_limit: int | None = None
+    memory_report: bool = False
+    # health
+    harakiri_total: int = 0
+    respawns_total: int = 0
+    harakiri_delta: int | None = None
+    respawns_delta: int | None = None
+    signal_queue: int = 0
+    read_ms: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind != "error"
+
+    @property
+    def has_rates(self) -> bool:
+        return self.kind == "ok"
+
+    @property
+    def queue_full(self) -> bool:
+        return any(s.full for s in self.sockets)
+
+    @property
+    def since_reload(self) -> float | None:
+        return None if self.loaded_at is None else max(0.0, self.t - self.loaded_at)
+
+    @property
+    def cpu_saturation(self) -> float | None:
+        """Instance CPU against the CPUs it may use (1.0 = every effective CPU busy)."""
+        if self.instance_cpu_cores is None or not self.effective_cpus:
+            return None
+        return self.instance_cpu_cores / self.effective_cpus

@@ -1,0 +1,91 @@
+"""What one poll brings in: the stats document and a host sample, with the time they were taken.
+
+These are the inputs of the pure core. The shell (`uwsgitune.sources`) builds them; a recording
+stores them; a replay rebuilds them. Nothing here reads the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uwsgitune.core.model import StatsDoc
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    """One process of the instance (master or worker), read from /proc through psutil."""
+
+    pid: int
+    cpu_seconds: float  # user + system, cumulative
+    rss: int  # bytes
+    num_threads: int = 1
+
+
+@dataclass(frozen=True)
+class UnixQueue:
+    """A listening unix socket as the kernel sees it (netlink sock_diag, UNIX_DIAG_RQLEN)."""
+
+    path: str  # as uWSGI names it: a path, or "@name" for an abstract socket
+    queue: int  # rqueue: connections waiting for accept()
+    backlog: int  # wqueue: the listen backlog
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """Host facts next to one stats document. Any field the host cannot give is None."""
+
+    cpu_count: int  # logical CPUs of the host
+    effective_cpus: float  # min(master's affinity, cgroup CPU quota)
+    cpu_busy_seconds: float  # host, cumulative, all CPUs (non-idle, non-iowait)
+    cpu_total_seconds: float  # host, cumulative, all CPUs
+    mem_total: int  # bytes
+    mem_available: int  # bytes, the host's MemAvailable
+    cgroup_mem_max: int | None = None  # the instance's cgroup memory limit, None = unlimited
+    cgroup_mem_current: int | None = None
+    somaxconn: int | None = None
+    listen_overflows: int | None = None  # TcpExtListenOverflows, host-wide, cumulative
+    listen_drops: int | None = None  # TcpExtListenDrops, host-wide, cumulative
+    procs: tuple[ProcSample, ...] = ()
+    unix_queues: tuple[UnixQueue, ...] = ()
+
+    @property
+    def available_memory(self) -> int:
+        """Memory the instance can still take: the host's, bounded by its cgroup limit."""
+        avail = self.mem_available
+        if self.cgroup_mem_max is not None:
+            room = self.cgroup_mem_max - (self.cgroup_mem_current or 0)
+            avail = min(avail, max(room, 0))
+        return avail
+
+    @property
+    def memory_limit(self) -> int:
+        """Total memory the instance may use: the cgroup limit, or the host's RAM."""
+        if self.cgroup_mem_max is not None:
+            return min(self.cgroup_mem_max, self.mem_total)
+        return self.mem_total
+
+    def proc(self, pid: int) -> ProcSample | None:
+        for p in self.procs:
+            if p.pid == pid:
+                return p
+        return None
+
+
+@dataclass(frozen=True)
+class Poll:
+    """One poll of one instance: a parsed document or an error, plus the host around it."""
+
+    source: str  # the address as the user gave it
+    t: float  # wall clock, epoch seconds, when the document was read
+    mono: float  # monotonic seconds, for intervals (immune to wall-clock jumps)
+    doc: StatsDoc | None = None
+    error: str | None = None  # one line, when the poll failed
+    host: HostSample | None = None
+    raw_size: int = 0
+    read_seconds: float = 0.0  # connect + read
+    parse_seconds: float = 0.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.doc is not None

@@ -1,0 +1,1 @@
+"""Pure views of frames: text, one-line, JSON. They only read frames."""

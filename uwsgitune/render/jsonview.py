@@ -1,0 +1,47 @@
+"""The documented JSON form of frames (`watch --json`, `--plain --json`).
+
+Schema (version 1): `{"schema_version": 1, "instances": [FRAME, ...]}` where FRAME is every
+field of `uwsgitune.core.frame.Frame` (units in the field names or documented there: seconds,
+bytes, ms, percent 0-100) plus `queue_full`, `since_reload` and `cpu_saturation`. Rates are
+null when they cannot be known honestly (first poll, reload, error). Request `vars` never appear:
+a worker's in-flight requests carry only method, path and age.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from uwsgitune.core.frame import Frame
+
+SCHEMA_VERSION = 1
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _round(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round(v) for v in value]
+    return value
+
+
+def frame_to_dict(f: Frame) -> dict[str, Any]:
+    data = dataclasses.asdict(f)
+    data["queue_full"] = f.queue_full
+    data["since_reload"] = f.since_reload
+    data["cpu_saturation"] = f.cpu_saturation
+    for sock, view in zip(data["sockets"], f.sockets):
+        sock["fill"] = view.fill
+        sock["full"] = view.full
+    return _round(data)  # type: ignore[no-any-return]
+
+
+def document(frames: list[Frame]) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "instances": [frame_to_dict(f) for f in frames]}
+
+
+def dumps(frames: list[Frame], *, indent: int | None = 2) -> str:
+    return json.dumps(document(frames), indent=indent, sort_keys=False)

@@ -1,0 +1,117 @@
+"""The `watch --once` summary and the `--plain` line, as pure functions of a frame."""
+
+from __future__ import annotations
+
+import time
+
+from uwsgitune.core.frame import Frame, SocketView
+from uwsgitune.render.units import duration, ms, num, pct, size
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def socket_line(s: SocketView) -> str:
+    family = "unix" if s.unix else "tcp"
+    if s.queue is None:
+        depth = "queue unknown (netlink sock_diag unavailable)"
+    else:
+        depth = f"queue {s.queue}/{s.backlog if s.backlog is not None else '?'}"
+        if s.full:
+            depth += "  FULL: new connections are refused or dropped"
+        elif s.fill is not None and s.fill >= 0.9:
+            depth += "  nearly full"
+    src = " (kernel)" if s.source == "kernel" else ""
+    return f"{s.name} ({s.proto}, {family}) {depth}{src}"
+
+
+def _title(f: Frame) -> str:
+    head = f"uWSGI {f.version or '?'}  {f.source}  master {f.master_pid or '?'}"
+    if f.since_reload is not None:
+        head += f"  {duration(f.since_reload)} since last (re)load"
+    return head
+
+
+def _emperor_lines(f: Frame) -> list[str]:
+    lines = [f"{_title(f)}  (Emperor, {len(f.vassals)} vassals)"]
+    for v in f.vassals:
+        state = "ready" if v.ready else "not ready"
+        lines.append(f"  vassal {v.name:<24} pid {v.pid:<7} {state:<10} respawns {v.respawns}")
+    return lines
+
+
+def summary(f: Frame) -> list[str]:
+    """The readable block of `watch --once`."""
+    if f.kind == "error" and not f.master_pid:
+        return [f"{f.source}: {f.error}"]
+    if f.emperor:
+        return _emperor_lines(f)
+    lines = [_title(f)]
+    if f.kind == "error":
+        lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {f.error}")
+    if f.kind in ("reload", "restart"):
+        lines.append(f"  {f.kind.upper()} detected between polls: counters reset, no rates yet")
+    lines.append(
+        f"  workers   {f.live} live / {f.workers_max} max: {f.busy} busy, {f.idle} idle, "
+        f"{f.cheap} cheap   threads/worker {f.threads}"
+    )
+    lines.append(f"  traffic   {num(f.rps)} req/s   {num(f.eps, '.2f')} exceptions/s")
+    lines.append(
+        f"  latency   mean {ms(f.mean_rt_ms)} (Δrunning_time/Δrequests)   "
+        f"uWSGI avg_rt {ms(f.avg_rt_ms)} (half-life average, not a mean)"
+    )
+    busy = None if f.busy_ratio is None else f.busy_ratio * 100
+    lines.append(f"  load      busy {pct(busy)}   Little's L {num(f.littles_l, '.2f')} in service")
+    for i, s in enumerate(f.sockets):
+        lines.append(f"  {'sockets' if i == 0 else '':<9} {socket_line(s)}")
+    if f.listen_overflows_delta is not None:
+        grew = f.listen_overflows_delta
+        note = "  (TCP backlogs overflowed)" if grew else ""
+        lines.append(f"  {'':<9} kernel ListenOverflows +{grew} since last poll, host-wide{note}")
+    eff = num(f.effective_cpus, "g")
+    lines.append(
+        f"  cpu       host {pct(f.host_cpu_pct)}   instance {num(f.instance_cpu_cores, '.2f')} "
+        f"cores of {eff} effective ({f.cpu_count or '?'} host CPUs)"
+    )
+    src = {"stats": "--memory-report", "psutil": "psutil", "none": "unknown"}[f.mem_source]
+    lines.append(
+        f"  memory    {size(f.mem_per_worker)}/worker, {size(f.mem_total_rss)} total ({src})   "
+        f"available {size(f.mem_available)} of {size(f.mem_limit)}"
+    )
+    lines.append(
+        f"  health    harakiri {f.harakiri_total} (+{num(f.harakiri_delta, 'd', '?')})   "
+        f"respawns {f.respawns_total} (+{num(f.respawns_delta, 'd', '?')})   "
+        f"signal queue {f.signal_queue}"
+    )
+    return lines
+
+
+def plain_line(f: Frame) -> str:
+    """One line per poll for logs and pipes: key=value, stable order."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(f.t))
+    if f.kind == "error":
+        since = _clock(f.disconnected_since or f.t)
+        return f"{stamp} {f.source} disconnected since {since}: {f.error}"
+    queues = ",".join(
+        f"{s.queue if s.queue is not None else '?'}/{s.backlog if s.backlog is not None else '?'}"
+        for s in f.sockets
+    )
+    busy = None if f.busy_ratio is None else f.busy_ratio * 100
+    parts = [
+        stamp,
+        f.source,
+        f"event={f.kind}" if f.kind != "ok" else "",
+        f"live={f.live}/{f.workers_max}",
+        f"busy={f.busy}",
+        f"rps={num(f.rps)}",
+        f"eps={num(f.eps, '.2f')}",
+        f"mean_rt_ms={num(f.mean_rt_ms, '.2f')}",
+        f"busy_pct={num(busy, '.0f')}",
+        f"L={num(f.littles_l, '.2f')}",
+        f"queue={queues or '-'}",
+        f"overflows={num(f.listen_overflows_delta, 'd')}",
+        f"cpu_cores={num(f.instance_cpu_cores, '.2f')}/{num(f.effective_cpus, 'g')}",
+        f"rss={size(f.mem_total_rss).replace(' ', '')}",
+    ]
+    return " ".join(p for p in parts if p)

@@ -1,0 +1,1 @@
+"""The I/O shell: stats sockets, the host, recordings. Thin; the logic lives in `core`."""

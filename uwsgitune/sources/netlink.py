@@ -1,0 +1,106 @@
+"""Listening unix sockets' queue and backlog from the kernel, through netlink sock_diag.
+
+uWSGI reads `queue`/`max_queue` with TCP_INFO, so its stats say 0/0 for every unix socket,
+even while clients get EAGAIN. The kernel knows better: `ss -lx` asks NETLINK_SOCK_DIAG for
+AF_UNIX sockets in LISTEN with UDIAG_SHOW_RQLEN, where `rqueue` is the number of connections
+waiting for accept() and `wqueue` the backlog. This is a minimal client for that one dump.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST = 0x01
+NLM_F_DUMP = 0x300
+NLMSG_ERROR = 2
+NLMSG_DONE = 3
+TCP_LISTEN = 10
+UDIAG_SHOW_NAME = 0x01
+UDIAG_SHOW_RQLEN = 0x10
+UNIX_DIAG_NAME = 0
+UNIX_DIAG_RQLEN = 4
+
+_NLMSGHDR = struct.Struct("=IHHII")
+_UNIX_DIAG_REQ = struct.Struct("=BBHIIIII")
+_UNIX_DIAG_MSG = struct.Struct("=BBBBIII")
+_RTATTR = struct.Struct("=HH")
+
+
+def _align(n: int) -> int:
+    return (n + 3) & ~3
+
+
+def build_request(seq: int = 1) -> bytes:
+    body = _UNIX_DIAG_REQ.pack(
+        socket.AF_UNIX, 0, 0, 1 << TCP_LISTEN, 0, UDIAG_SHOW_NAME | UDIAG_SHOW_RQLEN, 0, 0
+    )
+    header = _NLMSGHDR.pack(
+        _NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
+    )
+    return header + body
+
+
+def _parse_attrs(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
+    name: str | None = None
+    rq: tuple[int, int] | None = None
+    off = 0
+    while off + _RTATTR.size <= len(data):
+        length, kind = _RTATTR.unpack_from(data, off)
+        if length < _RTATTR.size:
+            break
+        payload = data[off + _RTATTR.size : off + length]
+        if kind == UNIX_DIAG_NAME:
+            if payload.startswith(b"\0"):
+                name = "@" + payload[1:].decode("utf-8", "replace")
+            else:
+                name = payload.rstrip(b"\0").decode("utf-8", "replace")
+        elif kind == UNIX_DIAG_RQLEN and len(payload) >= 8:
+            rq = struct.unpack_from("=II", payload)
+        off += _align(length)
+    return name, rq
+
+
+def parse_messages(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
+    """Parse one recv() worth of netlink messages. Returns (entries, done)."""
+    out: list[tuple[str, int, int]] = []
+    off = 0
+    while off + _NLMSGHDR.size <= len(data):
+        length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
+        if length < _NLMSGHDR.size:
+            return out, True
+        if kind == NLMSG_DONE:
+            return out, True
+        if kind == NLMSG_ERROR:
+            (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
+            if err:
+                raise OSError(-err, os.strerror(-err))
+            return out, True
+        if kind == SOCK_DIAG_BY_FAMILY:
+            start = off + _NLMSGHDR.size
+            attrs = data[start + _UNIX_DIAG_MSG.size : off + length]
+            name, rq = _parse_attrs(attrs)
+            if name and rq is not None:
+                out.append((name, rq[0], rq[1]))
+        off += _align(length)
+    return out, False
+
+
+def unix_listen_queues(timeout: float = 1.0) -> dict[str, tuple[int, int]]:
+    """Every listening unix socket on the host (this netns): {name: (queue, backlog)}."""
+    result: dict[str, tuple[int, int]] = {}
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as sock:
+        sock.settimeout(timeout)
+        sock.sendto(build_request(), (0, 0))
+        done = False
+        while not done:
+            data = sock.recv(65536)
+            if not data:
+                break
+            entries, done = parse_messages(data)
+            for name, queue, backlog in entries:
+                result[name] = (queue, backlog)
+    return result

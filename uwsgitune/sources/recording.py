@@ -1,0 +1,115 @@
+"""Recordings: JSON lines of timestamped raw documents and host samples.
+
+Line 1 is a header (`{"uwsgitune_recording": 1, ...}`); each further line is one poll:
+`{"source", "t", "mono", "doc" | "error", "host", "read_seconds"}`. The same files are the
+test fixtures, and `watch --replay` / `recommend --replay` run the live pipeline on them.
+Request `vars` are emptied before writing unless the user opted in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from uwsgitune import __version__
+from uwsgitune.core.model import parse_stats
+from uwsgitune.core.redact import strip_request_vars
+from uwsgitune.core.samples import HostSample, Poll, ProcSample, UnixQueue
+
+FORMAT_VERSION = 1
+
+
+class RecordingError(Exception):
+    """A recording that cannot be read; one line naming the file and line."""
+
+
+def poll_to_record(poll: Poll, raw: bytes | None, *, keep_vars: bool = False) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "source": poll.source,
+        "t": poll.t,
+        "mono": poll.mono,
+        "read_seconds": round(poll.read_seconds, 6),
+    }
+    if raw is not None and poll.doc is not None:
+        doc = json.loads(raw)
+        rec["doc"] = doc if keep_vars else strip_request_vars(doc)
+    else:
+        rec["error"] = poll.error
+    if poll.host is not None:
+        rec["host"] = dataclasses.asdict(poll.host)
+    return rec
+
+
+def host_from_record(data: dict[str, Any]) -> HostSample:
+    fields = dict(data)
+    fields["procs"] = tuple(ProcSample(**p) for p in fields.get("procs", ()))
+    fields["unix_queues"] = tuple(UnixQueue(**q) for q in fields.get("unix_queues", ()))
+    return HostSample(**fields)
+
+
+def record_to_poll(rec: dict[str, Any]) -> Poll:
+    host = host_from_record(rec["host"]) if rec.get("host") else None
+    common = {"source": str(rec["source"]), "t": float(rec["t"]), "mono": float(rec["mono"])}
+    if rec.get("doc") is not None:
+        raw = json.dumps(rec["doc"]).encode()
+        return Poll(
+            **common,
+            doc=parse_stats(raw),
+            host=host,
+            raw_size=len(raw),
+            read_seconds=float(rec.get("read_seconds", 0.0)),
+        )
+    return Poll(**common, error=str(rec.get("error") or "poll failed"), host=host)
+
+
+class RecordingWriter:
+    def __init__(self, stream: IO[str], *, keep_vars: bool = False) -> None:
+        self._stream = stream
+        self._keep_vars = keep_vars
+        header = {
+            "uwsgitune_recording": FORMAT_VERSION,
+            "tool": f"uwsgitune {__version__}",
+            "request_vars": keep_vars,
+        }
+        stream.write(json.dumps(header) + "\n")
+
+    def write(self, poll: Poll, raw: bytes | None) -> None:
+        rec = poll_to_record(poll, raw, keep_vars=self._keep_vars)
+        self._stream.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        self._stream.flush()
+
+
+def read_recording(path: Path) -> Iterator[Poll]:
+    """Yield the polls of a recording. Raises `RecordingError` naming the file and line."""
+    try:
+        handle = path.open("r", encoding="utf-8")
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot open ({exc.strerror}); check the path") from None
+    with handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                raise RecordingError(
+                    f"{path}:{lineno}: not JSON; is this a `uwsgitune record` file?"
+                ) from None
+            if not isinstance(rec, dict):
+                raise RecordingError(f"{path}:{lineno}: not a recording line (expected an object)")
+            if "uwsgitune_recording" in rec:
+                if rec["uwsgitune_recording"] != FORMAT_VERSION:
+                    raise RecordingError(
+                        f"{path}: recording format {rec['uwsgitune_recording']} is not supported"
+                    )
+                continue
+            try:
+                yield record_to_poll(rec)
+            except (KeyError, TypeError, ValueError, ValidationError) as exc:
+                what = type(exc).__name__
+                raise RecordingError(f"{path}:{lineno}: damaged poll record ({what})") from None
