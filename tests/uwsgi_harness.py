@@ -1,0 +1,63 @@
+"""Real uWSGI instances for tests and bench scripts (wraps `uwsgitune.launch`).
+
+Unix socket paths must stay under 108 bytes, so instances live in short /tmp/uwt-* dirs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import uwsgitune.demo.app as demo_app
+from uwsgitune.launch import IniValue, UwsgiProcess, free_port
+
+APP = Path(demo_app.__file__).resolve()
+
+
+def base_options(workdir: Path, **overrides: IniValue) -> dict[str, IniValue]:
+    """A ready-to-tune instance: http on a free port, unix stats, FIFO, memory-report."""
+    port = free_port()
+    opts: dict[str, IniValue] = {
+        "master": True,
+        "http-socket": f"127.0.0.1:{port}",
+        "wsgi-file": str(APP),
+        "processes": 4,
+        "stats": str(workdir / "stats.sock"),
+        "master-fifo": str(workdir / "fifo"),
+        "memory-report": True,
+        "disable-logging": True,
+    }
+    for key, value in overrides.items():
+        key = key.replace("_", "-")
+        if value is None:
+            opts.pop(key, None)
+        else:
+            opts[key] = value
+    return opts
+
+
+def http_port(proc: UwsgiProcess) -> int:
+    return int(str(proc.options["http-socket"]).rsplit(":", 1)[1])
+
+
+def url(proc: UwsgiProcess, path: str = "/") -> str:
+    return f"http://127.0.0.1:{http_port(proc)}{path}"
+
+
+@contextmanager
+def uwsgi_instance(**overrides: IniValue) -> Iterator[UwsgiProcess]:
+    workdir = Path(tempfile.mkdtemp(prefix="uwt-", dir="/tmp"))
+    proc = UwsgiProcess(workdir, base_options(workdir, **overrides))
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def options_from(mapping: Mapping[str, IniValue]) -> dict[str, IniValue]:
+    return dict(mapping)

@@ -1,0 +1,1 @@
+"""The bundled example app and the `uwsgitune demo` command."""

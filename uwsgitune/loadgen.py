@@ -1,0 +1,165 @@
+"""A bounded HTTP/1.0 load generator on asyncio: nothing else to install.
+
+Closed loop (`concurrency` clients, each sends the next request when the last one ends) or
+open loop (`rate` requests per second, whatever the server does). Every run is bounded by a
+duration *and* a request count. Non-keepalive: one connection per request, as nginx to uWSGI.
+Loopback only is the caller's business; this module connects where it is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+
+@dataclass
+class LoadResult:
+    sent: int = 0
+    ok: int = 0
+    errors: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)  # seconds, successful requests
+    started: float = 0.0
+    ended: float = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return max(self.ended - self.started, 1e-9)
+
+    @property
+    def throughput(self) -> float:
+        return self.ok / self.elapsed
+
+    def percentile(self, q: float) -> float | None:
+        if not self.latencies:
+            return None
+        data = sorted(self.latencies)
+        idx = min(len(data) - 1, max(0, round(q / 100 * (len(data) - 1))))
+        return data[idx]
+
+
+def _target(url: str) -> tuple[str, int, bytes]:
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"{url}: only http://HOST:PORT/PATH URLs are supported")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.hostname
+    port = parts.port or 80
+    request = f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n\r\n"
+    return host, port, request.encode()
+
+
+async def one_request(host: str, port: int, request: bytes, timeout: float) -> int:
+    """Send one request on a fresh connection; return the HTTP status."""
+
+    async def go() -> int:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(request)
+            await writer.drain()
+            data = await reader.read()
+        finally:
+            writer.close()
+        line = data.split(b"\r\n", 1)[0].split()
+        if len(line) < 2 or not line[1].isdigit():
+            raise ConnectionError("bad response")
+        return int(line[1])
+
+    return await asyncio.wait_for(go(), timeout)
+
+
+class LoadRun:
+    """One bounded run. `path` may be changed while it runs (the demo's phases do)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        duration: float,
+        max_requests: int = 1_000_000,
+        timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.host, self.port, self.request = _target(url)
+        self.duration = duration
+        self.max_requests = max_requests
+        self.timeout = timeout
+        self.result = LoadResult()
+        self._clock = clock
+        self._stop = asyncio.Event()
+
+    def set_url(self, url: str) -> None:
+        self.host, self.port, self.request = _target(url)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _budget_left(self, end: float) -> bool:
+        return (
+            not self._stop.is_set()
+            and self._clock() < end
+            and self.result.sent < self.max_requests
+        )
+
+    async def _fire(self) -> None:
+        r = self.result
+        r.sent += 1
+        t0 = self._clock()
+        try:
+            status = await one_request(self.host, self.port, self.request, self.timeout)
+        except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            r.errors += 1
+            kind = type(exc).__name__
+            r.error_kinds[kind] = r.error_kinds.get(kind, 0) + 1
+            return
+        r.statuses[status] = r.statuses.get(status, 0) + 1
+        if 200 <= status < 400:
+            r.ok += 1
+            r.latencies.append(self._clock() - t0)
+        else:
+            r.errors += 1
+
+    async def closed_loop(self, concurrency: int) -> LoadResult:
+        self.result.started = self._clock()
+        end = self.result.started + self.duration
+
+        async def client() -> None:
+            while self._budget_left(end):
+                await self._fire()
+
+        await asyncio.gather(*(client() for _ in range(max(1, concurrency))))
+        self.result.ended = self._clock()
+        return self.result
+
+    async def open_loop(self, rate: float, max_in_flight: int = 2000) -> LoadResult:
+        self.result.started = self._clock()
+        end = self.result.started + self.duration
+        tasks: set[asyncio.Task[None]] = set()
+        interval = 1.0 / max(rate, 0.001)
+        next_at = self.result.started
+        while self._budget_left(end):
+            if len(tasks) < max_in_flight:
+                task = asyncio.create_task(self._fire())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            next_at += interval
+            await asyncio.sleep(max(0.0, next_at - self._clock()))
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.timeout)
+        self.result.ended = self._clock()
+        return self.result
+
+
+def run_closed(url: str, concurrency: int, duration: float, max_requests: int = 1_000_000) -> LoadResult:
+    """Blocking helper for scripts and tests."""
+    return asyncio.run(
+        LoadRun(url, duration=duration, max_requests=max_requests).closed_loop(concurrency)
+    )
+
+
+def run_open(url: str, rate: float, duration: float, max_requests: int = 1_000_000) -> LoadResult:
+    return asyncio.run(LoadRun(url, duration=duration, max_requests=max_requests).open_loop(rate))
