@@ -6,6 +6,7 @@ reload, so a stop is FIFO `q` (graceful), then SIGINT, then SIGKILL as the last 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -60,6 +61,11 @@ class UwsgiProcess:
         self.ini = self.workdir / f"{name}.ini"
         self.log = self.workdir / f"{name}.log"
         self.stats = str(options.get("stats", ""))
+        # `--stats-http` serves the same socket as HTTP: address it as such, never raw (a raw
+        # client that sends nothing stalls the master loop).
+        http = options.get("stats-http", False)
+        if self.stats and http and http != "false" and not self.stats.startswith(("/", "@")):
+            self.stats = f"http://{self.stats}"
         fifo = options.get("master-fifo", "")
         self.fifo = str(fifo) if fifo else ""
         self.options = dict(options)
@@ -149,10 +155,8 @@ class UwsgiProcess:
         except OSError:
             return
         time.sleep(0.2)
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
 
     def __enter__(self) -> UwsgiProcess:
         return self.start() if self.proc is None else self

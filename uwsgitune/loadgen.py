@@ -53,11 +53,16 @@ def _target(url: str) -> tuple[str, int, bytes]:
     return host, port, request.encode()
 
 
-async def one_request(host: str, port: int, request: bytes, timeout: float) -> int:
-    """Send one request on a fresh connection; return the HTTP status."""
+async def one_request(
+    host: str, port: int, request: bytes, timeout: float, unix_socket: str | None = None
+) -> int:
+    """Send one request on a fresh connection (TCP, or `unix_socket`); return the HTTP status."""
 
     async def go() -> int:
-        reader, writer = await asyncio.open_connection(host, port)
+        if unix_socket is not None:
+            reader, writer = await asyncio.open_unix_connection(unix_socket)
+        else:
+            reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(request)
             await writer.drain()
@@ -83,8 +88,11 @@ class LoadRun:
         max_requests: int = 1_000_000,
         timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        unix_socket: str | None = None,
     ) -> None:
         self.host, self.port, self.request = _target(url)
+        # An `http-socket = /path.sock`: connect there, send `url`'s path and Host header.
+        self.unix_socket = unix_socket
         self.duration = duration
         self.max_requests = max_requests
         self.timeout = timeout
@@ -100,9 +108,7 @@ class LoadRun:
 
     def _budget_left(self, end: float) -> bool:
         return (
-            not self._stop.is_set()
-            and self._clock() < end
-            and self.result.sent < self.max_requests
+            not self._stop.is_set() and self._clock() < end and self.result.sent < self.max_requests
         )
 
     async def _fire(self) -> None:
@@ -110,7 +116,9 @@ class LoadRun:
         r.sent += 1
         t0 = self._clock()
         try:
-            status = await one_request(self.host, self.port, self.request, self.timeout)
+            status = await one_request(
+                self.host, self.port, self.request, self.timeout, self.unix_socket
+            )
         except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
             r.errors += 1
             kind = type(exc).__name__
@@ -154,7 +162,9 @@ class LoadRun:
         return self.result
 
 
-def run_closed(url: str, concurrency: int, duration: float, max_requests: int = 1_000_000) -> LoadResult:
+def run_closed(
+    url: str, concurrency: int, duration: float, max_requests: int = 1_000_000
+) -> LoadResult:
     """Blocking helper for scripts and tests."""
     return asyncio.run(
         LoadRun(url, duration=duration, max_requests=max_requests).closed_loop(concurrency)

@@ -12,7 +12,7 @@ from uwsgitune import __version__
 from uwsgitune.cli.errors import UserError
 
 # Commands, in help order. Each module defines `register(subparsers)`, which sets `func`.
-COMMANDS = ["watch", "record"]
+COMMANDS = ["watch", "demo", "record", "recommend", "sweep", "daemon", "config", "tune", "doctor"]
 
 
 class _Parser(argparse.ArgumentParser):

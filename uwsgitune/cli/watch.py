@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
 from uwsgitune.render import jsonview
-from uwsgitune.render.text import plain_line, summary
+from uwsgitune.render.text import error_line, plain_line, summary
 from uwsgitune.sources.recording import RecordingError, read_recording
 from uwsgitune.sources.watcher import InstanceWatch
 
@@ -39,6 +40,11 @@ def register(sub: Any) -> None:
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="run on a recording")
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="also serve Prometheus /metrics here (with --plain or the TUI)",
+    )
     p.set_defaults(func=run)
 
 
@@ -55,9 +61,22 @@ def run(args: argparse.Namespace) -> int:
     ]
     if args.once or (args.json and not args.plain):
         return _once(watches, args)
+    if args.metrics_listen:
+        _serve_metrics(watches, args.metrics_listen)
     if args.plain:
         return _plain(watches, args)
     return _tui(watches, args)
+
+
+def _serve_metrics(watches: list[InstanceWatch], listen: str) -> None:
+    """Serve /metrics from a daemon thread; it ends with the process."""
+    from uwsgitune.exporter.serve import serve_watches
+
+    try:
+        serve_watches(watches, listen)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UserError(f"cannot serve metrics on {listen}: {reason}", code=2) from None
 
 
 def _once(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
@@ -71,14 +90,19 @@ def _once(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
         for i in pending:
             frames[i] = watches[i].step()
     _print_frames(frames, json_out=args.json)
-    return 1 if any(f.kind == "error" for f in frames) else 0
+    failed = [f for f in frames if f.kind == "error"]
+    for f in failed:
+        print(f"uwsgitune: {error_line(f)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
     if json_out:
         print(jsonview.dumps(frames))
         return
-    for i, f in enumerate(frames):
+    # An instance that never answered has nothing to show: its line goes to stderr only.
+    shown = [f for f in frames if not (f.kind == "error" and not f.master_pid)]
+    for i, f in enumerate(shown):
         if i:
             print()
         print("\n".join(summary(f)))
@@ -107,10 +131,11 @@ def _tui(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         raise UserError("the TUI needs a terminal; use --plain, --once or --json", code=2)
     try:
-        from uwsgitune.tui.app import run_tui
+        # Imported by name: the TUI is optional and `watch --plain` must not pay for textual.
+        tui = importlib.import_module("uwsgitune.tui.app")
     except ImportError:
         raise UserError("the TUI is not available in this build; use --plain", code=2) from None
-    return run_tui(watches, args)
+    return int(tui.run_tui(watches, args))
 
 
 def replay_frames(polls: Iterable[Poll]) -> Iterable[Frame]:

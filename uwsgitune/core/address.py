@@ -10,6 +10,7 @@ Forms accepted (the first four are uWSGI's own, the last two uwsgi_exporter's):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -72,8 +73,10 @@ def parse_address(text: str) -> StatsAddress:
         if not path:
             raise AddressError(f"{raw}: no path after unix://")
         if path.startswith("@"):
+            if len(path) == 1:
+                raise AddressError(f"{raw}: no abstract socket name after '@'")
             return StatsAddress("abstract", path=path[1:], text=raw)
-        return StatsAddress("unix", path=path, text=raw)
+        return StatsAddress("unix", path=os.path.expanduser(path), text=raw)
     if raw.startswith("tcp://"):
         host, port = _host_port(raw[len("tcp://") :].rstrip("/"), raw)
         return StatsAddress("tcp", host=host, port=port, text=raw)
@@ -81,10 +84,18 @@ def parse_address(text: str) -> StatsAddress:
         if raw.startswith("https://"):
             raise AddressError(f"{raw}: uWSGI's stats-http does not speak TLS; use http://")
         parts = urlsplit(raw)
-        if parts.port is None:
+        try:
+            http_port = parts.port
+        except ValueError:  # not a number, or out of range: urlsplit raises late
+            http_port = -1
+        if http_port is None:
             raise AddressError(f"{raw}: no port; write http://HOST:PORT")
-        host = parts.hostname or "127.0.0.1"
-        return StatsAddress("http", host=host, port=parts.port, http_path=parts.path or "/", text=raw)
+        if not 0 < http_port < 65536:
+            raise AddressError(f"{raw}: no valid port; write http://HOST:PORT, e.g. :9191")
+        http_host = parts.hostname or "127.0.0.1"
+        return StatsAddress(
+            "http", host=http_host, port=http_port, http_path=parts.path or "/", text=raw
+        )
     if raw.startswith("@"):
         if len(raw) == 1:
             raise AddressError("@: no abstract socket name after '@'")
@@ -93,6 +104,7 @@ def parse_address(text: str) -> StatsAddress:
         scheme = raw.split("://", 1)[0]
         raise AddressError(f"{raw}: unknown scheme {scheme!r}; use unix://, tcp:// or http://")
     if raw.startswith(("/", ".", "~")) or ":" not in raw:
-        return StatsAddress("unix", path=raw, text=raw)
+        # `~` is the user's shell shorthand; expanding it reads $HOME, not the network.
+        return StatsAddress("unix", path=os.path.expanduser(raw), text=raw)
     host, port = _host_port(raw, raw)
     return StatsAddress("tcp", host=host, port=port, text=raw)

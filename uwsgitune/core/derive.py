@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from uwsgitune.core.frame import Frame, RequestView, SocketView, VassalView, WorkerView
+from uwsgitune.core.frame import Frame, FrameKind, RequestView, SocketView, VassalView, WorkerView
 from uwsgitune.core.model import Core, Socket, StatsDoc, Worker
 from uwsgitune.core.samples import HostSample, Poll
 
@@ -43,9 +43,11 @@ def slot_reset(prev: Worker, cur: Worker) -> bool:
 
 def detect_reload(prev: StatsDoc, cur: StatsDoc) -> bool:
     """A graceful reload: same master, and most slots that were live have reset."""
-    pairs = [(p, c) for p, c in zip(prev.workers, cur.workers) if p.pid > 0 and c.pid > 0]
     if len(prev.workers) != len(cur.workers):
         return True  # `processes` changed: only a reload re-reads it
+    pairs = [
+        (p, c) for p, c in zip(prev.workers, cur.workers, strict=True) if p.pid > 0 and c.pid > 0
+    ]
     if not pairs:
         return False
     resets = sum(1 for p, c in pairs if slot_reset(p, c))
@@ -171,7 +173,9 @@ class Tracker:
         if poll.doc is None:
             if self.disconnected_since is None:
                 self.disconnected_since = poll.t
-            base = self.last_frame or Frame(source=self.source, t=poll.t, mono=poll.mono, kind="error")
+            base = self.last_frame or Frame(
+                source=self.source, t=poll.t, mono=poll.mono, kind="error"
+            )
             frame = replace(
                 base,
                 t=poll.t,
@@ -197,7 +201,7 @@ class Tracker:
         doc = poll.doc
         assert doc is not None
         prev = self.prev
-        kind: str = "first"
+        kind: FrameKind = "first"
         if prev is not None and prev.doc is not None:
             if prev.doc.pid != doc.pid:
                 kind = "restart"
@@ -214,10 +218,10 @@ class Tracker:
         dt = (poll.mono - prev.mono) if prev is not None else None
         if dt is not None and dt <= 0:
             rated = False
-        return self._build(poll, doc, prev if rated else None, dt, kind)  # type: ignore[arg-type]
+        return self._build(poll, doc, prev if rated else None, dt, kind)
 
     def _build(
-        self, poll: Poll, doc: StatsDoc, prev: Poll | None, dt: float | None, kind: str
+        self, poll: Poll, doc: StatsDoc, prev: Poll | None, dt: float | None, kind: FrameKind
     ) -> Frame:
         host, prev_host = poll.host, (prev.host if prev else None)
         prev_doc = prev.doc if prev else None
@@ -240,7 +244,7 @@ class Tracker:
             source=self.source,
             t=poll.t,
             mono=poll.mono,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             dt=dt,
             version=doc.version,
             master_pid=doc.pid,
@@ -248,7 +252,9 @@ class Tracker:
             reloads_seen=self.reloads_seen,
             emperor=doc.is_emperor,
             vassals=tuple(
-                VassalView(v.id, v.pid, bool(v.ready), bool(v.accepting), v.respawns, v.born, v.last_mod)
+                VassalView(
+                    v.id, v.pid, bool(v.ready), bool(v.accepting), v.respawns, v.born, v.last_mod
+                )
                 for v in doc.vassals or ()
             ),
             workers_max=len(doc.workers),
@@ -283,12 +289,15 @@ def _with_rates(frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float) -> Frame
     d_req = sum(w.rps or 0.0 for w in frame.workers) * dt
     d_exc = sum(w.eps or 0.0 for w in frame.workers) * dt
     d_rt_s = 0.0
-    for p, c in zip(prev.workers, cur.workers):
+    for p, c in zip(prev.workers, cur.workers, strict=False):
         d_rt_s += (c.running_time - (0 if slot_reset(p, c) else p.running_time)) / 1e6
     d_static = 0
-    for p, c in zip(prev.workers, cur.workers):
+    for p, c in zip(prev.workers, cur.workers, strict=False):
         if len(p.cores) == len(c.cores) and not slot_reset(p, c):
-            d_static += sum(max(cc.static_requests - pc.static_requests, 0) for pc, cc in zip(p.cores, c.cores))
+            d_static += sum(
+                max(cc.static_requests - pc.static_requests, 0)
+                for pc, cc in zip(p.cores, c.cores, strict=True)
+            )
     littles_l = max(d_rt_s, 0.0) / dt
     capacity = frame.live * max(frame.threads, 1)
     harakiri = sum(w.harakiri_count for w in prev.workers)

@@ -73,7 +73,9 @@ class SocketView:
     @property
     def full(self) -> bool:
         """A queue peaks at backlog+1: at the backlog it is full and the kernel drops."""
-        return self.backlog is not None and self.queue is not None and self.queue >= self.backlog > 0
+        return (
+            self.backlog is not None and self.queue is not None and self.queue >= self.backlog > 0
+        )
 
 
 @dataclass(frozen=True)

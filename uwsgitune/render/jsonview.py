@@ -33,7 +33,7 @@ def frame_to_dict(f: Frame) -> dict[str, Any]:
     data["queue_full"] = f.queue_full
     data["since_reload"] = f.since_reload
     data["cpu_saturation"] = f.cpu_saturation
-    for sock, view in zip(data["sockets"], f.sockets):
+    for sock, view in zip(data["sockets"], f.sockets, strict=True):
         sock["fill"] = view.fill
         sock["full"] = view.full
     return _round(data)  # type: ignore[no-any-return]

@@ -26,6 +26,17 @@ def socket_line(s: SocketView) -> str:
     return f"{s.name} ({s.proto}, {family}) {depth}{src}"
 
 
+def error_line(f: Frame) -> str:
+    """The one line naming the address, what failed and the likely fix (never the address twice:
+    a poll error already starts with it)."""
+    error = f.error or "no document"
+    return error if error.startswith(f"{f.source}: ") else f"{f.source}: {error}"
+
+
+def _reason(f: Frame) -> str:
+    return error_line(f)[len(f.source) + 2 :]
+
+
 def _title(f: Frame) -> str:
     head = f"uWSGI {f.version or '?'}  {f.source}  master {f.master_pid or '?'}"
     if f.since_reload is not None:
@@ -44,14 +55,19 @@ def _emperor_lines(f: Frame) -> list[str]:
 def summary(f: Frame) -> list[str]:
     """The readable block of `watch --once`."""
     if f.kind == "error" and not f.master_pid:
-        return [f"{f.source}: {f.error}"]
+        return [error_line(f)]
     if f.emperor:
         return _emperor_lines(f)
     lines = [_title(f)]
     if f.kind == "error":
-        lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {f.error}")
+        lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {_reason(f)}")
     if f.kind in ("reload", "restart"):
         lines.append(f"  {f.kind.upper()} detected between polls: counters reset, no rates yet")
+    elif f.reloads_seen:
+        lines.append(
+            f"  note      {f.reloads_seen} reload/restart seen between polls (counters reset, "
+            "reported as a reload, not traffic); rates are from the polls after it"
+        )
     lines.append(
         f"  workers   {f.live} live / {f.workers_max} max: {f.busy} busy, {f.idle} idle, "
         f"{f.cheap} cheap   threads/worker {f.threads}"
@@ -92,7 +108,7 @@ def plain_line(f: Frame) -> str:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(f.t))
     if f.kind == "error":
         since = _clock(f.disconnected_since or f.t)
-        return f"{stamp} {f.source} disconnected since {since}: {f.error}"
+        return f"{stamp} {f.source} disconnected since {since}: {_reason(f)}"
     queues = ",".join(
         f"{s.queue if s.queue is not None else '?'}/{s.backlog if s.backlog is not None else '?'}"
         for s in f.sockets

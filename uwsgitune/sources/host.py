@@ -74,11 +74,12 @@ def cgroup_memory(dirs: list[Path]) -> tuple[int | None, int | None]:
     current: int | None = None
     for d in dirs:
         text = _read(d / "memory.max") or _read(d / "memory.limit_in_bytes")
-        if text and text != "max" and text.isdigit() and int(text) < 1 << 60:
-            if limit is None or int(text) < limit:
-                limit = int(text)
-                cur = _read(d / "memory.current") or _read(d / "memory.usage_in_bytes")
-                current = int(cur) if cur and cur.isdigit() else None
+        if not (text and text.isdigit() and int(text) < 1 << 60):
+            continue  # "max", or v1's "unlimited" (a huge number)
+        if limit is None or int(text) < limit:
+            limit = int(text)
+            cur = _read(d / "memory.current") or _read(d / "memory.usage_in_bytes")
+            current = int(cur) if cur and cur.isdigit() else None
     return limit, current
 
 
@@ -96,9 +97,9 @@ def listen_overflows(path: Path = Path("/proc/net/netstat")) -> tuple[int | None
     if not text:
         return None, None
     lines = text.splitlines()
-    for head, values in zip(lines[::2], lines[1::2]):
+    for head, values in zip(lines[::2], lines[1::2], strict=False):
         if head.startswith("TcpExt:"):
-            table = dict(zip(head.split()[1:], values.split()[1:]))
+            table = dict(zip(head.split()[1:], values.split()[1:], strict=False))
             ov, dr = table.get("ListenOverflows"), table.get("ListenDrops")
             return (int(ov) if ov else None, int(dr) if dr else None)
     return None, None
@@ -139,7 +140,8 @@ class HostSampler:
         dirs = self._dirs_for(master)
         cpu = psutil.cpu_times()
         idle = cpu.idle + getattr(cpu, "iowait", 0.0)
-        total = sum(cpu)
+        # guest and guest_nice are already counted in user and nice: do not count them twice
+        total = sum(cpu) - getattr(cpu, "guest", 0.0) - getattr(cpu, "guest_nice", 0.0)
         vm = psutil.virtual_memory()
         limit, current = cgroup_memory(dirs)
         overflows, drops = listen_overflows()

@@ -61,6 +61,11 @@ class Observer:
             doc: StatsDoc = parse_stats(raw)
         except ValidationError as exc:
             return Poll(source, t, mono, error=f"{source}: {describe_validation(exc)}")
+        if not doc.model_fields_set & {"workers", "vassals"}:
+            # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
+            return Poll(
+                source, t, mono, error=f"{source}: JSON without workers; not a uWSGI stats socket"
+            )
         parsed = self._mono()
         self.last_raw = raw
         host = self.host.sample(doc)

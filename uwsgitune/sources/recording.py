@@ -45,8 +45,12 @@ def poll_to_record(poll: Poll, raw: bytes | None, *, keep_vars: bool = False) ->
     return rec
 
 
+_HOST_FIELDS = {f.name for f in dataclasses.fields(HostSample)}
+
+
 def host_from_record(data: dict[str, Any]) -> HostSample:
-    fields = dict(data)
+    # Fields a newer uwsgitune added are ignored, so old readers replay new recordings.
+    fields = {k: v for k, v in data.items() if k in _HOST_FIELDS}
     fields["procs"] = tuple(ProcSample(**p) for p in fields.get("procs", ()))
     fields["unix_queues"] = tuple(UnixQueue(**q) for q in fields.get("unix_queues", ()))
     return HostSample(**fields)
@@ -54,17 +58,19 @@ def host_from_record(data: dict[str, Any]) -> HostSample:
 
 def record_to_poll(rec: dict[str, Any]) -> Poll:
     host = host_from_record(rec["host"]) if rec.get("host") else None
-    common = {"source": str(rec["source"]), "t": float(rec["t"]), "mono": float(rec["mono"])}
+    source, t, mono = str(rec["source"]), float(rec["t"]), float(rec["mono"])
     if rec.get("doc") is not None:
         raw = json.dumps(rec["doc"]).encode()
         return Poll(
-            **common,
+            source,
+            t,
+            mono,
             doc=parse_stats(raw),
             host=host,
             raw_size=len(raw),
             read_seconds=float(rec.get("read_seconds", 0.0)),
         )
-    return Poll(**common, error=str(rec.get("error") or "poll failed"), host=host)
+    return Poll(source, t, mono, error=str(rec.get("error") or "poll failed"), host=host)
 
 
 class RecordingWriter:

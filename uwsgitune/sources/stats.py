@@ -12,7 +12,9 @@ Rules this module keeps (see uwsgi-facts.md):
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import stat
 import time
 
 from uwsgitune.core.address import StatsAddress
@@ -45,15 +47,36 @@ def _connect(addr: StatsAddress, deadline: float) -> socket.socket:
     return socket.create_connection((addr.host, addr.port), timeout=remaining)
 
 
+def _not_a_socket(addr: StatsAddress) -> str | None:
+    """For a unix path that refused: is it a regular file or a directory (a wrong path)?"""
+    if addr.kind != "unix":
+        return None
+    try:
+        mode = os.stat(addr.path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISSOCK(mode):
+        return None
+    what = "a directory" if stat.S_ISDIR(mode) else "not a socket"
+    return f"{addr.path} is {what}; give the path set by `stats =`"
+
+
 def _explain(addr: StatsAddress, exc: OSError, timeout: float) -> StatsError:
     where = addr.path if addr.kind in ("unix", "abstract") else f"{addr.host}:{addr.port}"
     if isinstance(exc, FileNotFoundError):
         return StatsError(addr, f"no socket at {where}; is uWSGI running with `stats = {where}`?")
-    if isinstance(exc, ConnectionRefusedError):
+    if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
+        wrong = _not_a_socket(addr)
+        if wrong:
+            return StatsError(addr, wrong)
+        if addr.kind == "unix":
+            return StatsError(
+                addr,
+                "connection refused; no uWSGI is listening there (a stopped instance leaves its "
+                "socket file behind), or it is reloading",
+            )
         return StatsError(
-            addr,
-            "connection refused; no uWSGI is listening there (a stopped instance leaves its "
-            "socket file behind), or it is reloading",
+            addr, f"connection refused; nothing listens on {where}; is uWSGI running?"
         )
     if isinstance(exc, PermissionError):
         return StatsError(
@@ -61,9 +84,15 @@ def _explain(addr: StatsAddress, exc: OSError, timeout: float) -> StatsError:
         )
     if isinstance(exc, socket.timeout | TimeoutError):
         return StatsError(addr, f"no answer within {timeout:g}s; is the master stopped or hung?")
-    if isinstance(exc, ConnectionResetError):
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        if addr.kind == "http":
+            return StatsError(
+                addr,
+                "connection reset after the HTTP request; if uWSGI runs without --stats-http, "
+                f"use {addr.host}:{addr.port}; else it may be restarting",
+            )
         return StatsError(addr, "connection reset by peer; the instance may be restarting")
-    if exc.errno == errno.ENOTSOCK or exc.errno == errno.ECONNREFUSED:
+    if exc.errno == errno.ENOTSOCK:
         return StatsError(addr, f"{where} is not a socket; give the path set by `stats =`")
     return StatsError(addr, f"{exc.strerror or exc}; check the address")
 
@@ -77,11 +106,17 @@ def _read_all(sock: socket.socket, addr: StatsAddress, deadline: float, max_byte
         if first and addr.kind == "tcp":
             remaining = min(remaining, RAW_FIRST_BYTE)
         if remaining <= 0:
-            raise socket.timeout("deadline")
+            raise TimeoutError("deadline")
         sock.settimeout(remaining)
         try:
             chunk = sock.recv(262144)
-        except socket.timeout:
+        except ConnectionResetError:
+            # A peer that closes without reading our request resets the connection: keep
+            # what arrived, so that the document (or its absence) explains itself.
+            if chunks:
+                return b"".join(chunks)
+            raise
+        except TimeoutError:
             if first and addr.kind == "tcp":
                 raise StatsError(
                     addr,
@@ -101,8 +136,14 @@ def _read_all(sock: socket.socket, addr: StatsAddress, deadline: float, max_byte
 
 
 def _strip_http(addr: StatsAddress, data: bytes) -> bytes:
+    if data.lstrip().startswith(b"{"):
+        raise StatsError(
+            addr, f"the peer sent raw JSON, not HTTP; use {addr.host}:{addr.port} without http://"
+        )
     head, sep, body = data.partition(b"\r\n\r\n")
     if not sep:
+        if not data:
+            raise StatsError(addr, "the peer closed without answering; is this uWSGI stats?")
         raise StatsError(addr, "truncated HTTP answer; is this a uWSGI --stats-http server?")
     status = head.split(b"\r\n", 1)[0].split()
     if len(status) < 2 or not status[0].startswith(b"HTTP/"):
@@ -130,15 +171,15 @@ def check_document(addr: StatsAddress, data: bytes) -> bytes:
     return data
 
 
-def read_stats(
-    addr: StatsAddress, *, timeout: float = 2.0, max_bytes: int = MAX_DOCUMENT
-) -> bytes:
+def read_stats(addr: StatsAddress, *, timeout: float = 2.0, max_bytes: int = MAX_DOCUMENT) -> bytes:
     """One connection, one document, closed. Raises `StatsError` with a one-line message."""
     deadline = time.monotonic() + timeout
     try:
         sock = _connect(addr, deadline)
     except OSError as exc:
         raise _explain(addr, exc, timeout) from None
+    except UnicodeError:  # a host name IDNA cannot encode
+        raise StatsError(addr, "invalid host name; check the address") from None
     try:
         if addr.kind == "http":
             request = f"GET {addr.http_path} HTTP/1.0\r\nHost: {addr.host}\r\n\r\n"

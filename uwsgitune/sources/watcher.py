@@ -24,7 +24,7 @@ def backoff_delay(interval: float, failures: int, cap: float = BACKOFF_CAP) -> f
     """1, 2, 4 ... intervals after consecutive failures, never more than `cap` seconds."""
     if failures <= 0:
         return interval
-    return min(interval * (2 ** (failures - 1)), max(cap, interval))
+    return min(interval * 2.0 ** min(failures - 1, 32), max(cap, interval))
 
 
 class InstanceWatch:

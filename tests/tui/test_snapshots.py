@@ -1,0 +1,46 @@
+"""Snapshot tests: the whole screen as SVG, from fixed frames (the views never read the clock).
+
+Update after an intended change: `.venv/bin/pytest tests/tui/test_snapshots.py --snapshot-update`
+and look at the SVGs under tests/tui/__snapshots__ before keeping them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+
+from tests.tui.fakes import make_app, snapshot
+from tests.tui.frames import emperor_frame, history
+
+
+def showing(frames: Any, keys: tuple[str, ...] = ()) -> Callable[[Pilot[Any]], Any]:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        pilot.app.show(snapshot(frames))  # type: ignore[attr-defined]
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_overloaded_80x24(snap_compare: Any) -> None:
+    frames = history(60, workers=8, cheap=4, busy=4, queue=16, cpu=1.9)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=showing(frames))
+
+
+def test_wide_200x50(snap_compare: Any) -> None:
+    frames = history(60, workers=16, busy=6, queue=5)
+    assert snap_compare(make_app(), terminal_size=(200, 50), run_before=showing(frames))
+
+
+def test_cores_view(snap_compare: Any) -> None:
+    frames = history(10, busy=2)
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=showing(frames, ("c",)))
+
+
+def test_emperor(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), terminal_size=(100, 24),
+                        run_before=showing([emperor_frame()]))

@@ -1,0 +1,70 @@
+"""A real terminal for end-to-end tests: one tmux session per test, always killed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+
+TMUX = "/usr/bin/tmux"
+
+
+class Tmux:
+    def __init__(self, command: str, width: int = 120, height: int = 40) -> None:
+        self.name = f"uwt-{uuid.uuid4().hex[:8]}"
+        subprocess.run(
+            [TMUX, "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+             command],
+            check=True,
+        )
+        subprocess.run([TMUX, "set-option", "-t", self.name, "remain-on-exit", "on"], check=True)
+        self.pid = int(self._display("#{pane_pid}"))
+
+    def _display(self, fmt: str) -> str:
+        out = subprocess.run([TMUX, "display-message", "-p", "-t", self.name, fmt],
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    def screen(self) -> str:
+        out = subprocess.run([TMUX, "capture-pane", "-p", "-t", self.name],
+                             capture_output=True, text=True)
+        return out.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([TMUX, "send-keys", "-t", self.name, *keys], check=True)
+
+    def dead(self) -> bool:
+        return self._display("#{pane_dead}") == "1"
+
+    def exit_status(self) -> int | None:
+        text = self._display("#{pane_dead_status}")
+        return int(text) if text.lstrip("-").isdigit() else None
+
+    def wait_for(self, cond: Callable[[str], bool], timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if cond(text):
+                return text
+            time.sleep(0.3)
+        raise AssertionError(f"screen never matched in {timeout}s:\n{text}")
+
+    def wait_dead(self, timeout: float = 20.0) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.dead():
+                return self.exit_status()
+            time.sleep(0.2)
+        raise AssertionError(f"the program did not exit in {timeout}s:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run([TMUX, "kill-session", "-t", self.name], capture_output=True)
+
+
+def master_pid(screen: str) -> int:
+    m = re.search(r"master (\d+)", screen)
+    assert m, screen
+    return int(m.group(1))

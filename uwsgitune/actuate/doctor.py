@@ -1,0 +1,211 @@
+"""`doctor`: is an instance ready to be tuned, and what exactly to add where it is not.
+
+`checks` is pure: facts in, one `Check` per requirement out, each with the line to add to
+the uWSGI ini. `gather` is the thin shell that reads the stats, the FIFO, /proc and the ini.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
+from uwsgitune.actuate.override import DEFAULT_LISTEN, IniError, last_include, load_config
+from uwsgitune.core.address import StatsAddress
+from uwsgitune.core.model import StatsDoc, parse_stats
+from uwsgitune.sources.host import somaxconn
+from uwsgitune.sources.stats import StatsError, read_stats
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: could not tell
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class DoctorFacts:
+    address: str
+    stats_error: str | None = None
+    master_pid: int = 0
+    memory_report: bool | None = None
+    fifo: str | None = None
+    fifo_error: str | None = None  # missing, not a FIFO, a symlink
+    fifo_read: bool | None = None  # None: /proc unreadable
+    ini: str | None = None
+    ini_error: str | None = None
+    config: dict[str, str] = field(default_factory=dict)
+    include: str | None = None  # the ini's last `ini =` target
+    override: str | None = None
+    somaxconn: int | None = None
+    backlog: int | None = None  # the kernel's backlog from the stats (TCP)
+
+
+def _stats(f: DoctorFacts) -> Check:
+    if f.stats_error:
+        return Check("stats", False, f.stats_error, "stats = /run/uwsgi/app-stats.sock")
+    return Check("stats", True, f"{f.address} answers (master pid {f.master_pid})")
+
+
+def _fifo(f: DoctorFacts) -> Check:
+    fix = f"master-fifo = {f.fifo or '/run/uwsgi/app.fifo'}"
+    if f.fifo is None:
+        return Check("fifo", False, "no FIFO given or found in the ini", fix)
+    if f.fifo_error:
+        return Check("fifo", False, f.fifo_error, fix)
+    if f.fifo_read is None:
+        return Check(
+            "fifo", None, f"{f.fifo}: a FIFO; /proc unreadable, cannot prove this master reads it"
+        )
+    if not f.fifo_read:
+        return Check("fifo", False, f"{f.fifo} is not open in master {f.master_pid}", fix)
+    return Check("fifo", True, f"{f.fifo} is read by master {f.master_pid}")
+
+
+def _cheaper(f: DoctorFacts) -> Check:
+    if not f.config:
+        return Check("cheaper", None, "ini unknown; pass --ini", "cheaper-algo = manual")
+    cheaper, algo = f.config.get("cheaper", "0"), f.config.get("cheaper-algo", "spare")
+    fix = "cheaper = 1\ncheaper-algo = manual\ncheaper-initial = 2"
+    if cheaper in ("", "0"):
+        return Check("cheaper", False, "cheaper mode is off: +/- do nothing", fix)
+    if algo != "manual":
+        return Check(
+            "cheaper",
+            False,
+            f"cheaper-algo = {algo} fights uwsgitune's +/-",
+            "cheaper-algo = manual",
+        )
+    return Check("cheaper", True, f"cheaper = {cheaper}, cheaper-algo = manual")
+
+
+def _memory(f: DoctorFacts) -> Check:
+    on = f.memory_report
+    if on is None and f.config:
+        on = f.config.get("memory-report", "false").lower() in ("1", "true", "yes", "on", "")
+    if on is None:
+        return Check("memory-report", None, "unknown (no stats, no ini)", "memory-report = true")
+    if not on:
+        return Check("memory-report", False, "off: no RSS in the stats", "memory-report = true")
+    return Check("memory-report", True, "on")
+
+
+def _include(f: DoctorFacts) -> Check:
+    want = f.override or "/var/lib/uwsgitune/app.ini"
+    fix = f"ini = {want}   (as the LAST line of {f.ini or 'the ini'}; create the file)"
+    if f.ini is None:
+        return Check("override", None, f"ini unknown: {f.ini_error or 'pass --ini'}", fix)
+    if f.ini_error:
+        return Check("override", False, f.ini_error, fix)
+    if f.include is None:
+        return Check("override", False, f"{f.ini} does not end with an `ini =` include", fix)
+    inc = Path(f.include) if Path(f.include).is_absolute() else Path(f.ini).parent / f.include
+    if f.override and inc.resolve() != Path(f.override).resolve():
+        return Check("override", False, f"last line includes {f.include}, not {f.override}", fix)
+    if not inc.exists():
+        return Check(
+            "override", False, f"{inc} does not exist (uWSGI fails to start)", f"touch {inc}"
+        )
+    return Check("override", True, f"{f.ini} ends with `ini = {f.include}`")
+
+
+def _listen(f: DoctorFacts) -> Check:
+    text = f.config.get("listen", str(DEFAULT_LISTEN))
+    listen = int(text) if text.isdigit() else None
+    if f.somaxconn is None or listen is None:
+        return Check("listen", None, "somaxconn or listen unknown")
+    fix = f"listen = {f.somaxconn}   (or raise net.core.somaxconn)"
+    if listen > f.somaxconn:
+        return Check(
+            "listen", False, f"listen {listen} > somaxconn {f.somaxconn}: uWSGI refuses it", fix
+        )
+    live = f" (kernel backlog {f.backlog})" if f.backlog else ""
+    return Check("listen", True, f"listen {listen} <= somaxconn {f.somaxconn}{live}")
+
+
+CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen)
+
+
+def checks(f: DoctorFacts) -> list[Check]:
+    return [check(f) for check in CHECKS]
+
+
+def ini_from_proc(pid: int, proc: Path = Path("/proc")) -> Path | None:
+    """The ini the master was started with, from its command line (relative to its cwd)."""
+    try:
+        args = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+        cwd = Path(os.readlink(proc / str(pid) / "cwd"))
+    except OSError:
+        return None
+    words = [a.decode(errors="replace") for a in args if a]
+    for i, word in enumerate(words):
+        value = words[i + 1] if word == "--ini" and i + 1 < len(words) else None
+        value = value or (word if word.endswith(".ini") and not word.startswith("-") else None)
+        if value:
+            path = Path(value)
+            return path if path.is_absolute() else cwd / path
+    return None
+
+
+def _doc(address: StatsAddress) -> tuple[StatsDoc | None, str | None]:
+    try:
+        return parse_stats(read_stats(address, timeout=2.0)), None
+    except (StatsError, ValueError) as exc:
+        return None, str(exc).splitlines()[0]
+
+
+def _memory_report(doc: StatsDoc | None) -> bool | None:
+    """RSS shows after a worker's first request: before any request, nobody can tell."""
+    if doc is None:
+        return None
+    if any(w.rss > 0 for w in doc.workers):
+        return True
+    return False if any(w.requests > 0 for w in doc.workers) else None
+
+
+def gather(
+    address: StatsAddress, fifo: str | None, ini: str | None, override: str | None
+) -> DoctorFacts:
+    doc, err = _doc(address)
+    pid = doc.pid if doc else 0
+    ini_path = Path(ini) if ini else (ini_from_proc(pid) if pid else None)
+    config: dict[str, str] = {}
+    ini_error = include = None
+    if ini_path is not None:
+        try:
+            config = load_config(ini_path)
+            include = last_include(ini_path.read_text())
+        except (IniError, OSError) as exc:
+            ini_error = str(exc)
+    fifo = fifo or config.get("master-fifo")
+    fifo_error, fifo_read = None, None
+    if fifo:
+        try:
+            fifo_inode(Path(fifo))
+            fifo_read = master_reads(Path(fifo), pid) if pid else False
+        except FifoError as exc:
+            fifo_error = None if "/proc" in str(exc) and "cannot read" in str(exc) else str(exc)
+    backlog = (
+        next((s.max_queue for s in doc.sockets if not s.is_unix and s.max_queue), None)
+        if doc
+        else None
+    )
+    return DoctorFacts(
+        address=str(address),
+        stats_error=err,
+        master_pid=pid,
+        memory_report=_memory_report(doc),
+        fifo=fifo,
+        fifo_error=fifo_error,
+        fifo_read=fifo_read,
+        ini=str(ini_path) if ini_path else None,
+        ini_error=ini_error,
+        config=config,
+        include=include,
+        override=override,
+        somaxconn=somaxconn(),
+        backlog=backlog,
+    )

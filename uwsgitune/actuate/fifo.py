@@ -1,0 +1,137 @@
+"""Writes to uWSGI's master FIFO, and only to the FIFO of the master we watch.
+
+Before every write: the path must be a FIFO (lstat: a symlink is refused, it could be
+swapped), and `/proc/<master>/fd` must hold a descriptor on that same inode, so a command
+never reaches another instance. The FIFO is opened O_WRONLY|O_NONBLOCK: ENXIO means no
+master reads it (a blocking open would hang forever).
+
+`-` in uWSGI 2.0 ignores the `cheaper` floor, can reach 0 workers, turns extra `-` into a
+debt, and stays pending while every worker is busy. So `scale` never sends more `-` than
+live - floor, and never a `-` while an earlier one has not shown in the live count.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class FifoError(Exception):
+    """A write that was refused or failed; the message names the path and the fix."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """`-` sent and not yet seen in the stats: the live count it should reach."""
+
+    expect_live: int
+    count: int
+    since: float
+
+
+def fifo_inode(path: Path) -> tuple[int, int]:
+    """(dev, inode) of a real FIFO at `path`; raises FifoError for anything else."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise FifoError(f"{path}: no such file; add `master-fifo = {path}` to the ini") from None
+    except OSError as exc:
+        raise FifoError(f"{path}: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise FifoError(f"{path}: a symlink, refused; give the FIFO's real path")
+    if not stat.S_ISFIFO(st.st_mode):
+        raise FifoError(f"{path}: not a FIFO; give the path of uWSGI's `master-fifo`")
+    return st.st_dev, st.st_ino
+
+
+def master_reads(path: Path, master_pid: int, proc: Path = Path("/proc")) -> bool:
+    """True when the master holds the FIFO open. Raises FifoError when /proc is unreadable."""
+    want = fifo_inode(path)
+    fd_dir = proc / str(master_pid) / "fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError as exc:
+        raise FifoError(
+            f"cannot read {fd_dir} ({exc.strerror}) to prove {path} is this master's FIFO; "
+            "run uwsgitune as the uWSGI user"
+        ) from None
+    for fd in fds:
+        try:
+            st = os.stat(fd_dir / fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == want:
+            return True
+    return False
+
+
+class MasterFifo:
+    def __init__(self, path: Path | str, proc: Path = Path("/proc")) -> None:
+        self.path = Path(path)
+        self.proc = proc
+        self.pending: Pending | None = None
+
+    def check(self, master_pid: int) -> None:
+        if master_pid <= 0:
+            raise FifoError("the master pid is unknown (no stats yet); not writing to the FIFO")
+        if not master_reads(self.path, master_pid, self.proc):
+            raise FifoError(
+                f"{self.path} is not open in master {master_pid}: another instance's FIFO? "
+                "give the `master-fifo` of this instance"
+            )
+
+    def send(self, command: str, master_pid: int) -> None:
+        """One write of `command` after the checks. Never blocks."""
+        self.check(master_pid)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise FifoError(f"{self.path}: no master reads it (is uWSGI running?)") from None
+            raise FifoError(f"{self.path}: {exc.strerror}") from None
+        try:
+            os.write(fd, command.encode())
+        except OSError as exc:
+            raise FifoError(f"{self.path}: write failed ({exc.strerror})") from None
+        finally:
+            os.close(fd)
+
+    def observe(self, live: int) -> None:
+        """Fold a fresh live count: a pending `-` that showed is done."""
+        if self.pending is not None and live <= self.pending.expect_live:
+            self.pending = None
+
+    def scale(self, live: int, desired: int, floor: int, master_pid: int, now: float) -> str:
+        """Send the `+`/`-` difference; return what was sent. Raises FifoError when unsafe."""
+        if desired > live:
+            command = "+" * (desired - live)
+        elif desired < live:
+            if self.pending is not None:
+                raise FifoError(
+                    f"a `-` is still pending (live {live}, expected {self.pending.expect_live})"
+                )
+            if desired < floor:
+                raise FifoError(f"refusing to go below the floor: {desired} < {floor}")
+            command = "-" * (live - desired)
+        else:
+            return ""
+        self.send(command, master_pid)
+        if command.startswith("-"):
+            self.pending = Pending(desired, len(command), now)
+        else:
+            self.pending = None  # a `+` cancels a pending `-` in uWSGI
+        return command
+
+    def cancel_pending(self, live: int, master_pid: int) -> str:
+        """Cancel what is left of a pending `-` with as many `+` (uWSGI's own rule)."""
+        if self.pending is None:
+            return ""
+        left = max(live - self.pending.expect_live, 0)
+        command = "+" * left
+        if command:
+            self.send(command, master_pid)
+        self.pending = None
+        return command

@@ -1,0 +1,186 @@
+"""The override ini uwsgitune owns: render, validate, write atomically, restore.
+
+The user's ini ends with `ini = <override>`, so the keys here win at the next reload; the
+user's own file is never edited. Before a file is written, the configuration uWSGI would
+read (the user's merged ini with these keys on top) is validated, because a bad ini plus
+`r` kills the instance: cheaper >= processes, listen > somaxconn. Writes go through a
+temporary file in the same directory (fsync, rename), keeping the previous version as
+`<file>.prev` for `restore`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from uwsgitune.core.ini import parse_ini
+
+KNOWN_ALGOS = ("spare", "backlog", "busyness", "manual")
+DEFAULT_LISTEN = 100
+
+
+class OverrideError(ValueError):
+    """An override that must not be written; the message lists every problem."""
+
+
+class IniError(ValueError):
+    """An ini that cannot be read or holds a bad number; the message names it."""
+
+
+def load_config(path: Path) -> dict[str, str]:
+    """The user's ini as uWSGI reads it: includes expanded in place, the last value wins.
+
+    Relative includes resolve against the directory of `path` (uWSGI resolves them against
+    its working directory, which is usually the same).
+    """
+
+    def loader(value: str) -> str:
+        target = Path(value.split(":", 1)[0]) if ":" in value else Path(value)
+        target = target if target.is_absolute() else path.parent / target
+        return target.read_text()
+
+    try:
+        return dict(parse_ini(path.read_text(), loader))
+    except OSError as exc:
+        raise IniError(f"{exc.filename or path}: cannot read ({exc.strerror})") from None
+
+
+def last_include(text: str) -> str | None:
+    """The target of the file's last entry when it is an `ini =` include, else None."""
+    pairs = parse_ini(text)
+    return pairs[-1][1] if pairs and pairs[-1][0] == "ini" else None
+
+
+def as_int(config: Mapping[str, str], key: str, default: int | None = None) -> int | None:
+    value = config.get(key)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise IniError(f"{key} = {value!r} is not a number") from None
+
+
+@dataclass(frozen=True)
+class Override:
+    processes: int
+    cheaper: int
+    cheaper_initial: int
+    cheaper_algo: str = "manual"
+
+    def render(self) -> str:
+        return (
+            "; Owned by uwsgitune: rewritten on every change, the previous kept as .prev.\n"
+            "[uwsgi]\n"
+            f"processes = {self.processes}\n"
+            f"cheaper = {self.cheaper}\n"
+            f"cheaper-initial = {self.cheaper_initial}\n"
+            f"cheaper-algo = {self.cheaper_algo}\n"
+        )
+
+    def keys(self) -> dict[str, str]:
+        return {
+            "processes": str(self.processes),
+            "cheaper": str(self.cheaper),
+            "cheaper-initial": str(self.cheaper_initial),
+            "cheaper-algo": self.cheaper_algo,
+        }
+
+
+def problems(
+    config: Mapping[str, str],
+    *,
+    somaxconn: int | None,
+    mem_per_worker: int | None = None,
+    memory_budget: int | None = None,
+) -> list[str]:
+    """What uWSGI would refuse (or die on) in `config`, one phrase each. Empty: safe."""
+    out: list[str] = []
+    try:
+        processes = as_int(config, "processes", 1) or 1
+        cheaper = as_int(config, "cheaper", 0) or 0
+        initial = as_int(config, "cheaper-initial", cheaper) or cheaper
+        listen = as_int(config, "listen", DEFAULT_LISTEN) or DEFAULT_LISTEN
+    except IniError as exc:
+        return [str(exc)]
+    if cheaper < 1:
+        out.append(f"cheaper = {cheaper}: cheaper mode needs cheaper >= 1")
+    if cheaper >= processes:
+        out.append(f"cheaper = {cheaper} >= processes = {processes}: uWSGI dies on reload")
+    if not cheaper <= initial <= processes:
+        out.append(
+            f"cheaper-initial = {initial} outside [cheaper {cheaper}, processes {processes}]"
+        )
+    if somaxconn is None:
+        out.append("somaxconn unknown: cannot prove listen fits")
+    elif listen > somaxconn:
+        out.append(f"listen = {listen} > somaxconn = {somaxconn}: uWSGI refuses it")
+    algo = config.get("cheaper-algo", "spare")
+    if algo not in KNOWN_ALGOS:
+        out.append(f"cheaper-algo = {algo}: unknown (uWSGI silently falls back to spare)")
+    if memory_budget is not None and mem_per_worker and initial * mem_per_worker > memory_budget:
+        mib = initial * mem_per_worker // 2**20
+        out.append(f"{initial} workers need ~{mib} MiB > budget {memory_budget // 2**20} MiB")
+    return out
+
+
+def validate(user_config: Mapping[str, str], override: Override, **limits: int | None) -> None:
+    """Raise OverrideError unless the user's config with `override` on top is safe."""
+    found = problems({**user_config, **override.keys()}, **limits)
+    if found:
+        raise OverrideError("; ".join(found))
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically; the old content (if any) goes to `<path>.prev`."""
+    prev = path.with_name(path.name + ".prev")
+    if path.exists():
+        _replace_with(prev, path.read_bytes())
+    _replace_with(path, text.encode())
+
+
+def _replace_with(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def restore(path: Path) -> bool:
+    """Put `<path>.prev` back. False when there is no previous version."""
+    prev = path.with_name(path.name + ".prev")
+    if not prev.exists():
+        return False
+    _replace_with(path, prev.read_bytes())
+    return True
+
+
+def read_override(path: Path) -> Override | None:
+    """The values the current override file sets, or None when it sets none."""
+    try:
+        cfg = dict(parse_ini(path.read_text()))
+        p, c = as_int(cfg, "processes"), as_int(cfg, "cheaper")
+    except (OSError, IniError):
+        return None
+    if p is None or c is None:
+        return None
+    return Override(p, c, as_int(cfg, "cheaper-initial", c) or c, cfg.get("cheaper-algo", "manual"))

@@ -1,0 +1,145 @@
+"""Settings that need a reload: validate, write the override, `r`, verify, else roll back.
+
+1. Validate the configuration uWSGI would read (the user's ini, the override on top); a
+   refused one is never written (a bad ini plus `r` kills the instance).
+2. Write the override atomically, keeping the previous version.
+3. Send `r`, unless the instance is an Emperor vassal: the Emperor reloads on the change.
+4. Poll until the same master is back with the new `processes` and `cheaper-initial` live
+   workers, before a deadline. Otherwise restore the previous file, reload it when the
+   master still reads its FIFO, and report a failure: the caller stops applying.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.override import (
+    IniError,
+    Override,
+    OverrideError,
+    last_include,
+    load_config,
+    restore,
+    validate,
+    write_atomic,
+)
+from uwsgitune.core.frame import Frame
+
+
+@dataclass(frozen=True)
+class Limits:
+    somaxconn: int | None
+    mem_per_worker: int | None = None
+    memory_budget: int | None = None
+
+
+@dataclass(frozen=True)
+class ReloadOutcome:
+    ok: bool
+    detail: str
+    seconds: float = 0.0
+    restored: bool = False
+    frame: Frame | None = None
+
+
+def check_include(user_ini: Path, override: Path) -> None:
+    """The user's ini must end with `ini = <override>`, or writing it changes nothing."""
+    target = last_include(user_ini.read_text())
+    resolved = None if target is None else (user_ini.parent / target).resolve()
+    if resolved != override.resolve():
+        raise OverrideError(
+            f"{user_ini} does not end with `ini = {override}`; add it as its last line"
+        )
+
+
+def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limits) -> None:
+    """Raise OverrideError unless writing `ov` and reloading is safe."""
+    if user_ini is None:
+        raise OverrideError("the instance's ini is unknown; pass --ini so it can be validated")
+    try:
+        check_include(user_ini, override_path)
+        config = load_config(user_ini)
+    except (IniError, OSError) as exc:
+        raise OverrideError(str(exc)) from None
+    validate(
+        config,
+        ov,
+        somaxconn=limits.somaxconn,
+        mem_per_worker=limits.mem_per_worker,
+        memory_budget=limits.memory_budget,
+    )
+
+
+class Reloader:
+    def __init__(
+        self,
+        fifo: MasterFifo,
+        override_path: Path,
+        user_ini: Path | None,
+        poll: Callable[[], Frame],
+        *,
+        interval: float = 0.25,
+        sleep: Callable[[float], None] = time.sleep,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fifo = fifo
+        self.path = Path(override_path)
+        self.user_ini = user_ini
+        self.poll = poll
+        self.interval = interval
+        self._sleep = sleep
+        self._mono = mono
+
+    def apply(self, ov: Override, before: Frame, limits: Limits, deadline: float) -> ReloadOutcome:
+        """Validate, write, reload, verify. Raises OverrideError before writing anything."""
+        plan(self.user_ini, self.path, ov, limits)
+        self.fifo.check(before.master_pid)  # before writing: the `r` must be deliverable
+        write_atomic(self.path, ov.render())
+        start = self._mono()
+        try:
+            if not before.emperor:
+                self.fifo.send("r", before.master_pid)
+        except FifoError as exc:
+            restore(self.path)
+            return ReloadOutcome(False, f"`r` not delivered ({exc}); override restored", 0, True)
+        frame = self._wait(ov, before, start + deadline)
+        took = self._mono() - start
+        if frame is not None:
+            return ReloadOutcome(True, f"reloaded in {took:.1f}s", took, frame=frame)
+        return self._roll_back(ov, before, took, deadline)
+
+    def _wait(self, ov: Override, before: Frame, until: float) -> Frame | None:
+        reloaded = False
+        while self._mono() < until:
+            self._sleep(self.interval)
+            frame = self.poll()
+            if frame.kind == "error":
+                continue
+            reloaded = reloaded or frame.kind in ("reload", "restart")
+            reloaded = reloaded or frame.reloads_seen > before.reloads_seen
+            if (
+                reloaded
+                and frame.master_pid == before.master_pid
+                and frame.workers_max == ov.processes
+                and frame.live == ov.cheaper_initial
+            ):
+                return frame
+        return None
+
+    def _roll_back(
+        self, ov: Override, before: Frame, took: float, deadline: float
+    ) -> ReloadOutcome:
+        restored = restore(self.path)
+        what = f"not back with processes={ov.processes}, {ov.cheaper_initial} live"
+        what += f" within {deadline:g}s"
+        try:
+            if restored and not before.emperor:
+                self.fifo.send("r", before.master_pid)
+                what += "; previous override restored and reloaded"
+        except FifoError as exc:
+            what += f"; previous override restored, reload impossible ({exc})"
+        return ReloadOutcome(False, what, took, restored)

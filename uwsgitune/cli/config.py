@@ -1,0 +1,49 @@
+"""`uwsgitune config check FILE`: validate a daemon config and exit (0 ok, 2 errors).
+
+Environment overrides (`UWSGITUNE_...`) are applied as the daemon would apply them, so a
+check run in the service's environment checks what the service will run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from uwsgitune.cli.errors import UserError
+from uwsgitune.daemon.config import load_config
+from uwsgitune.daemon.errors import ConfigError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "config",
+        help="check a daemon config file",
+        description="Work with the daemon's TOML config.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True,
+                               parser_class=type(p))  # fmt: skip
+    check = actions.add_parser("check", help="validate FILE and exit: 0 ok, 2 errors")
+    check.add_argument("file", type=Path, metavar="FILE")
+    check.add_argument("--no-env", action="store_true", help="ignore UWSGITUNE_* variables")
+    check.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.file, {} if args.no_env else os.environ)
+    except ConfigError as exc:
+        raise config_error(exc) from None
+    n = len(config.instance)
+    print(f"ok: {n} instance{'s' if n != 1 else ''}")
+    return 0
+
+
+def config_error(exc: ConfigError) -> UserError:
+    """Every problem on its own `uwsgitune: FILE: key: reason` line; exit status 2."""
+    lines = exc.lines()
+    for line in lines[:-1]:
+        print(f"uwsgitune: {line}", file=sys.stderr)
+    return UserError(lines[-1] if lines else "invalid config", code=2)

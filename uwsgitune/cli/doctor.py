@@ -1,0 +1,43 @@
+"""`uwsgitune doctor`: is an instance ready to be tuned? Says exactly what to add where not."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from uwsgitune.actuate.doctor import checks, gather
+from uwsgitune.cli.common import addresses
+
+MARK = {True: "ok  ", False: "FAIL", None: "??  "}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check that an instance is ready to be tuned",
+        description="Check stats, FIFO, cheaper mode, memory-report, the override include and "
+        "listen; print the exact ini lines to add where something is missing.",
+    )
+    p.add_argument("addr", metavar="ADDR", help="stats address of the instance")
+    p.add_argument("--fifo", metavar="PATH", help="master FIFO (default: from the ini)")
+    p.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
+    p.add_argument("--override", metavar="PATH", help="the override ini uwsgitune will own")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    (address,) = addresses([args.addr])
+    facts = gather(address, args.fifo, args.ini, args.override)
+    results = checks(facts)
+    for c in results:
+        print(f"{MARK[c.ok]} {c.name}: {c.detail}")
+        if c.ok is not True and c.fix:
+            for line in c.fix.splitlines():
+                print(f"      add: {line}")
+    bad = [c.name for c in results if c.ok is False]
+    unknown = [c.name for c in results if c.ok is None]
+    if bad:
+        print(f"not ready: fix {', '.join(bad)}")
+        return 1
+    print("ready" + (f" (could not check: {', '.join(unknown)})" if unknown else ""))
+    return 0

@@ -1,0 +1,202 @@
+"""`uwsgitune recommend`: observe an instance for a window, print findings with evidence."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.errors import UserError
+from uwsgitune.cli.watch import replay_frames
+from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.ini import read_ini_facts
+from uwsgitune.rules.engine import evaluate
+from uwsgitune.rules.facts import ConfigFacts, Facts
+from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
+from uwsgitune.rules.render import report
+from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
+from uwsgitune.sources.recording import RecordingError, read_recording
+from uwsgitune.sources.watcher import InstanceWatch
+
+EXIT_NONE, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNOBSERVED = 0, 1, 2, 3
+
+EPILOG = """exit status:
+  0  no findings, or only informational ones
+  1  at least one warning
+  2  at least one critical finding
+  3  could not observe (no stats document with rates in the window)
+  bad arguments or files also exit 2, with one line on stderr naming the fix"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "recommend",
+        help="observe for a window, then print findings with evidence and recommendations",
+        description="Observe an instance for a window (or replay a recording) and print what "
+        "a senior operator would say: findings, their evidence, and the setting to change.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("addr", nargs="?", metavar="ADDR", help="stats address, as for `watch`")
+    p.add_argument(
+        "--window",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="observe this long (default 60; with --replay: the whole recording)",
+    )
+    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    p.add_argument("--json", action="store_true", help="findings as JSON")
+    p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="evaluate a recording")
+    p.add_argument(
+        "--ini",
+        type=Path,
+        metavar="FILE.ini",
+        help="the instance's ini: facts the stats lack (cheaper-algo, offload-threads)",
+    )
+    p.set_defaults(func=run)
+
+
+def _file_loader(base: Path) -> Any:
+    def load(name: str) -> str:
+        path = (base.parent / name) if not Path(name).is_absolute() else Path(name)
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(
+                f"{path}: cannot read the included ini ({exc.strerror})", code=2
+            ) from None
+
+    return load
+
+
+def config_facts(path: Path | None) -> ConfigFacts:
+    if path is None:
+        return ConfigFacts()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(
+            f"{path}: cannot read the ini ({exc.strerror}); check --ini", code=2
+        ) from None
+    return ConfigFacts(**read_ini_facts(text, _file_loader(path)))  # type: ignore[arg-type]
+
+
+def _stats_kind(source: str) -> str | None:
+    try:
+        return parse_address(source).kind
+    except AddressError:
+        return None
+
+
+def settings_for(window: float | None) -> RuleSettings:
+    """One shot: every look-back is the observed window, so each rule judges all of it."""
+    if window is None:
+        return DEFAULT_SETTINGS
+    names = ("window_seconds", "idle_window_seconds", "memory_window_seconds", "gil_window_seconds")
+    fields = RuleSettings.model_fields
+    update = {}
+    for name in names:
+        lo = next(m.ge for m in fields[name].metadata if hasattr(m, "ge"))
+        update[name] = max(window, float(lo))
+    return DEFAULT_SETTINGS.model_copy(update=update)
+
+
+def _evaluate(
+    source: str, frames: list[Frame], config: ConfigFacts, window: float
+) -> list[Finding]:
+    facts = Facts(config=config, stats_kind=_stats_kind(source))
+    findings, _ = evaluate(frames, facts, settings_for(window))
+    return list(findings)
+
+
+def _observed(frames: list[Frame]) -> bool:
+    return sum(1 for f in frames if f.has_rates) >= 2
+
+
+def _replay(path: Path, window: float | None) -> dict[str, list[Frame]]:
+    by_source: dict[str, list[Frame]] = {}
+    try:
+        for frame in replay_frames(read_recording(path)):
+            by_source.setdefault(frame.source, []).append(frame)
+    except RecordingError as exc:
+        raise UserError(str(exc), code=2) from None
+    if not by_source:
+        raise UserError(f"{path}: the recording holds no polls", code=2)
+    if window is not None:
+        by_source = {
+            s: [f for f in fs if f.mono >= fs[-1].mono - window] for s, fs in by_source.items()
+        }
+    return by_source
+
+
+def _observe(addr: str, window: float, interval: float) -> dict[str, list[Frame]]:
+    (address,) = addresses([addr])
+    watch = InstanceWatch(address, interval=interval, window_seconds=window + 2 * interval)
+    end = time.monotonic() + window
+    watch.step()
+    while time.monotonic() < end:
+        time.sleep(max(0.0, min(watch.next_due, end) - time.monotonic()))
+        if watch.due():
+            watch.step()
+    return {str(address): list(watch.window.frames())}
+
+
+def _span(frames: Iterable[Frame]) -> float:
+    monos = [f.mono for f in frames]
+    return max(monos) - min(monos) if monos else 0.0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.replay is not None and args.addr:
+        raise UserError("give either ADDR or --replay FILE, not both", code=2)
+    if args.replay is None and not args.addr:
+        raise UserError("no stats address; e.g. uwsgitune recommend /tmp/uwsgi-stats.sock", code=2)
+    config = config_facts(args.ini)
+    if args.replay is not None:
+        sources = _replay(args.replay, args.window)
+    else:
+        sources = _observe(args.addr, args.window or 60.0, args.interval)
+    results: dict[str, list[Finding]] = {}
+    unobserved = []
+    for source, frames in sources.items():
+        if not _observed(frames):
+            unobserved.append(source)
+            continue
+        results[source] = _evaluate(source, frames, config, args.window or _span(frames))
+    _print(results, unobserved, args.json)
+    return _status(results, unobserved)
+
+
+def _print(results: dict[str, list[Finding]], unobserved: list[str], json_out: bool) -> None:
+    if json_out:
+        doc = {
+            "instances": [
+                {"source": s, "findings": [finding_to_dict(f) for f in fs]}
+                for s, fs in results.items()
+            ],
+            "unobserved": unobserved,
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    for i, (source, findings) in enumerate(results.items()):
+        if i:
+            print()
+        print("\n".join(report(source, findings)))
+    for source in unobserved:
+        print(f"{source}: could not observe (no two good polls in the window)")
+
+
+def _status(results: dict[str, list[Finding]], unobserved: list[str]) -> int:
+    ranks = [SEVERITY_RANK[f.severity] for fs in results.values() for f in fs]
+    worst = max(ranks, default=0)
+    if worst >= SEVERITY_RANK["critical"]:
+        return EXIT_CRITICAL
+    if worst >= SEVERITY_RANK["warning"]:
+        return EXIT_WARNING
+    return EXIT_UNOBSERVED if unobserved else EXIT_NONE

@@ -1,0 +1,112 @@
+"""`uwsgitune tune`: the tuner for one instance, in the foreground. Logs every decision."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.doctor import ini_from_proc
+from uwsgitune.actuate.fifo import FifoError, MasterFifo, fifo_inode
+from uwsgitune.actuate.loop import MODES, OverrideTarget, TuneLoop
+from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.errors import UserError
+from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner import TunerSettings
+
+
+def _state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "uwsgitune"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="tune one instance's worker count (observe, recommend or apply)",
+        description="Run the tuner for one instance in the foreground. observe (default) logs "
+        "decisions, recommend also prints the commands, apply acts through the FIFO and the "
+        "override ini.",
+    )
+    p.add_argument("addr", metavar="ADDR", help="stats address of the instance")
+    p.add_argument("--fifo", metavar="PATH", required=True, help="the instance's master FIFO")
+    p.add_argument("--override", metavar="PATH", help="override ini uwsgitune owns (reloads)")
+    p.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
+    p.add_argument("--mode", choices=MODES, default="observe")
+    p.add_argument("--min-workers", type=int, default=1, metavar="N")
+    p.add_argument("--max-workers", type=int, default=8, metavar="N")
+    p.add_argument("--memory-budget", type=int, metavar="MIB", help="MiB all workers may use")
+    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this")
+    p.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
+    p.add_argument("--resume-apply", action="store_true", help="clear a stop after a failed reload")
+    p.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> TunerSettings:
+    if args.min_workers > args.max_workers:
+        raise UserError(
+            f"--min-workers {args.min_workers} > --max-workers {args.max_workers}; give min <= max",
+            2,
+        )
+    budget = args.memory_budget * 2**20 if args.memory_budget else None
+    try:
+        return TunerSettings(
+            min_workers=args.min_workers,
+            max_workers=args.max_workers,
+            interval=args.interval,
+            memory_budget=budget,
+        )
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(x) for x in first["loc"]) or "settings"
+        raise UserError(f"--{where.replace('_', '-')}: {first['msg']}", 2) from None
+
+
+def _log(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    (address,) = addresses([args.addr])
+    try:
+        fifo_inode(Path(args.fifo))
+    except FifoError as exc:
+        raise UserError(str(exc), 2) from None
+    watch = InstanceWatch(address, interval=args.interval)
+    first = watch.step()
+    if first.kind == "error":
+        raise UserError(f"{first.error}", 1)
+    fifo = MasterFifo(args.fifo)
+    try:
+        fifo.check(first.master_pid)
+    except FifoError as exc:
+        if args.mode == "apply":
+            raise UserError(str(exc), 2) from None
+        _log(f"warning: {exc}")
+    override = None
+    if args.override:
+        ini = Path(args.ini) if args.ini else ini_from_proc(first.master_pid)
+        override = OverrideTarget(Path(args.override), ini)
+    audit = AuditLog(args.audit or _state_dir() / "audit.jsonl")
+    loop = TuneLoop(watch, fifo, override, settings, args.mode, audit, log=_log)
+    if args.resume_apply:
+        loop.resume_apply()
+    return _run_loop(watch, loop, args.duration)
+
+
+def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> int:
+    end = None if duration is None else time.monotonic() + duration
+    try:
+        while end is None or time.monotonic() < end:
+            time.sleep(max(0.0, watch.next_due - time.monotonic()))
+            loop.step(watch.step())
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,186 @@
+"""The daemon's configuration: a TOML file (or flags), validated once, frozen.
+
+```toml
+[daemon]
+metrics_listen = "127.0.0.1:9117"   # uwsgi_exporter's port: uwsgitune replaces it
+log_format = "text"                 # or "json"
+state_dir = "/var/lib/uwsgitune"
+
+[[instance]]
+name = "app"
+stats = "/run/uwsgi/app-stats.sock"
+fifo = "/run/uwsgi/app.fifo"
+override = "/var/lib/uwsgitune/app.ini"
+mode = "observe"                    # observe | recommend | apply
+min_workers = 2
+max_workers = 16
+interval = 1.0
+```
+
+Environment overrides (applied before validation, so they are checked like the file):
+`UWSGITUNE_<KEY>` sets `[daemon]` keys (`UWSGITUNE_METRICS_LISTEN`), and
+`UWSGITUNE_INSTANCE_<NAME>_<KEY>` sets a key of the instance whose name, upper-cased with
+every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.daemon.errors import ConfigError, describe_errors
+from uwsgitune.exporter.listen import split_listen
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+DEFAULT_LISTEN = "127.0.0.1:9117"
+ENV_PREFIX = "UWSGITUNE_"
+Mode = Literal["observe", "recommend", "apply"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DaemonSection(_Frozen):
+    metrics_listen: str = DEFAULT_LISTEN
+    log_format: Literal["text", "json"] = "text"
+    state_dir: Path = Path("/var/lib/uwsgitune")
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        split_listen(value)
+        return value
+
+
+class InstanceConfig(_Frozen):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    stats: str
+    fifo: Path | None = None
+    override: Path | None = None
+    mode: Mode = "observe"
+    min_workers: int = Field(1, ge=1, le=4096)
+    max_workers: int | None = Field(None, ge=1, le=4096)
+    interval: float = Field(1.0, ge=0.1, le=3600)
+    timeout: float | None = Field(None, gt=0, le=60)
+
+    @field_validator("stats")
+    @classmethod
+    def _stats(cls, value: str) -> str:
+        try:
+            parse_address(value)
+        except AddressError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> InstanceConfig:
+        if self.max_workers is not None and self.max_workers < self.min_workers:
+            raise ValueError(f"max_workers ({self.max_workers}) < min_workers ({self.min_workers})")
+        if self.mode == "apply" and self.fifo is None:
+            raise ValueError("mode 'apply' needs a fifo (the master FIFO uwsgitune writes to)")
+        return self
+
+
+class DaemonConfig(_Frozen):
+    daemon: DaemonSection = DaemonSection()
+    instance: tuple[InstanceConfig, ...]
+
+    @model_validator(mode="after")
+    def _unique(self) -> DaemonConfig:
+        if not self.instance:
+            raise ValueError("no [[instance]]: give at least one, with name and stats")
+        for attr in ("name", "stats"):
+            seen: set[str] = set()
+            for inst in self.instance:
+                value = str(getattr(inst, attr))
+                if value in seen:
+                    raise ValueError(f"two instances share the {attr} {value!r}")
+                seen.add(value)
+        return self
+
+    def by_name(self) -> dict[str, InstanceConfig]:
+        return {i.name: i for i in self.instance}
+
+
+def env_key(name: str) -> str:
+    """The NAME part of UWSGITUNE_INSTANCE_<NAME>_<KEY> for an instance name."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """Apply overrides in place; return {dotted location: variable} to name them in errors."""
+    origins: dict[str, str] = {}
+    daemon_keys = set(DaemonSection.model_fields)
+    instances = data.get("instance")
+    by_env = {}
+    if isinstance(instances, list):
+        by_env = {
+            env_key(str(i.get("name", ""))): (n, i)
+            for n, i in enumerate(instances)
+            if isinstance(i, dict)
+        }
+    for var in sorted(env):
+        if not var.startswith(ENV_PREFIX) or var == ENV_PREFIX + "CONFIG":
+            continue
+        rest = var[len(ENV_PREFIX) :]
+        if rest.lower() in daemon_keys:
+            data.setdefault("daemon", {})[rest.lower()] = env[var]
+            origins[f"daemon.{rest.lower()}"] = var
+        elif rest.startswith("INSTANCE_"):
+            _apply_instance_env(var, rest[len("INSTANCE_") :], env[var], by_env, origins)
+    return origins
+
+
+def _apply_instance_env(
+    var: str,
+    rest: str,
+    value: str,
+    by_env: dict[str, tuple[int, dict[str, Any]]],
+    origins: dict[str, str],
+) -> None:
+    for key in sorted(InstanceConfig.model_fields, key=len, reverse=True):
+        suffix = "_" + key.upper()
+        if rest.endswith(suffix) and rest[: -len(suffix)] in by_env:
+            index, inst = by_env[rest[: -len(suffix)]]
+            inst[key] = value
+            origins[f"instance[{index}].{key}"] = var
+            return
+    raise ConfigError([f"{var}: no instance and key match it (UWSGITUNE_INSTANCE_<NAME>_<KEY>)"])
+
+
+def validate(
+    data: dict[str, Any], source: str, env: Mapping[str, str] | None = None
+) -> DaemonConfig:
+    """Validate a parsed document (after env overrides). Raises ConfigError naming every key."""
+    try:
+        origins = apply_env(data, env or {})
+        return DaemonConfig.model_validate(data)
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source=source) from None
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc, origins), source=source) from None
+
+
+def load_config(path: Path, env: Mapping[str, str] | None = None) -> DaemonConfig:
+    """Read, parse and validate one TOML file."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+        data = tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError([exc.strerror or str(exc)], source=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError(["not UTF-8 text"], source=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"invalid TOML: {exc}"], source=str(path)) from None
+    return validate(data, str(path), env)

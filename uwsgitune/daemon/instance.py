@@ -1,0 +1,137 @@
+"""One watched instance inside the daemon: poll on schedule, log changes, publish a snapshot.
+
+Each instance runs as its own asyncio task. A poll (and the rules after it) runs in a fresh
+daemon thread, so a hung stats socket delays only its own instance, and a poll still in
+flight never holds the process at exit. The task publishes one frozen `Snapshot` per poll;
+the metrics endpoint reads only that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from uwsgitune.core.address import parse_address
+from uwsgitune.core.frame import Frame
+from uwsgitune.daemon.config import InstanceConfig
+from uwsgitune.daemon.findings import LOOKBACK_SECONDS, FindingsTracker
+from uwsgitune.daemon.logs import event
+from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
+from uwsgitune.sources.watcher import InstanceWatch
+
+T = TypeVar("T")
+
+
+async def in_thread(fn: Callable[[], T], name: str = "uwsgitune-poll") -> T:
+    """Run `fn` in a new daemon thread and await its result."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def deliver(apply: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(lambda: None if fut.done() else apply())
+
+    def target() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+            deliver(lambda: fut.set_exception(error))
+        else:
+            deliver(lambda: fut.set_result(result))
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return await fut
+
+
+def same_watch(a: InstanceConfig, b: InstanceConfig) -> bool:
+    """Whether a runner for `a` can carry on as `b` (the poll itself is unchanged)."""
+    return (a.stats, a.interval, a.timeout) == (b.stats, b.interval, b.timeout)
+
+
+class InstanceRunner:
+    def __init__(self, spec: InstanceConfig) -> None:
+        self.spec = spec
+        address = parse_address(spec.stats)
+        self.watch = InstanceWatch(address, interval=spec.interval, timeout=spec.timeout)
+        self.findings = FindingsTracker(spec.name, address.kind)
+        self.actions: dict[tuple[str, str], int] = {}  # filled by the tuner when it plugs in
+        self.counts = PollCounts()
+        self.snapshot = Snapshot(stats_uri=address.uri, name=spec.name, mode=spec.mode)
+        self.task: asyncio.Task[None] | None = None
+        self._last: Frame | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name=f"instance:{self.spec.name}")
+
+    def respec(self, spec: InstanceConfig) -> None:
+        """New mode/bounds/FIFO for the same poll: keep tracker, window and findings."""
+        self.spec = spec
+        self.snapshot = self._publish()
+
+    async def run(self) -> None:
+        while True:
+            frame, seconds = await in_thread(self._step, f"poll:{self.spec.name}")
+            self._after(frame, seconds)
+            await asyncio.sleep(max(0.0, self.watch.next_due - time.monotonic()))
+
+    def _step(self) -> tuple[Frame, float]:
+        """In the poll thread: poll, then run the rules on the recent frames."""
+        start = time.perf_counter()
+        frame = self.watch.step()
+        seconds = time.perf_counter() - start
+        if frame.ok:
+            self.findings.update(self.watch.window.last(LOOKBACK_SECONDS))
+        return frame, seconds
+
+    def _after(self, frame: Frame, seconds: float) -> None:
+        c = self.counts
+        self.counts = PollCounts(
+            c.polls + 1, c.errors + (not frame.ok), c.seconds + seconds, seconds
+        )
+        self._log_change(self._last, frame)
+        self._last = frame
+        self.snapshot = self._publish()
+
+    def _publish(self) -> Snapshot:
+        tracker = self.watch.tracker
+        frame = tracker.last_frame
+        recommend = self.spec.mode != "observe"
+        return Snapshot(
+            stats_uri=self.watch.address.uri,
+            name=self.spec.name,
+            mode=self.spec.mode,
+            frame=frame,
+            poll=pair(frame, tracker.prev),
+            findings=self.findings.pairs(),
+            recommended=self.findings.recommended() if recommend else (),
+            actions=tuple((k, r, n) for (k, r), n in sorted(self.actions.items())),
+            counts=self.counts,
+        )
+
+    def _log_change(self, prev: Frame | None, cur: Frame) -> None:
+        name = self.spec.name
+        if not cur.ok:
+            if prev is None or prev.ok:
+                event("disconnected", logging.WARNING, instance=name, stats=self.spec.stats,
+                      error=cur.error)  # fmt: skip
+            return
+        if prev is None or not prev.ok:
+            down = None if prev is None else round(cur.t - (prev.disconnected_since or prev.t), 1)
+            event("connected", instance=name, stats=self.spec.stats, version=cur.version,
+                  master_pid=cur.master_pid, workers=cur.live, slots=cur.workers_max,
+                  down_seconds=down)  # fmt: skip
+        elif cur.kind in ("reload", "restart"):
+            event(f"uwsgi_{cur.kind}", instance=name, master_pid=cur.master_pid,
+                  workers=cur.live, slots=cur.workers_max)  # fmt: skip
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+            self.task = None

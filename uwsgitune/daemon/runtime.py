@@ -1,0 +1,173 @@
+"""The daemon's lifecycle, after uvicorn's server: startup -> main loop -> shutdown.
+
+Signal handlers only record the signal and wake the main loop; the main loop does the work:
+SIGHUP re-reads the config (instances whose poll is unchanged keep their tracker, window and
+findings; the metrics socket stays open; a bad file is logged and the old config kept),
+SIGTERM/SIGINT end the loop. Shutdown is bounded by `GRACE_SECONDS`: polls in flight run in
+daemon threads and are abandoned, never waited on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from uwsgitune import __version__
+from uwsgitune.daemon import logs
+from uwsgitune.daemon.config import DaemonConfig, load_config
+from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.daemon.instance import InstanceRunner, same_watch
+from uwsgitune.daemon.logs import event
+from uwsgitune.daemon.sdnotify import Notifier
+from uwsgitune.exporter.collector import registry_for
+from uwsgitune.exporter.http import MetricsServer
+from uwsgitune.exporter.snapshot import Snapshot
+
+GRACE_SECONDS = 3.0
+TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
+
+
+class StartupError(Exception):
+    """The daemon could not start (e.g. the metrics address is taken): one line."""
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        *,
+        config_path: Path | None = None,
+        notifier: Notifier | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.notifier = notifier or Notifier()
+        self.env = dict(os.environ if env is None else env)
+        self.runners: dict[str, InstanceRunner] = {}  # replaced, never mutated: scrapes read it
+        self.server = MetricsServer(registry_for(self.snapshots))
+        self.should_exit = False
+        self.reload_requested = False
+        self._wake = asyncio.Event()
+        self._stopping: set[asyncio.Future[None]] = set()
+
+    def snapshots(self) -> list[Snapshot]:
+        return [r.snapshot for r in self.runners.values()]
+
+    def on_signal(self, signum: int) -> None:
+        """Record only; the main loop acts."""
+        if signum == signal.SIGHUP:
+            self.reload_requested = True
+        else:
+            self.should_exit = True
+        self._wake.set()
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, self.on_signal, sig)
+        await self.startup()
+        try:
+            await self.main_loop()
+        finally:
+            await self.shutdown()
+        return 0
+
+    async def startup(self) -> None:
+        listen = self.config.daemon.metrics_listen
+        try:
+            await self.server.start(listen)
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise StartupError(f"cannot serve metrics on {listen}: {reason}") from None
+        host, port = self.server.address
+        self._apply(self.config, first=True)
+        event("started", version=__version__, pid=os.getpid(), metrics=f"{host}:{port}",
+              instances=len(self.runners), config=self.config_path)  # fmt: skip
+        self.notifier.ready(self._status())
+
+    def _status(self) -> str:
+        host, port = self.server.address
+        return f"watching {len(self.runners)} instance(s); metrics on http://{host}:{port}/metrics"
+
+    async def main_loop(self) -> None:
+        tick = min(self.notifier.watchdog or TICK_SECONDS, TICK_SECONDS)
+        while not self.should_exit:
+            if self.notifier.watchdog:
+                self.notifier.ping()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), tick)
+            self._wake.clear()
+            if self.reload_requested and not self.should_exit:
+                self.reload_requested = False
+                self.reload()
+            self._restart_crashed()
+
+    def _restart_crashed(self) -> None:
+        """An instance task only ends by a bug: log it and start that instance again."""
+        for name, runner in self.runners.items():
+            task = runner.task
+            if task is not None and task.done() and not task.cancelled():
+                event("instance_failed", logging.ERROR, instance=name, error=repr(task.exception()))
+                runner.start()
+
+    def reload(self) -> None:
+        if self.config_path is None:
+            event("reload_skipped", reason="started from flags: there is no file to re-read")
+            return
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path, self.env)
+        except ConfigError as exc:
+            event("reload_failed", logging.ERROR, error=str(exc), kept="the running config")
+        else:
+            self._apply(new)
+            event("reloaded", config=self.config_path, instances=len(self.runners))
+        self.notifier.ready(self._status())
+
+    def _apply(self, new: DaemonConfig, first: bool = False) -> None:
+        old = self.config
+        if new.daemon.log_format != old.daemon.log_format:
+            logs.setup(new.daemon.log_format)
+        if new.daemon.metrics_listen != old.daemon.metrics_listen:
+            event("metrics_listen_kept", logging.WARNING, listen=old.daemon.metrics_listen,
+                  reason="a new metrics_listen takes a restart")  # fmt: skip
+            new = new.model_copy(update={"daemon": new.daemon.model_copy(
+                update={"metrics_listen": old.daemon.metrics_listen})})  # fmt: skip
+        runners: dict[str, InstanceRunner] = {}
+        for spec in new.instance:
+            runner = self.runners.get(spec.name)
+            if runner is not None and same_watch(runner.spec, spec):
+                if runner.spec != spec:
+                    event("instance_changed", instance=spec.name, mode=spec.mode)
+                runner.respec(spec)
+            else:
+                runner = InstanceRunner(spec)
+                runner.start()
+                if not first:
+                    event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
+            runners[spec.name] = runner
+        for name, runner in self.runners.items():
+            if runners.get(name) is not runner:
+                stop = asyncio.ensure_future(runner.stop())
+                self._stopping.add(stop)
+                stop.add_done_callback(self._stopping.discard)
+                event("instance_removed", instance=name)
+        self.runners = runners
+        self.config = new
+
+    async def shutdown(self) -> None:
+        self.notifier.stopping()
+        event("stopping", instances=len(self.runners))
+        runners, self.runners = list(self.runners.values()), {}
+        stops = [asyncio.ensure_future(r.stop()) for r in runners]
+        stops.append(asyncio.ensure_future(self.server.close()))
+        _done, pending = await asyncio.wait(stops, timeout=GRACE_SECONDS)
+        for task in pending:
+            task.cancel()
+        event("stopped")

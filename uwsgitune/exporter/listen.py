@@ -1,0 +1,25 @@
+"""`HOST:PORT` for the metrics endpoint. A host is required: 127.0.0.1 is local only,
+0.0.0.0 (or ::) every interface. `:9117` is refused rather than guessed."""
+
+from __future__ import annotations
+
+
+def split_listen(text: str) -> tuple[str, int]:
+    """Parse `HOST:PORT` or `[IPV6]:PORT`. Raises ValueError with a one-line hint."""
+    raw = text.strip()
+    if raw.startswith("["):
+        host, sep, rest = raw[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if not sep:
+            raise ValueError(f"{text!r}: unclosed '['; write [::1]:9117")
+    else:
+        host, sep, port_text = raw.rpartition(":")
+        if not sep:
+            raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:9117")
+    if not host:
+        raise ValueError(
+            f"{text!r}: give a host: 127.0.0.1:PORT (local) or 0.0.0.0:PORT (every interface)"
+        )
+    if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ValueError(f"{text!r}: the port must be a number from 0 to 65535")
+    return host, int(port_text)

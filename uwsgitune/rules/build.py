@@ -1,0 +1,89 @@
+"""Small builders shared by the rules: evidence, findings, worker-count and listen changes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.rules.context import Context, evidence_window
+from uwsgitune.rules.finding import Direction, Evidence, Finding, Recommendation, Severity
+
+MIB = 1024 * 1024
+Num = float | int | str | bool | None
+
+
+def ev(**values: Num | tuple[Num, str]) -> tuple[Evidence, ...]:
+    """`ev(queue=(16, "connections"), live=4)` -> evidence, in the order given."""
+    out = []
+    for name, v in values.items():
+        if isinstance(v, tuple):
+            out.append(Evidence(name, _round(v[0]), v[1]))
+        else:
+            out.append(Evidence(name, _round(v)))
+    return tuple(out)
+
+
+def _round(v: Num) -> Num:
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def finding(
+    rule_id: str,
+    severity: Severity,
+    reason: str,
+    frames: Sequence[Frame],
+    evidence: tuple[Evidence, ...],
+    rec: Recommendation | None = None,
+) -> Finding:
+    return Finding(rule_id, severity, reason, evidence, evidence_window(frames), rec)
+
+
+def cheaper_mode(ctx: Context) -> bool:
+    """Cheaper mode is on when slots are cheap now, or the configuration says so."""
+    return ctx.latest.cheap > 0 or bool(ctx.facts.config.cheaper)
+
+
+def worker_change(
+    ctx: Context, target: int, effect: str, *, saturated: bool = False
+) -> Recommendation:
+    """Change the live worker count to `target`: FIFO `+`/`-` in cheaper mode, else reload.
+
+    `-` only cheaps an idle worker, so a saturated instance shrinks through a reload.
+    """
+    f = ctx.latest
+    direction: Direction = "raise" if target > f.live else "lower"
+    if cheaper_mode(ctx) and target <= f.workers_max and not (saturated and direction == "lower"):
+        setting = "cheaper-initial" if direction == "raise" else "cheaper"
+        return Recommendation(setting, direction, target, "fifo", effect, current=f.live)
+    setting = "processes"
+    if cheaper_mode(ctx) and direction == "lower":
+        setting = "cheaper-initial"
+    return Recommendation(setting, direction, target, "reload", effect, current=f.live)
+
+
+def memory_cap(f: Frame, headroom: float) -> int | None:
+    """Most live workers the available memory allows, or None when RSS is unknown."""
+    if not f.mem_per_worker or f.mem_available is None:
+        return None
+    return f.live + int(f.mem_available * headroom // f.mem_per_worker)
+
+
+def pow2_at_least(n: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def listen_change(f: Frame, wanted: int, effect: str) -> Recommendation:
+    """A larger listen: `listen` itself (a fresh bind, so restart), or somaxconn first."""
+    current = min((s.backlog for s in f.sockets if s.backlog), default=None)
+    if f.somaxconn is not None and wanted > f.somaxconn:
+        return Recommendation(
+            "net.core.somaxconn",
+            "raise",
+            wanted,
+            "sysctl",
+            f"first raise somaxconn (uWSGI refuses to start with listen above it); {effect}",
+            current=f.somaxconn,
+            together=(("listen", wanted),),
+        )
+    return Recommendation("listen", "raise", wanted, "restart", effect, current=current)

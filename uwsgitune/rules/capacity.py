@@ -1,0 +1,162 @@
+"""Rules 2-4: the worker count against the CPU and the load.
+
+- Oversubscription on CPU-bound load: far more live workers than effective CPUs, the CPU
+  saturated, and each request waiting for CPU most of its time. Under processor sharing a
+  request's response time is its CPU time x workers / CPUs: response time rises with the
+  worker count while throughput does not (100 workers gave 280 req/s where 6 gave 449).
+  `stretch` = mean response time / CPU time per request is that factor, read per poll.
+- Under-provisioned IO-bound load: all workers busy, CPU well below saturation, and a queue
+  building: the workers wait on IO, more of them serve more. Sized by Little's law.
+- Idle over-provisioning: a low busy ratio over a long look-back: fewer workers, and the
+  memory that frees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.rules.build import MIB, ev, finding, worker_change
+from uwsgitune.rules.context import Context, all_busy, mean, quantile, share, values
+from uwsgitune.rules.finding import Finding
+from uwsgitune.rules.listen import sized_target
+
+
+def _cpu_ms(f: Frame) -> float | None:
+    """CPU milliseconds per request: the instance's CPU over its throughput."""
+    if not f.rps or f.instance_cpu_cores is None:
+        return None
+    return f.instance_cpu_cores / f.rps * 1000
+
+
+def oversubscribed_cpu(ctx: Context) -> list[Finding]:
+    s, f = ctx.settings, ctx.latest
+    frames = ctx.window()
+    eff = f.effective_cpus
+    if not frames or not eff or f.live < s.oversub_ratio * eff:
+        return []
+    cpu = quantile(values(frames, ctx.cpu), 0.5) if values(frames, ctx.cpu) else None
+    own = mean(values(frames, ctx.own_cpu))
+    if cpu is None or cpu < s.cpu_saturated or own < s.cpu_instance_min:
+        return []
+    cpu_ms = values(frames, _cpu_ms)
+    rt_ms = values(frames, lambda x: x.mean_rt_ms)
+    if not cpu_ms or not rt_ms or mean(cpu_ms) <= 0:
+        return []
+    stretch = mean(rt_ms) / mean(cpu_ms)
+    if stretch < s.oversub_stretch:
+        return []
+    target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
+    expected_rt = mean(cpu_ms) * max(target / eff, 1.0)
+    reason = (
+        f"{f.live} workers share {eff:g} CPUs that are {cpu:.0%} used, so each request spends "
+        f"{stretch:.1f}x its CPU time waiting for a CPU: fewer workers give the same or more "
+        "throughput."
+    )
+    effect = (
+        f"about the same req/s with mean response time near {expected_rt:.0f} ms "
+        f"instead of {mean(rt_ms):.0f} ms, and {f.live - target} workers' memory freed"
+    )
+    evidence = ev(
+        live=(f.live, "workers"),
+        effective_cpus=(eff, "cpus"),
+        cpu_saturation=(cpu, "ratio"),
+        mean_rt=(mean(rt_ms), "ms"),
+        cpu_per_request=(mean(cpu_ms), "ms"),
+        stretch=(stretch, "x"),
+        rps=(mean(values(frames, lambda x: x.rps)), "req/s"),
+        target_workers=(target, "workers"),
+    )
+    rec = worker_change(ctx, target, effect, saturated=True)
+    return [finding("oversubscribed_cpu", "warning", reason, frames, evidence, rec)]
+
+
+def _io_bound(ctx: Context, frames: Sequence[Frame]) -> tuple[float, float] | None:
+    """(own CPU, CPU time / response time) when requests wait on IO with CPU to spare.
+
+    On a saturated host, waiting may be for the CPU, so the rule stays quiet there.
+    """
+    s = ctx.settings
+    own, host = values(frames, ctx.own_cpu), values(frames, ctx.cpu)
+    cpu_ms = values(frames, _cpu_ms)
+    rt_ms = values(frames, lambda x: x.mean_rt_ms)
+    if not own or not host or not cpu_ms or not rt_ms or mean(rt_ms) <= 0:
+        return None
+    cpu, on_cpu = quantile(own, 0.5), mean(cpu_ms) / mean(rt_ms)
+    if cpu >= s.cpu_headroom or quantile(host, 0.5) >= s.cpu_saturated or on_cpu > s.io_cpu_share:
+        return None
+    return cpu, on_cpu
+
+
+def underprovisioned_io(ctx: Context) -> list[Finding]:
+    s, f = ctx.settings, ctx.latest
+    frames = ctx.window()
+    io = _io_bound(ctx, frames) if frames else None
+    if io is None:
+        return []
+    cpu, on_cpu = io
+    busy_share = share(frames, lambda x: all_busy(x, s.busy_full))
+    depths = values(frames, ctx.depth)
+    if busy_share < s.all_busy_share or not depths:
+        return []
+    queued = sum(1 for d in depths if d > 0) / len(depths)
+    if queued < s.io_queue_share or mean(depths) < s.io_queue_min:
+        return []
+    target, bound = sized_target(ctx, frames)
+    target = max(target, f.live + 1)
+    lam = mean(values(frames, lambda x: x.rps))
+    w_ms = mean(values(frames, lambda x: x.mean_rt_ms))
+    reason = (
+        f"All {f.live} workers are busy using only {cpu:.0%} of the CPUs and a queue of "
+        f"{mean(depths):.0f} waiting: the load waits on IO; Little's law sizes it at {target} "
+        "workers."
+    )
+    effect = f"the queue drains and requests stop waiting for a worker (bound: {bound})"
+    evidence = ev(
+        live=(f.live, "workers"),
+        instance_cpu=(cpu, "ratio"),
+        on_cpu_share=(on_cpu, "ratio"),
+        all_busy_share=(busy_share, "ratio"),
+        mean_queue=(mean(depths), "connections"),
+        queued_share=(queued, "ratio"),
+        arrival_rate=(lam, "req/s"),
+        mean_rt=(w_ms, "ms"),
+        in_service=(mean(values(frames, lambda x: x.littles_l)), "requests"),
+        target_workers=(target, "workers"),
+        bounded_by=bound,
+        memory_per_worker=(f.mem_per_worker, "bytes"),
+    )
+    rec = worker_change(ctx, target, effect)
+    return [finding("underprovisioned_io", "warning", reason, frames, evidence, rec)]
+
+
+def idle_overprovisioned(ctx: Context) -> list[Finding]:
+    s, f = ctx.settings, ctx.latest
+    frames = ctx.recent(s.idle_window_seconds)
+    busy = values(frames, lambda x: x.busy_ratio)
+    if not frames or not busy or mean(busy) > s.idle_busy_max:
+        return []
+    peak = quantile(values(frames, lambda x: x.littles_l), 0.95)
+    need = math.ceil(peak / (max(f.threads, 1) * s.target_utilisation)) + 1
+    target = max(need, s.idle_min_workers)
+    if f.live - target < s.idle_min_reduction:
+        return []
+    freed = (f.live - target) * f.mem_per_worker if f.mem_per_worker else None
+    span = frames[-1].mono - frames[0].mono
+    mem_text = f"frees about {freed / MIB:.0f} MiB" if freed else "frees memory (RSS unknown)"
+    reason = (
+        f"Workers were {mean(busy):.0%} busy on average over {span:.0f} s: "
+        f"{target} of the {f.live} live workers carry the peak; the rest {mem_text}."
+    )
+    rec = worker_change(
+        ctx, target, f"same service at peak with {f.live - target} fewer workers; {mem_text}"
+    )
+    evidence = ev(
+        mean_busy=(mean(busy), "ratio"),
+        peak_in_service=(peak, "requests"),
+        live=(f.live, "workers"),
+        target_workers=(target, "workers"),
+        memory_freed=(freed, "bytes"),
+    )
+    return [finding("idle_overprovisioned", "info", reason, frames, evidence, rec)]

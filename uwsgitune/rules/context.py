@@ -1,0 +1,170 @@
+"""What every rule reads: the frames of one instance, cut into look-backs, plus the facts.
+
+Rules only look at frames with rates (`Frame.has_rates`): reload/restart frames carry no
+rates and error frames no document. A look-back is judged only when its polls span at least
+`min_coverage` of it and number at least `min_frames`: a rule never speaks from a glimpse.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.rules.facts import Facts
+from uwsgitune.rules.finding import EvidenceWindow
+from uwsgitune.rules.settings import RuleSettings
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile, 0 <= q <= 1; 0.0 for no values."""
+    if not values:
+        return 0.0
+    data = sorted(values)
+    return data[min(len(data) - 1, max(0, math.ceil(q * len(data)) - 1))]
+
+
+def share(frames: Sequence[Frame], pred: Callable[[Frame], bool]) -> float:
+    return sum(1 for f in frames if pred(f)) / len(frames) if frames else 0.0
+
+
+def cpu_busy(f: Frame) -> float | None:
+    """How used up the CPU the instance may use is (1.0 = all of it).
+
+    The instance's own CPU against its effective CPUs, or, when the instance may use every
+    host CPU, the host's busy share if higher: CPU taken by neighbours is not there either.
+    Rules that blame the CPU also check the instance's own share (`cpu_instance_min`): a busy
+    host does not make an IO-bound instance CPU-bound.
+    """
+    sat = f.cpu_saturation
+    host = None
+    whole_host = bool(f.cpu_count and f.effective_cpus and f.effective_cpus >= f.cpu_count - 0.01)
+    if f.host_cpu_pct is not None and whole_host:
+        host = f.host_cpu_pct / 100
+    if sat is None:
+        return host
+    return sat if host is None else max(sat, host)
+
+
+def all_busy(f: Frame, busy_full: float) -> bool:
+    """Every worker busy in this poll: by Δrunning_time (exact over the interval, but lumpy,
+    as a request's time counts when it ends), or by every live worker's status at the poll."""
+    return (f.busy_ratio or 0.0) >= busy_full or (f.live > 0 and f.busy >= f.live)
+
+
+def queue_depth(f: Frame) -> int | None:
+    """Connections waiting on the fullest known socket; None when no socket is readable."""
+    known = [s.queue for s in f.sockets if s.queue is not None and s.backlog]
+    return max(known) if known else None
+
+
+def queue_fill(f: Frame) -> float | None:
+    fills = [s.fill for s in f.sockets if s.fill is not None]
+    return max(fills) if fills else None
+
+
+def backlog(f: Frame) -> int | None:
+    """The smallest known backlog among readable sockets (the first to fill)."""
+    known = [s.backlog for s in f.sockets if s.backlog]
+    return min(known) if known else None
+
+
+@dataclass
+class Context:
+    """The input of one evaluation. Built once; look-backs are cached by their length."""
+
+    frames: tuple[Frame, ...]  # every frame, oldest first
+    facts: Facts
+    settings: RuleSettings
+    rated: tuple[Frame, ...] = ()
+    _cache: dict[float, tuple[Frame, ...]] = field(default_factory=dict)
+    _monos: list[float] = field(default_factory=list)
+    _memo: dict[tuple[str, int], float | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rated = tuple(f for f in self.frames if f.has_rates)
+        self._monos = [f.mono for f in self.rated]
+
+    @property
+    def latest(self) -> Frame:
+        return self.rated[-1]
+
+    @property
+    def now(self) -> float:
+        return self.rated[-1].mono
+
+    def recent(self, seconds: float) -> tuple[Frame, ...]:
+        """Frames with rates within `seconds` of the latest one; () when too few to judge."""
+        if seconds in self._cache:
+            return self._cache[seconds]
+        out: tuple[Frame, ...] = ()
+        if self.rated:
+            start = bisect.bisect_left(self._monos, self.now - seconds)
+            frames = self.rated[start:]
+            span = frames[-1].mono - frames[0].mono + (frames[0].dt or 0.0)
+            enough = len(frames) >= self.settings.min_frames
+            if enough and span >= self.settings.min_coverage * seconds:
+                out = frames
+        self._cache[seconds] = out
+        return out
+
+    def window(self) -> tuple[Frame, ...]:
+        return self.recent(self.settings.window_seconds)
+
+    def _memoised(self, name: str, fn: Callable[[Frame], float | None], f: Frame) -> float | None:
+        key = (name, id(f))  # frames live as long as the context: ids are stable
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = fn(f)
+            return value
+
+    def cpu(self, f: Frame) -> float | None:
+        """`cpu_busy(f)`, computed once per frame: several rules read it."""
+        return self._memoised("cpu", cpu_busy, f)
+
+    def own_cpu(self, f: Frame) -> float | None:
+        """The instance's own CPU / effective CPUs: what its workers themselves burn."""
+        return f.cpu_saturation
+
+    def depth(self, f: Frame) -> float | None:
+        return self._memoised("depth", queue_depth, f)
+
+    def fill(self, f: Frame) -> float | None:
+        return self._memoised("fill", queue_fill, f)
+
+
+def evidence_window(frames: Sequence[Frame]) -> EvidenceWindow:
+    first = frames[0]
+    return EvidenceWindow(start=first.t - (first.dt or 0.0), end=frames[-1].t, frames=len(frames))
+
+
+def frame_dt(frames: Sequence[Frame]) -> float | None:
+    """The typical poll interval (median dt)."""
+    dts = sorted(f.dt for f in frames if f.dt)
+    return dts[len(dts) // 2] if dts else None
+
+
+def latest_value(
+    frames: Sequence[Frame], get: Callable[[Frame], float | int | None]
+) -> float | None:
+    for f in reversed(frames):
+        v = get(f)
+        if v is not None:
+            return float(v)
+    return None
+
+
+def values(frames: Sequence[Frame], get: Callable[[Frame], float | int | None]) -> list[float]:
+    out = []
+    for f in frames:
+        v = get(f)
+        if v is not None:
+            out.append(float(v))
+    return out

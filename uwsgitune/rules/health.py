@@ -1,0 +1,109 @@
+"""Rule 7: health. Exceptions, harakiri, respawn storms, stuck requests, the signal queue.
+
+Why: these are failures users see (errors, killed requests, dropped keep-alives) or that
+precede them (a worker stuck in one request serves nobody else; a signal queue that keeps
+growing means the master is not keeping up). Rates come from counter deltas, so a reload,
+which resets every counter, never looks like a storm.
+"""
+
+from __future__ import annotations
+
+import math
+
+from uwsgitune.rules.build import ev, finding
+from uwsgitune.rules.context import Context
+from uwsgitune.rules.finding import Finding, Recommendation, Severity
+
+
+def exceptions(ctx: Context) -> list[Finding]:
+    s = ctx.settings
+    frames = ctx.window()
+    if not frames:
+        return []
+    reqs = sum((f.rps or 0.0) * (f.dt or 0.0) for f in frames)
+    excs = sum((f.eps or 0.0) * (f.dt or 0.0) for f in frames)
+    span = sum(f.dt or 0.0 for f in frames)
+    if span <= 0 or reqs / span < s.min_rps:
+        return []
+    ratio = excs / reqs
+    if ratio < s.exception_ratio:
+        return []
+    severity: Severity = "critical" if ratio >= s.exception_critical else "warning"
+    reason = (
+        f"{ratio:.0%} of requests raised an exception ({excs:.0f} of {reqs:.0f}): see the app's "
+        "log."
+    )
+    evidence = ev(exception_ratio=(ratio, "ratio"), exceptions=excs, requests=reqs)
+    return [finding("health.exceptions", severity, reason, frames, evidence)]
+
+
+def harakiri(ctx: Context) -> list[Finding]:
+    s = ctx.settings
+    frames = ctx.window()
+    kills = sum(f.harakiri_delta or 0 for f in frames)
+    if not kills:
+        return []
+    severity: Severity = "critical" if kills >= s.harakiri_critical else "warning"
+    reason = (
+        f"Harakiri killed {kills} worker(s) mid-request: some requests run past the harakiri limit."
+    )
+    return [finding("health.harakiri", severity, reason, frames, ev(harakiri=(kills, "kills")))]
+
+
+def respawn_storm(ctx: Context) -> list[Finding]:
+    s = ctx.settings
+    frames = ctx.window()
+    span = sum(f.dt or 0.0 for f in frames)
+    respawns = sum(f.respawns_delta or 0 for f in frames)
+    if span <= 0 or respawns * 60 / span < s.respawn_storm_per_min:
+        return []
+    rate = respawns * 60 / span
+    reason = (
+        f"Workers respawn {rate:.0f} times a minute: crashes, harakiri or a too low max-requests."
+    )
+    evidence = ev(respawns=respawns, respawns_per_minute=(rate, "1/min"))
+    return [finding("health.respawn_storm", "critical", reason, frames, evidence)]
+
+
+def stuck_requests(ctx: Context) -> list[Finding]:
+    """The request's own age is the hold: it has been in service for `stuck_request_seconds`."""
+    s, f = ctx.settings, ctx.latest
+    stuck = [
+        (r.age, w.slot, r.method, r.path)
+        for w in f.workers
+        if w.live
+        for r in w.requests_in_flight
+        if r.age is not None and r.age >= s.stuck_request_seconds
+    ]
+    if not stuck:
+        return []
+    age, slot, method, path = max(stuck)
+    where = f"{method} {path}".strip() or "a request"
+    reason = (
+        f"{len(stuck)} request(s) in service for over {s.stuck_request_seconds:g} s; the "
+        f"oldest, {where}, for {age:.0f} s."
+    )
+    limit = math.ceil(s.stuck_request_seconds)
+    rec = Recommendation(
+        "harakiri", "set", limit, "reload", f"a request past {limit} s gets its worker recycled"
+    )
+    evidence = ev(
+        stuck=(len(stuck), "requests"), oldest_age=(age, "s"), worker_slot=slot, path=where
+    )
+    return [finding("health.stuck_requests", "warning", reason, [f], evidence, rec)]
+
+
+def signal_queue(ctx: Context) -> list[Finding]:
+    s = ctx.settings
+    frames = ctx.window()
+    if not frames:
+        return []
+    first, last = frames[0].signal_queue, frames[-1].signal_queue
+    if last < s.signal_queue_min or last <= first:
+        return []
+    reason = (
+        f"The master's signal queue grew from {first} to {last}: signal handlers are not "
+        "keeping up."
+    )
+    evidence = ev(signal_queue=(last, "signals"), growth=(last - first, "signals"))
+    return [finding("health.signal_queue", "warning", reason, frames, evidence)]

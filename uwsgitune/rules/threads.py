@@ -1,0 +1,68 @@
+"""Rule 6: threads under the GIL.
+
+Why: Python threads of one worker share one GIL, so CPU-bound requests in a threaded worker
+run one at a time: a busy worker sits near 100% of one core however many threads it has,
+while other CPUs idle. Processes instead of threads spread the same concurrency over the CPUs.
+It samples the workers over the last `gil_window_seconds` at most: the signature is steady.
+The rule needs per-worker CPU (from /proc) and stays quiet without it, or when the CPU the
+instance may use is saturated anyway (then more processes would not help either).
+"""
+
+from __future__ import annotations
+
+import math
+
+from uwsgitune.rules.build import ev, finding
+from uwsgitune.rules.context import Context, frame_dt, quantile, values
+from uwsgitune.rules.finding import Finding, Recommendation
+
+
+def threads_gil(ctx: Context) -> list[Finding]:
+    s, f = ctx.settings, ctx.latest
+    frames = ctx.window()
+    if not frames or f.threads <= 1:
+        return []
+    near = total = 0
+    limit = s.gil_cpu_pct
+    for frame in frames[-int(s.gil_window_seconds / (frame_dt(frames) or 1.0)) - 1 :]:
+        # the hot loop of the engine (frames x workers): plain attribute reads only
+        for w in frame.workers:
+            cpu_pct, busy_pct = w.cpu_pct, w.busy_pct
+            if cpu_pct is None or busy_pct is None or busy_pct < 50 or w.status == "cheap":
+                continue
+            total += 1
+            near += cpu_pct >= limit
+    cpus = values(frames, ctx.cpu)
+    if not total or not cpus or near / total < s.gil_busy_share:
+        return []
+    cpu = quantile(cpus, 0.5)
+    if cpu >= s.cpu_saturated:
+        return []
+    eff = f.effective_cpus or 1.0
+    processes = max(f.live + 1, min(f.live * f.threads, math.ceil(eff * s.cpu_workers_per_cpu)))
+    reason = (
+        f"Busy workers run near 100% of one core each with {f.threads} threads: the GIL "
+        f"serialises them while the CPUs are only {cpu:.0%} used; use processes instead of threads."
+    )
+    effect = (
+        f"CPU-bound requests run on {min(processes, math.ceil(eff))} cores instead of one per "
+        "worker"
+    )
+    rec = Recommendation(
+        "threads",
+        "lower",
+        1,
+        "reload",
+        effect,
+        current=f.threads,
+        together=(("processes", processes),),
+    )
+    evidence = ev(
+        threads=(f.threads, "threads"),
+        near_one_core_share=(near / total, "ratio"),
+        cpu_saturation=(cpu, "ratio"),
+        live=(f.live, "workers"),
+        effective_cpus=(f.effective_cpus, "cpus"),
+        target_processes=(processes, "workers"),
+    )
+    return [finding("threads_gil", "warning", reason, frames, evidence, rec)]

@@ -1,0 +1,288 @@
+"""From measured steps to a recommendation and a curve shape. Pure: no I/O, no clock.
+
+Theory of operation:
+- Repeated steps at the same worker count give the noise: the median, over counts, of the
+  relative range (max - min) / median of their throughputs.
+- The recommendation is the smallest count whose throughput is within `within_pct` of the
+  best (widened to the measured noise, so noise cannot buy workers), whose p99 meets the
+  target, and whose error rate is acceptable. Its memory is the RSS measured at that count.
+- The knee is that same smallest count, before the p99 filter. A knee near the effective CPUs
+  with the server's own time per request (Δrunning_time/Δrequests) growing beyond it is a CPU
+  limit: more workers only queue on the CPUs. A knee far above the CPUs with the instance using
+  little CPU is IO-bound: workers mostly wait. The client's latency alone cannot tell these
+  apart: in a closed loop it is clients / throughput (Little), flat whenever throughput is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import median
+from typing import Literal
+
+ShapeKind = Literal["cpu-limited", "io-bound", "load-limited", "noisy", "unclear"]
+NOISY_PCT = 25.0
+MAX_TOLERANCE_PCT = 30.0
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One measured step: `seconds` of load at `workers` live workers, after a warm-up."""
+
+    workers: int
+    pass_no: int
+    seconds: float
+    ok: int
+    errors: int
+    throughput: float  # successful requests/s seen by the client
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    live: int | None = None  # live workers the stats showed at the end of the step
+    service_ms: float | None = None  # server: Δrunning_time / Δrequests
+    cpu_cores: float | None = None  # instance CPU, 1.0 = one core
+    rss_bytes: int | None = None  # RSS of master + live workers
+
+
+@dataclass(frozen=True)
+class Point:
+    """All steps at one worker count, as medians (throughput also as min and max)."""
+
+    workers: int
+    runs: int
+    throughput: float
+    throughput_lo: float
+    throughput_hi: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    error_rate: float
+    service_ms: float | None
+    cpu_cores: float | None
+    rss_bytes: int | None
+
+    @property
+    def spread_pct(self) -> float | None:
+        if self.runs < 2 or self.throughput <= 0:
+            return None
+        return 100.0 * (self.throughput_hi - self.throughput_lo) / self.throughput
+
+
+@dataclass(frozen=True)
+class Criteria:
+    within_pct: float = 10.0
+    p99_ms: float | None = None
+    max_error_rate: float = 0.01
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    workers: int | None
+    best_workers: int | None
+    best_throughput: float
+    tolerance_pct: float
+    throughput: float | None = None
+    p99_ms: float | None = None
+    memory_bytes: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Shape:
+    kind: ShapeKind
+    knee: int | None
+    rising_at_top: bool
+    reason: str
+
+
+def _med(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return median(known) if known else None
+
+
+def aggregate(steps: list[StepResult]) -> tuple[Point, ...]:
+    by_count: dict[int, list[StepResult]] = {}
+    for s in steps:
+        by_count.setdefault(s.workers, []).append(s)
+    points = []
+    for workers in sorted(by_count):
+        group = by_count[workers]
+        tps = [s.throughput for s in group]
+        sent = sum(s.ok + s.errors for s in group)
+        rss = _med([float(s.rss_bytes) if s.rss_bytes is not None else None for s in group])
+        points.append(
+            Point(
+                workers=workers,
+                runs=len(group),
+                throughput=median(tps),
+                throughput_lo=min(tps),
+                throughput_hi=max(tps),
+                p50_ms=_med([s.p50_ms for s in group]),
+                p90_ms=_med([s.p90_ms for s in group]),
+                p99_ms=_med([s.p99_ms for s in group]),
+                error_rate=sum(s.errors for s in group) / sent if sent else 0.0,
+                service_ms=_med([s.service_ms for s in group]),
+                cpu_cores=_med([s.cpu_cores for s in group]),
+                rss_bytes=None if rss is None else int(rss),
+            )
+        )
+    return tuple(points)
+
+
+def noise_pct(points: tuple[Point, ...]) -> float | None:
+    """Median relative range of repeated throughputs, in percent; None without repeats."""
+    spreads = [p.spread_pct for p in points if p.spread_pct is not None]
+    return median(spreads) if spreads else None
+
+
+def tolerance(points: tuple[Point, ...], within_pct: float) -> float:
+    noise = noise_pct(points) or 0.0
+    return min(max(within_pct, noise), MAX_TOLERANCE_PCT)
+
+
+def _usable(points: tuple[Point, ...], c: Criteria) -> list[Point]:
+    return [p for p in points if p.error_rate <= c.max_error_rate and p.throughput > 0]
+
+
+def knee(points: tuple[Point, ...], tol_pct: float, c: Criteria) -> int | None:
+    """The smallest count within `tol_pct` of the best throughput."""
+    usable = _usable(points, c)
+    if not usable:
+        return None
+    best = max(p.throughput for p in usable)
+    return min(p.workers for p in usable if p.throughput >= best * (1 - tol_pct / 100))
+
+
+def _memory_at(points: tuple[Point, ...], workers: int) -> int | None:
+    """RSS measured at that count, else the median per-worker RSS times the count."""
+    for p in points:
+        if p.workers == workers and p.rss_bytes is not None:
+            return p.rss_bytes
+    per = _med([p.rss_bytes / p.workers for p in points if p.rss_bytes is not None])
+    return None if per is None else int(per * workers)
+
+
+def recommend(points: tuple[Point, ...], c: Criteria) -> Recommendation:
+    tol = tolerance(points, c.within_pct)
+    usable = _usable(points, c)
+    if not usable:
+        return Recommendation(None, None, 0.0, tol, reason="no step served requests without errors")
+    best = max(usable, key=lambda p: p.throughput)
+    near = [p for p in usable if p.throughput >= best.throughput * (1 - tol / 100)]
+    fits = [p for p in near if c.p99_ms is None or (p.p99_ms is not None and p.p99_ms <= c.p99_ms)]
+    if not fits:
+        timed = [p for p in near if p.p99_ms is not None]
+        low = f"; the lowest was {min(p.p99_ms or 0.0 for p in timed):.0f} ms" if timed else ""
+        return Recommendation(
+            None,
+            best.workers,
+            best.throughput,
+            tol,
+            reason=f"no count within {tol:.0f}% of the best throughput kept p99 under "
+            f"{c.p99_ms:g} ms{low}",
+        )
+    pick = min(fits, key=lambda p: p.workers)
+    target = "" if c.p99_ms is None else f", p99 under {c.p99_ms:g} ms"
+    return Recommendation(
+        workers=pick.workers,
+        best_workers=best.workers,
+        best_throughput=best.throughput,
+        tolerance_pct=tol,
+        throughput=pick.throughput,
+        p99_ms=pick.p99_ms,
+        memory_bytes=_memory_at(points, pick.workers),
+        reason=f"smallest count within {tol:.0f}% of the best throughput "
+        f"({best.throughput:.0f} req/s at {best.workers}){target}",
+    )
+
+
+def _rising_at_top(points: tuple[Point, ...], tol_pct: float) -> bool:
+    if len(points) < 2:
+        return False
+    top, below = points[-1], points[-2]
+    return top.throughput > below.throughput * (1 + tol_pct / 100)
+
+
+def _service_growth(points: tuple[Point, ...], k: int) -> float | None:
+    at_knee = next((p.service_ms for p in points if p.workers == k), None)
+    beyond = [p.service_ms for p in points if p.workers > k and p.service_ms is not None]
+    if not at_knee or not beyond:
+        return None
+    return max(beyond) / at_knee
+
+
+def classify(
+    points: tuple[Point, ...],
+    c: Criteria,
+    effective_cpus: float | None,
+    *,
+    clients: int | None = None,
+    rate: float | None = None,
+) -> Shape:
+    """Name the curve's shape, with the numbers that show it."""
+    tol = tolerance(points, c.within_pct)
+    k = knee(points, tol, c)
+    if len(points) < 3 or k is None:
+        return Shape("unclear", k, False, "fewer than 3 usable worker counts: no shape to read")
+    rising = _rising_at_top(points, tol)
+    best = max(p.throughput for p in points)
+    noise = noise_pct(points)
+    if noise is not None and noise > NOISY_PCT:
+        return Shape(
+            "noisy",
+            k,
+            rising,
+            f"repeats differ by {noise:.0f}% (median): too noisy "
+            "to read a shape; lengthen --step-seconds or quiet the host",
+        )
+    if rate is not None and best >= 0.9 * rate:
+        return Shape(
+            "load-limited",
+            k,
+            False,
+            f"every count from {k} serves the offered "
+            f"{rate:g} req/s: the load, not uWSGI, sets the throughput",
+        )
+    if clients is not None and k >= clients:
+        return Shape(
+            "load-limited",
+            k,
+            rising,
+            f"the knee ({k}) reaches the {clients} clients: "
+            "raise --concurrency above the top of the range",
+        )
+    return _cpu_or_io(points, k, rising, effective_cpus)
+
+
+def _cpu_or_io(points: tuple[Point, ...], k: int, rising: bool, cpus: float | None) -> Shape:
+    cpus = cpus or 1.0
+    growth = _service_growth(points, k)
+    at_knee = next(p for p in points if p.workers == k)
+    cpu_use = at_knee.cpu_cores
+    cpu_bound_use = cpu_use is not None and cpu_use >= 0.6 * cpus
+    if k <= max(2, math.ceil(1.5 * cpus)) and ((growth or 0) >= 1.3 or cpu_bound_use):
+        grow = f"; the server's time per request grows x{growth:.1f} beyond it" if growth else ""
+        use = f", at {cpu_use:.1f} cores" if cpu_use is not None else ""
+        return Shape(
+            "cpu-limited",
+            k,
+            rising,
+            f"throughput flattens at {k} workers (effective CPUs {cpus:g}{use}){grow}: "
+            "extra workers only queue on the CPUs",
+        )
+    if k > 2 * cpus and not cpu_bound_use:
+        use = f" using {cpu_use:.1f} cores" if cpu_use is not None else ""
+        top = "; still rising at the top of the range: sweep higher" if rising else ""
+        return Shape(
+            "io-bound",
+            k,
+            rising,
+            f"throughput scales to {k} workers, far above the {cpus:g} effective CPUs{use}: "
+            f"workers mostly wait, so more of them pay (memory permitting){top}",
+        )
+    return Shape(
+        "unclear",
+        k,
+        rising,
+        f"knee at {k} workers for {cpus:g} effective CPUs: a mixed CPU/IO shape",
+    )

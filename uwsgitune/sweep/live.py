@@ -1,0 +1,127 @@
+"""Move the live worker count through the master FIFO and confirm it from the stats.
+
+Rules (from the measured uWSGI facts): `+`/`-` act at the next 1 s master cycle; `-` only
+cheaps an *idle* worker, so the sweep steps with its load paused; an unapplied `-` stays
+pending (a debt that swallows later `+`), so we never send another `-` while ours are pending;
+extra `+` beyond the free slots are dropped, so resending `+` after a quiet while is safe.
+Targets below 1 are refused: a sweep never leaves the instance without a worker.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Protocol
+
+from uwsgitune.core.frame import Frame
+
+PLUS_RETRY_SECONDS = 3.0  # a `+` not applied after three master cycles is resent
+POLL_SECONDS = 0.25
+
+
+class Watch(Protocol):
+    """What we need of `InstanceWatch`: poll now, get the frame."""
+
+    def step(self) -> Frame: ...
+
+
+class Fifo(Protocol):
+    """What we need of a guarded FIFO writer (`sweep.fifo.MasterFifo`)."""
+
+    def write(self, commands: str) -> None: ...
+
+
+class SweepError(Exception):
+    """The sweep cannot go on; one line naming the thing and the fix."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) arrived: stop the load, restore the count, report what was measured."""
+
+
+class StopFlag:
+    """A SIGINT handler that only records the signal; loops check it and stop cleanly."""
+
+    def __init__(self) -> None:
+        self.is_set = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.is_set = True
+
+
+@contextmanager
+def sigint_records(flag: StopFlag) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, flag)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+class LiveCount:
+    """Reads and sets the live worker count of one instance."""
+
+    def __init__(
+        self,
+        watch: Watch,
+        fifo: Fifo,
+        *,
+        stop: StopFlag | None = None,
+        timeout: float = 15.0,
+        sleep: Callable[[float], None] = time.sleep,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.watch = watch
+        self.fifo = fifo
+        self.stop = stop or StopFlag()
+        self.timeout = timeout
+        self._sleep = sleep
+        self._mono = mono
+        self._minus_floor: int | None = None  # our `-` are pending while live > this
+
+    def frame(self) -> Frame:
+        frame = self.watch.step()
+        if not frame.ok:
+            raise SweepError(f"stats {frame.source}: {frame.error}")
+        return frame
+
+    def read(self) -> int:
+        return self.frame().live
+
+    def reach(self, target: int, *, interruptible: bool = True) -> int:
+        """Send `+`/`-` until the stats show `target` live workers; return it."""
+        if target < 1:
+            raise SweepError(f"refusing to go to {target} live workers; the floor is 1")
+        deadline = self._mono() + self.timeout
+        last_plus = -PLUS_RETRY_SECONDS
+        live = self.read()
+        while live != target:
+            if interruptible and self.stop.is_set:
+                raise Interrupted
+            if self._mono() > deadline:
+                raise SweepError(self._stuck(live, target))
+            if live < target and self._mono() - last_plus >= PLUS_RETRY_SECONDS:
+                self.fifo.write("+" * (target - live))
+                last_plus = self._mono()
+                self._minus_floor = None  # a `+` cancels a pending `-`
+            elif live > target and (self._minus_floor is None or live <= self._minus_floor):
+                self.fifo.write("-" * (live - target))
+                self._minus_floor = target
+            self._sleep(POLL_SECONDS)
+            live = self.read()
+        self._minus_floor = None
+        return live
+
+    def _stuck(self, live: int, target: int) -> str:
+        if live > target:
+            why = "a `-` only cheaps an idle worker: is other traffic keeping them busy?"
+        else:
+            why = "is cheaper-algo = manual, and processes large enough?"
+        return f"live workers stuck at {live}, wanted {target}, after {self.timeout:g}s; {why}"

@@ -1,0 +1,93 @@
+"""History series for the sparklines: pure functions of a window of frames.
+
+Gaps (error frames, or frames without rates) read as 0 so that a sparkline keeps its time
+axis; the label next to it shows the latest real value and the maximum over the span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.render.units import ms, num
+
+HISTORY_SECONDS = 300.0
+
+
+def _queue(f: Frame) -> float | None:
+    depths = [s.queue for s in f.sockets if s.queue is not None]
+    return float(max(depths)) if depths else None
+
+
+def _busy(f: Frame) -> float | None:
+    return float(f.busy) if f.ok else None
+
+
+def _cpu(f: Frame) -> float | None:
+    return None if f.instance_cpu_cores is None else f.instance_cpu_cores * 100
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    get: Callable[[Frame], float | None]
+    fmt: Callable[[float | None], str]
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("rps", "req/s", lambda f: f.rps, lambda v: num(v)),
+    Metric("rt", "mean rt", lambda f: f.mean_rt_ms, ms),
+    Metric("queue", "queue", _queue, lambda v: num(v, ".0f")),
+    Metric("busy", "busy wkr", _busy, lambda v: num(v, ".0f")),
+    Metric("cpu", "cpu %", _cpu, lambda v: num(v, ".0f")),
+)
+
+
+@dataclass(frozen=True)
+class Series:
+    key: str
+    label: str
+    values: tuple[float, ...]
+    latest: str  # the latest known value, formatted
+    peak: str  # the maximum over the span, formatted
+
+
+def recent(frames: Sequence[Frame], seconds: float = HISTORY_SECONDS) -> Sequence[Frame]:
+    if not frames:
+        return frames
+    edge = frames[-1].mono - seconds
+    start = 0
+    for i, f in enumerate(frames):
+        if f.mono >= edge:
+            start = i
+            break
+    return frames[start:]
+
+
+def series(frames: Sequence[Frame], seconds: float = HISTORY_SECONDS) -> list[Series]:
+    """One series per metric over the last `seconds` of frames."""
+    span = recent(frames, seconds)
+    out = []
+    for m in METRICS:
+        raw = [m.get(f) for f in span]
+        known = [v for v in raw if v is not None]
+        latest = raw[-1] if raw else None
+        out.append(
+            Series(
+                key=m.key,
+                label=m.label,
+                values=tuple(v if v is not None else 0.0 for v in raw),
+                latest=m.fmt(latest),
+                peak=m.fmt(max(known) if known else None),
+            )
+        )
+    return out
+
+
+def worker_series(
+    frames: Sequence[Frame], slot: int, get: Callable[[Frame, int], float | None]
+) -> list[float]:
+    """One worker slot's values over the frames (for the detail screen's trends)."""
+    return [v for f in frames if (v := get(f, slot)) is not None]

@@ -1,0 +1,121 @@
+"""One instance's pane: summary, history, the worker/cores/vassal table, annotations.
+
+The app assigns a `Snapshot` to `snapshot`; the pane renders it. Selections go up as
+messages (`WorkerSelected`, `VassalSelected`); nothing here polls or reads the clock.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import ContentSwitcher, DataTable
+
+from uwsgitune.tui.history import series
+from uwsgitune.tui.polling import Snapshot
+from uwsgitune.tui.summary import emperor_lines, summary_lines
+from uwsgitune.tui.widgets import AnnotationsPane, HistoryPanel, KeyedTable, SummaryPanel
+from uwsgitune.tui.workers import (
+    CORE_COLUMNS,
+    VASSAL_COLUMNS,
+    WORKER_COLUMNS,
+    core_rows,
+    vassal_rows,
+    worker_rows,
+)
+
+
+class WorkerSelected(Message):
+    def __init__(self, index: int, slot: int) -> None:
+        super().__init__()
+        self.index = index
+        self.slot = slot
+
+
+class VassalSelected(Message):
+    def __init__(self, index: int, name: str, pid: int) -> None:
+        super().__init__()
+        self.index = index
+        self.name = name
+        self.pid = pid
+
+
+class InstancePane(Vertical):
+    snapshot: reactive[Snapshot | None] = reactive(None)
+    cores: reactive[bool] = reactive(False)
+
+    def __init__(self, index: int, **kwargs: str) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.index = index
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            yield SummaryPanel(id="summary")
+            yield HistoryPanel(id="history")
+        with ContentSwitcher(initial="workers", id="tables"):
+            yield KeyedTable(WORKER_COLUMNS, id="workers")
+            yield KeyedTable(CORE_COLUMNS, id="cores")
+            yield KeyedTable(VASSAL_COLUMNS, id="vassals")
+        yield AnnotationsPane(id="annotations")
+
+    def on_mount(self) -> None:
+        self.query_one("#workers", KeyedTable).set_sort("wid", False)
+
+    @property
+    def table_id(self) -> str:
+        snap = self.snapshot
+        if snap is not None and snap.frame.emperor:
+            return "vassals"
+        return "cores" if self.cores else "workers"
+
+    def active_table(self) -> KeyedTable:
+        return self.query_one(f"#{self.table_id}", KeyedTable)
+
+    def focus_table(self) -> None:
+        self.active_table().focus()
+
+    def watch_snapshot(self, snap: Snapshot | None) -> None:
+        if snap is not None:
+            self.render_snapshot(snap)
+
+    def watch_cores(self, _cores: bool) -> None:
+        if self.snapshot is not None:
+            self.render_snapshot(self.snapshot)
+
+    def render_snapshot(self, snap: Snapshot) -> None:
+        f = snap.frame
+        switcher = self.query_one("#tables", ContentSwitcher)
+        if switcher.current != self.table_id:
+            had_focus = self.app.focused is not None and self.app.focused.parent is switcher
+            switcher.current = self.table_id
+            if had_focus:
+                self.focus_table()
+        self.set_class(f.kind == "error", "stale")
+        summary = emperor_lines(f, snap.retry_in) if f.emperor else None
+        self.query_one(SummaryPanel).show(
+            summary or summary_lines(f, snap.frames, snap.retry_in)
+        )
+        self.query_one(HistoryPanel).show(series(snap.frames))
+        rows = {"workers": worker_rows, "cores": core_rows, "vassals": vassal_rows}
+        self.active_table().show(rows[self.table_id](f))
+        self.query_one(AnnotationsPane).show(snap.annotations, f.t)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        key = str(event.row_key.value or "")
+        snap = self.snapshot
+        if key.startswith("v") and snap is not None:
+            for v in snap.frame.vassals:
+                if f"v{v.name}" == key:
+                    self.post_message(VassalSelected(self.index, v.name, v.pid))
+        elif key[:1] in ("w", "c"):
+            self.post_message(WorkerSelected(self.index, int(key[1:].split(".")[0])))
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        """A click on a column header sorts on it; a second click reverses."""
+        event.stop()
+        table = self.active_table()
+        key = str(event.column_key.value)
+        reverse = not table.reverse if table.sort_key == key else False
+        table.set_sort(key, reverse)

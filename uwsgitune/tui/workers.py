@@ -1,0 +1,186 @@
+"""Rows of the worker, cores and vassal tables: pure functions of a frame.
+
+Every row is keyed (`w<slot>`, `c<slot>.<core>`, `v<name>`) so that the table keeps its
+cursor and sort across refreshes. A `Cell` carries its text, a sort value and a style; the
+table sorts on the value, never on the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.render.units import duration, num, size
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    sort: float | str = 0.0
+    style: str = ""
+    right: bool = True
+
+    def __rich__(self) -> Text:
+        return Text(self.text, style=self.style, justify="right" if self.right else "left")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int
+    help: str
+
+
+# The uwsgitop columns, in its order, then ours. AVG½ is uWSGI's avg_rt: (avg + last)/2.
+WORKER_COLUMNS: tuple[Column, ...] = (
+    Column("wid", "WID", 4, "worker id (slot+1 when cheap)"),
+    Column("share", "%", 5, "share of all requests served by this worker"),
+    Column("pid", "PID", 8, "worker pid"),
+    Column("req", "REQ", 8, "requests since the last reload"),
+    Column("rps", "RPS", 7, "requests/s over the last interval"),
+    Column("exc", "EXC", 5, "exceptions"),
+    Column("sig", "SIG", 4, "signals handled"),
+    Column("status", "STATUS", 7, "idle, busy, cheap, pause, sigN"),
+    Column("avg", "AVG½", 8, "uWSGI avg_rt: a half-life average (avg+last)/2, not a mean"),
+    Column("mean", "MEAN", 8, "true mean response time: Δrunning_time/Δrequests"),
+    Column("rss", "RSS", 9, "resident memory (memory-report or psutil)"),
+    Column("vsz", "VSZ", 9, "virtual memory (memory-report)"),
+    Column("tx", "TX", 9, "bytes sent"),
+    Column("respawn", "ReSpwn", 6, "respawns of this slot"),
+    Column("hc", "HC", 3, "harakiri count"),
+    Column("runt", "RunT", 8, "busy time: running_time, time spent serving requests"),
+    Column("lastspawn", "LastSpwn", 8, "time since the last spawn"),
+    Column("busy", "BUSY%", 6, "busy %: Δrunning_time/Δt per thread"),
+    Column("cpu", "CPU%", 6, "CPU % of one core"),
+    Column("age", "AGE", 7, "age of the oldest request in service"),
+)
+COLUMN_KEYS = tuple(c.key for c in WORKER_COLUMNS)
+
+CORE_COLUMNS: tuple[Column, ...] = (
+    Column("wid", "WID", 4, "worker id"),
+    Column("core", "CORE", 4, "core (thread) id"),
+    Column("pid", "PID", 8, "worker pid"),
+    Column("req", "REQ", 8, "requests served by this core"),
+    Column("status", "STATUS", 7, "busy when in a request"),
+    Column("age", "AGE", 7, "age of the request in service"),
+    Column("request", "REQUEST", 40, "method and path (request vars are never shown)"),
+)
+
+VASSAL_COLUMNS: tuple[Column, ...] = (
+    Column("name", "VASSAL", 24, "vassal config name"),
+    Column("pid", "PID", 8, "vassal master pid"),
+    Column("ready", "READY", 6, "ready"),
+    Column("accepting", "ACCEPT", 6, "accepting"),
+    Column("respawns", "ReSpwn", 6, "respawns"),
+    Column("born", "UP", 9, "time since born"),
+)
+
+STATUS_STYLE = {"busy": "bold yellow", "idle": "green", "cheap": "dim", "pause": "magenta"}
+
+Row = tuple[str, tuple[Cell, ...]]
+
+
+def status_style(status: str) -> str:
+    if status.startswith("sig"):
+        return "bold red"
+    return STATUS_STYLE.get(status, "")
+
+
+def _n(value: float | None, fmt: str = ".1f") -> Cell:
+    return Cell(num(value, fmt), -1.0 if value is None else float(value))
+
+
+def _size(value: int | None) -> Cell:
+    return Cell(size(value), -1.0 if value is None else float(value))
+
+
+def _ms_us(us: int) -> Cell:
+    return Cell(f"{us / 1000:.1f}ms" if us else "-", float(us))
+
+
+def worker_row(w: WorkerView, total_requests: int, now: float) -> Row:
+    share = w.requests / total_requests * 100 if total_requests else 0.0
+    dim = "" if w.live else "dim"
+    spawned = now - w.last_spawn if w.last_spawn > 0 else None
+    cells = (
+        Cell(str(w.id or w.slot + 1), w.slot, dim),
+        Cell(f"{share:.1f}", share),
+        Cell(str(w.pid) if w.pid else "-", w.pid),
+        Cell(str(w.requests), w.requests),
+        _n(w.rps),
+        Cell(str(w.exceptions), w.exceptions, "red" if w.exceptions else ""),
+        Cell(str(w.signals), w.signals),
+        Cell(w.status, w.status, status_style(w.status), right=False),
+        _ms_us(w.avg_rt_us),
+        Cell(
+            num(w.mean_rt_ms, ".1f") + ("ms" if w.mean_rt_ms is not None else ""),
+            -1.0 if w.mean_rt_ms is None else w.mean_rt_ms,
+        ),
+        _size(w.rss),
+        _size(w.vsz),
+        _size(w.tx),
+        Cell(str(w.respawn_count), w.respawn_count),
+        Cell(str(w.harakiri_count), w.harakiri_count, "red" if w.harakiri_count else ""),
+        Cell(duration(w.running_time_us / 1e6), float(w.running_time_us)),
+        Cell(duration(spawned), -1.0 if spawned is None else -spawned),
+        _n(w.busy_pct, ".0f"),
+        _n(w.cpu_pct, ".0f"),
+        Cell(duration(w.request_age), w.request_age or 0.0, "yellow" if w.request_age else ""),
+    )
+    return f"w{w.slot}", cells
+
+
+def worker_rows(f: Frame) -> list[Row]:
+    total = sum(w.requests for w in f.workers)
+    return [worker_row(w, total, f.t) for w in f.workers]
+
+
+def core_rows(f: Frame) -> list[Row]:
+    """uwsgitop's cores view: one row per core of every live worker."""
+    rows: list[Row] = []
+    for w in f.workers:
+        if not w.live:
+            continue
+        busy = {r.core: r for r in w.requests_in_flight}
+        for core, requests in enumerate(w.cores_requests):
+            r = busy.get(core)
+            status = "busy" if r else "idle"
+            request = f"{r.method} {r.path}".strip() if r else ""
+            cells = (
+                Cell(str(w.id), w.slot),
+                Cell(str(core), core),
+                Cell(str(w.pid), w.pid),
+                Cell(str(requests), requests),
+                Cell(status, status, status_style(status), right=False),
+                Cell(duration(r.age) if r else "", (r.age or 0.0) if r else -1.0),
+                Cell(request, request, right=False),
+            )
+            rows.append((f"c{w.slot}.{core}", cells))
+    return rows
+
+
+def vassal_rows(f: Frame) -> list[Row]:
+    rows: list[Row] = []
+    for v in f.vassals:
+        up = f.t - v.born if v.born > 0 else None
+        cells = (
+            Cell(v.name, v.name, "bold", right=False),
+            Cell(str(v.pid), v.pid),
+            Cell("yes" if v.ready else "no", int(v.ready), "green" if v.ready else "red"),
+            Cell("yes" if v.accepting else "no", int(v.accepting)),
+            Cell(str(v.respawns), v.respawns, "yellow" if v.respawns else ""),
+            Cell(duration(up), -1.0 if up is None else up),
+        )
+        rows.append((f"v{v.name}", cells))
+    return rows
+
+
+def sort_value(cell: object) -> tuple[int, float | str]:
+    """Sort key of a cell: numbers before text, so mixed columns never raise."""
+    if isinstance(cell, Cell):
+        value = cell.sort
+        return (0, value) if isinstance(value, int | float) else (1, value)
+    return (1, str(cell))

@@ -1,0 +1,154 @@
+"""What the policy knows at one step, computed from the window of frames. Pure.
+
+The *regime* is the run of good frames at the current live count since the last change
+settled: throughput and response time are only compared between regimes, never across a
+change, a reload or a gap. Short-term means (the last few polls) decide scale-ups; the
+maximum over `down_window` decides scale-downs, so one quiet poll never shrinks the pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean, pstdev
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.tuner.settings import TunerSettings
+
+RECENT = 3  # polls behind the short-term means
+
+
+@dataclass(frozen=True)
+class Facts:
+    latest: Frame
+    now: float
+    live: int
+    regime: tuple[Frame, ...]  # good frames at `live` since the last change settled
+    x: float | None  # mean requests/s over the regime's last measure_frames polls
+    w: float | None  # mean response time (ms), same polls
+    noise: float  # relative throughput change below which a difference is noise
+    l_recent: float | None  # Little's L, mean of the last polls
+    l_window: float | None  # max Little's L over down_window
+    window_covered: bool  # the down window is fully observed at this count
+    queue: float | None  # mean queued connections, last polls (None: unknown)
+    busy_ratio: float | None
+    cpu_sat: float | None
+    cpus: float | None
+    mem_cap: int | None  # most live workers the memory budget allows
+
+    @property
+    def saturated(self) -> bool:
+        return self.queued or self.all_busy
+
+    @property
+    def queued(self) -> bool:
+        return self.queue is not None and self.queue >= self.queue_min
+
+    @property
+    def all_busy(self) -> bool:
+        return self.busy_ratio is not None and self.busy_ratio >= self.busy_full
+
+    queue_min: float = 0.5
+    busy_full: float = 0.9
+
+    def evidence(self) -> dict[str, float | int | str | None]:
+        def r(v: float | None, nd: int = 2) -> float | None:
+            return None if v is None else round(v, nd)
+
+        return {
+            "live": self.live,
+            "workers_max": self.latest.workers_max,
+            "rps": r(self.x, 1),
+            "mean_rt_ms": r(self.w, 1),
+            "noise": r(self.noise, 3),
+            "littles_l": r(self.l_recent),
+            "l_max_window": r(self.l_window),
+            "queue": r(self.queue, 1),
+            "busy_ratio": r(self.busy_ratio),
+            "cpu_sat": r(self.cpu_sat),
+            "mem_cap": self.mem_cap,
+        }
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return fmean(vals) if vals else None
+
+
+def _queue(frame: Frame) -> float | None:
+    known = [s.queue for s in frame.sockets if s.queue is not None]
+    return float(sum(known)) if known else None
+
+
+def cpu_saturation(frame: Frame) -> float | None:
+    """The instance's CPU use against the CPU it can get: its effective CPUs, less what the
+    rest of the host keeps busy. On a shared host, more workers cannot use CPU others hold."""
+    inst, cpus = frame.instance_cpu_cores, frame.effective_cpus
+    if inst is None or not cpus:
+        return None
+    available = cpus
+    if frame.host_cpu_pct is not None and frame.cpu_count:
+        idle = (1 - frame.host_cpu_pct / 100) * frame.cpu_count
+        available = min(cpus, inst + max(idle, 0.0))
+    return min(inst / available, 1.0) if available > 0 else 1.0
+
+
+def rated(frame: Frame) -> bool:
+    return frame.kind == "ok" and frame.rps is not None and frame.littles_l is not None
+
+
+def memory_cap(frame: Frame, settings: TunerSettings) -> int | None:
+    """Most live workers memory allows: the budget, and what available memory can still hold."""
+    per = frame.mem_per_worker
+    if not per:
+        return None
+    caps: list[int] = []
+    if settings.memory_budget is not None:
+        caps.append(settings.memory_budget // per)
+    if frame.mem_available is not None:
+        caps.append(frame.live + int(frame.mem_available * settings.memory_headroom // per))
+    return max(min(caps), 0) if caps else None
+
+
+def gather(
+    frames: Sequence[Frame], settings: TunerSettings, now: float, regime_start: float
+) -> Facts:
+    latest = frames[-1]
+    good = [f for f in frames if rated(f)]
+    regime: list[Frame] = []
+    for f in reversed(good):  # the unbroken run at the current count
+        if f.live != latest.live or f.mono < regime_start:
+            break
+        regime.append(f)
+    regime.reverse()
+    sample = regime[-settings.measure_frames :]
+    x = _mean([f.rps for f in sample]) if len(sample) >= settings.measure_frames else None
+    w = _mean([f.mean_rt_ms for f in sample]) if x is not None else None
+    noise = settings.min_noise
+    if x and len(sample) > 1:
+        cv = pstdev([f.rps or 0.0 for f in sample]) / x
+        noise = max(noise, 3 * cv / math.sqrt(len(sample)))
+    recent = regime[-RECENT:]
+    edge = latest.mono - settings.down_window
+    in_window = [f for f in regime if f.mono >= edge]
+    covered = bool(regime) and regime[0].mono <= edge + settings.interval
+    return Facts(
+        latest=latest,
+        now=now,
+        live=latest.live,
+        regime=tuple(regime),
+        x=x,
+        w=w,
+        noise=noise,
+        l_recent=_mean([f.littles_l for f in recent]),
+        l_window=max((f.littles_l or 0.0 for f in in_window), default=None),
+        window_covered=covered,
+        queue=_mean([_queue(f) for f in recent]),
+        busy_ratio=_mean([f.busy_ratio for f in recent]),
+        cpu_sat=_mean([cpu_saturation(f) for f in recent]),
+        cpus=latest.effective_cpus,
+        mem_cap=memory_cap(latest, settings),
+        queue_min=settings.queue_min,
+        busy_full=settings.busy_full,
+    )

@@ -1,0 +1,172 @@
+"""`decide`: one step of the tuner, from the window of frames to a Decision. Pure.
+
+Theory of operation
+-------------------
+1. Guards (`GUARDS`, in order) decide whether the stats may be acted on at all: none at all,
+   unreachable, stale (older than `stale_intervals` polls at the caller's `now`), an
+   Emperor, no rates yet (first poll or a reload reset the counters), settling after a
+   reload, or a change still in flight (the live count has not reached what was sent). Any
+   guard that fires gives a `wait` with its reason: no action on doubtful numbers.
+2. Sizing (`sizing.RULES`) proposes a live count with a reason (see sizing.py).
+3. Bounds: never below the floor, above the ceiling, or above the memory cap when adding;
+   never add while the instance's CPUs are saturated.
+4. Pacing: up after `cooldown_up`, down after `cooldown_down` (scale up fast, down slowly),
+   at most `max_changes_per_hour`. Floor, ceiling and memory moves skip the cool-down.
+5. The route: `+` through the FIFO up to the slots uWSGI has (`workers_max`), a reload
+   beyond; `-` through the FIFO only when a worker is idle, since uWSGI's `-` stays pending
+   on a saturated pool; a reload with a lower `cheaper-initial` otherwise.
+
+The caller passes `now` (its monotonic clock) and the frames; nothing here reads a clock.
+The returned Decision carries the next state, to adopt once the change was sent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.tuner.facts import Facts, gather
+from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.sizing import Proposal, cpu_hot, propose
+from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
+
+Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
+
+
+def _unreachable(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    return f"stats unreachable: {f.error}" if f.kind == "error" else None
+
+
+def _stale(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    age = now - f.mono
+    return f"stats are {age:.1f}s old (> {s.stale_after:g}s)" if age > s.stale_after else None
+
+
+def _emperor(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    return (
+        "an Emperor, not an instance: tune its vassals" if f.emperor or not f.workers_max else None
+    )
+
+
+def _no_rates(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    if f.kind != "ok" or f.rps is None or f.littles_l is None:
+        return f"no rates in a '{f.kind}' poll (counters just started or reset)"
+    return None
+
+
+def _settling(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    since = f.since_reload
+    if st.last_reload is not None and now - st.last_reload < s.settle_after_reload:
+        since = now - st.last_reload
+    if since is not None and since < s.settle_after_reload:
+        return f"reloaded {since:.1f}s ago; metrics settle for {s.settle_after_reload:g}s"
+    return None
+
+
+def _in_flight(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    if st.expect_live is not None and f.live != st.expect_live:
+        return f"waiting for {st.expect_live} live workers ({f.live} now)"
+    return None
+
+
+GUARDS: tuple[tuple[str, Guard], ...] = (
+    ("unreachable", _unreachable),
+    ("stale", _stale),
+    ("emperor", _emperor),
+    ("no-rates", _no_rates),
+    ("settling", _settling),
+    ("in-flight", _in_flight),
+)
+
+
+def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
+    desired = min(max(p.desired, s.min_workers), s.max_workers)
+    if desired == f.live and p.desired > f.live:
+        return replace(p, desired=desired, reason=f"{p.reason}; at the ceiling {s.max_workers}")
+    if desired > f.live and f.live >= s.min_workers:
+        if cpu_hot(f, s):
+            return Proposal(f.live, "cpu-saturated", f"{p.reason}; but CPU {f.cpu_sat:.0%} used")
+        cap = max(f.mem_cap if f.mem_cap is not None else desired, f.live)
+        if desired > cap:
+            return replace(p, desired=cap, reason=f"{p.reason}; memory allows {cap}")
+    return replace(p, desired=desired)
+
+
+def _route(p: Proposal, f: Facts) -> Via:
+    if p.desired > f.live:
+        return "fifo" if p.desired <= f.latest.workers_max else "reload"
+    idle = f.latest.idle > 0 and not f.all_busy
+    return "fifo" if idle else "reload"
+
+
+def _paced(p: Proposal, f: Facts, st: TunerState, s: TunerSettings) -> str | None:
+    hour = [c for c in st.changes if f.now - c < 3600]
+    if len(hour) >= s.max_changes_per_hour:
+        return f"{len(hour)} changes in the last hour (max {s.max_changes_per_hour})"
+    if st.last_change is None or p.urgent:
+        return None
+    cool = s.cooldown_up if p.desired > f.live else s.cooldown_down
+    since = f.now - st.last_change
+    if since < cool:
+        return f"last change {since:.0f}s ago, cool-down {cool:g}s"
+    return None
+
+
+def _wait(code: str, why: str, live: int, st: TunerState, ev: Evidence | None = None) -> Decision:
+    return Decision("wait", code, live, live, why, evidence=ev or {"live": live}, state=st)
+
+
+def decide(
+    frames: Sequence[Frame], state: TunerState, settings: TunerSettings, now: float | None = None
+) -> Decision:
+    """One step: guards, sizing, bounds, pacing. `now` defaults to the latest frame's time."""
+    if not frames:
+        return _wait("no-stats", "no stats yet", 0, state)
+    latest = frames[-1]
+    now = latest.mono if now is None else now
+    if state.expect_live is not None and latest.live == state.expect_live and latest.ok:
+        state = state.confirmed()
+    for code, guard in GUARDS:
+        why = guard(latest, state, settings, now)
+        if why:
+            return _wait(code, why, latest.live, state)
+    st = state.forget(now, settings)
+    f = gather(frames, settings, now, st.regime_start(settings))
+    ev = f.evidence()
+    if len(f.regime) < 2 or (st.probe is not None and f.x is None and st.probe.to_live == f.live):
+        return _wait(
+            "measuring", f"measuring {f.live} workers ({len(f.regime)} polls)", f.live, st, ev
+        )
+    st, prop = propose(f, st, settings)
+    prop = _bound(prop, f, settings)
+    if prop.desired == f.live:
+        return Decision("hold", prop.code, f.live, f.live, prop.reason, evidence=ev, state=st)
+    if prop.probe and f.x is None:
+        return _wait("measuring", f"{prop.reason}; measuring {f.live} first", f.live, st, ev)
+    why = _paced(prop, f, st, settings)
+    if why:
+        return _wait("cooldown", f"wants {prop.desired} ({prop.code}) but {why}", f.live, st, ev)
+    return _change(prop, f, st, settings, ev)
+
+
+def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidence) -> Decision:
+    via = _route(p, f)
+    probe = Probe(f.live, p.desired, f.x, f.w, f.noise, f.now) if p.probe and f.x else None
+    nxt = replace(
+        st,
+        last_change=f.now,
+        changes=(*(c for c in st.changes if f.now - c < 3600), f.now),
+        expect_live=p.desired,
+        expect_since=f.now,
+        last_reload=f.now if via == "reload" else st.last_reload,
+        probe=probe,
+    )
+    action: Action = "up" if p.desired > f.live else "down"
+    return Decision(action, p.code, p.desired, f.live, p.reason, via, ev, nxt)
+
+
+def settle_horizon(settings: TunerSettings) -> float:
+    """Seconds of frames the policy looks back on (for the caller's window)."""
+    return math.ceil(max(settings.down_window, settings.measure_frames * settings.interval) * 2)

@@ -1,0 +1,78 @@
+"""Every knob of the tuner, declared once: type, default, bounds, description.
+
+Times are seconds; shares are 0-1; CPU saturation is CPU used / effective CPUs (1.0 = every
+usable CPU busy). Frozen: a running tuner's settings never change under it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+def _f(default: float, lo: float, hi: float, text: str) -> Any:
+    return Field(default, ge=lo, le=hi, description=text)
+
+
+def _i(default: int, lo: int, hi: int, text: str) -> Any:
+    return Field(default, ge=lo, le=hi, description=text)
+
+
+class TunerSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # bounds
+    min_workers: int = _i(1, 1, 4096, "The floor: never fewer live workers (uWSGI `cheaper`).")
+    max_workers: int = _i(8, 1, 4096, "The ceiling: never more live workers.")
+    memory_budget: int | None = Field(
+        None, ge=1, description="Bytes all workers may use together (None: available memory)."
+    )
+    memory_headroom: float = _f(0.8, 0.1, 1, "Share of available memory new workers may take.")
+    # sizing
+    interval: float = _f(1.0, 0.05, 3600, "Seconds between polls; staleness counts in these.")
+    target_utilisation: float = _f(0.7, 0.1, 0.95, "Busy ratio Little's-law sizing aims at.")
+    down_margin: float = _f(0.1, 0, 0.5, "Shrink only to a busy ratio this far below the target.")
+    busy_full: float = _f(0.9, 0.5, 1, "Busy ratio meaning every worker is busy (saturated).")
+    queue_min: float = _f(0.5, 0, 1e6, "Mean queued connections that count as a queue.")
+    cpu_saturated: float = _f(0.85, 0.1, 1, "CPU saturation at or above which no worker is added.")
+    cpu_workers_per_cpu: float = _f(
+        1.5, 0.5, 8, "Workers per CPU above which a CPU-bound pool shrinks."
+    )
+    max_up_factor: float = _f(2.0, 1.1, 16, "A step up at most multiplies the live count by this.")
+    max_down_share: float = _f(0.25, 0.05, 1, "A demand step down removes at most this share.")
+    # hill climbing
+    measure_frames: int = _i(4, 2, 600, "Polls at one count before judging it (and its noise).")
+    min_noise: float = _f(0.05, 0.0, 1, "Smallest relative change of throughput taken as real.")
+    reprobe_after: float = _f(300, 10, 86400, "Forget what probing learned after this long.")
+    # pacing and safety
+    cooldown_up: float = _f(5, 0, 3600, "Seconds after a change before adding workers.")
+    cooldown_down: float = _f(30, 0, 86400, "Seconds after a change before removing workers.")
+    down_window: float = _f(30, 1, 86400, "Low demand must last this long before shrinking.")
+    max_changes_per_hour: int = _i(60, 1, 3600, "Changes allowed in any hour.")
+    stale_intervals: float = _f(2, 1, 100, "Stats older than this many intervals are stale.")
+    settle_after_change: float = _f(2, 0, 600, "Seconds after a +/- before the metrics count.")
+    settle_after_reload: float = _f(5, 0, 600, "Seconds after a reload before the metrics count.")
+    verify_deadline: float = _f(6, 1, 600, "Seconds a +/- has to show in the stats.")
+    reload_deadline: float = _f(20, 2, 600, "Seconds a reload has to come back with new values.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TunerSettings:
+        if self.min_workers > self.max_workers:
+            raise ValueError(
+                f"min_workers {self.min_workers} > max_workers {self.max_workers}; "
+                "give a floor at or below the ceiling"
+            )
+        return self
+
+    @property
+    def stale_after(self) -> float:
+        return self.stale_intervals * self.interval
+
+
+def settings_table() -> list[tuple[str, str, object, str]]:
+    """(name, type, default, description) of each setting: for docs and `--help`."""
+    return [
+        (name, str(getattr(f.annotation, "__name__", f.annotation)), f.default, f.description or "")
+        for name, f in TunerSettings.model_fields.items()
+    ]

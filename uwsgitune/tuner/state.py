@@ -1,0 +1,89 @@
+"""The tuner's memory between steps, and the decision it returns. Frozen values only."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from uwsgitune.tuner.settings import TunerSettings
+
+Action = Literal["hold", "wait", "up", "down"]
+Via = Literal["none", "fifo", "reload"]
+Evidence = dict[str, float | int | str | None]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A hill-climbing step waiting for its verdict: the count it left and what it measured."""
+
+    from_live: int
+    to_live: int
+    x_before: float
+    w_before: float | None
+    noise: float
+    started: float
+
+    @property
+    def up(self) -> bool:
+        return self.to_live > self.from_live
+
+
+@dataclass(frozen=True)
+class TunerState:
+    last_change: float | None = None  # monotonic seconds of the last change sent
+    changes: tuple[float, ...] = ()  # changes within the last hour
+    expect_live: int | None = None  # a change in flight: the live count it should reach
+    expect_since: float | None = None
+    last_reload: float | None = None
+    probe: Probe | None = None
+    plateau_up: int | None = None  # adding above this did not raise throughput
+    plateau_down: int | None = None  # removing below this lowered throughput
+    learned_at: float | None = None
+
+    def regime_start(self, s: TunerSettings) -> float:
+        """Frames before this are from an earlier count, or not settled yet."""
+        start = -math.inf
+        if self.last_change is not None:
+            start = self.last_change + s.settle_after_change
+        if self.last_reload is not None:
+            start = max(start, self.last_reload + s.settle_after_reload)
+        return start
+
+    def confirmed(self) -> TunerState:
+        """The change in flight showed in the stats."""
+        return replace(self, expect_live=None, expect_since=None)
+
+    def failed(self) -> TunerState:
+        """The change in flight did not happen: forget it and its probe."""
+        return replace(self, expect_live=None, expect_since=None, probe=None)
+
+    def forget(self, now: float, s: TunerSettings) -> TunerState:
+        """Plateaus are dropped after `reprobe_after`: loads change."""
+        if self.learned_at is not None and now - self.learned_at > s.reprobe_after:
+            return replace(self, plateau_up=None, plateau_down=None, learned_at=None)
+        return self
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    code: str  # short machine-readable reason, e.g. "saturated", "cooldown", "stale"
+    desired: int
+    live: int
+    reason: str  # one sentence for people
+    via: Via = "none"
+    evidence: Evidence = field(default_factory=dict)
+    state: TunerState = field(default_factory=TunerState)  # the next state
+
+    @property
+    def is_change(self) -> bool:
+        return self.action in ("up", "down")
+
+    def line(self) -> str:
+        """One log line: what, why, and the numbers behind it."""
+        nums = " ".join(f"{k}={v}" for k, v in self.evidence.items() if v is not None)
+        via = f" via {self.via}" if self.is_change else ""
+        return f"{self.action} {self.live}->{self.desired}{via} [{self.code}] {self.reason}" + (
+            f" | {nums}" if nums else ""
+        )
