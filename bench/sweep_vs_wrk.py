@@ -101,7 +101,16 @@ def write(rows: list[str], args: argparse.Namespace) -> None:
         "|---|---|---|---|---|",
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(head + rows) + "\n")
+    notes = [
+        "",
+        "wrk's `Socket errors: read N` are the server closing each connection after its answer",
+        "(`Connection: close`, about one per request), not failed requests.",
+        "Server-bound routes measure the server: both generators should agree. On `/hello` the",
+        "generator is the bottleneck: sweep's asyncio client (one Python thread, a connection per",
+        "request) tops out at a few thousand req/s, so sweep suits apps whose per-request cost is",
+        "at least a few ms (or use `--rate` below that ceiling).",
+    ]
+    RESULTS.write_text("\n".join(head + rows + notes) + "\n")
     print(f"wrote {RESULTS}")
 
 

@@ -55,8 +55,12 @@ def start_daemon() -> Iterator[Callable[..., DaemonProc]]:
     started: list[DaemonProc] = []
     workdir = Path(tempfile.mkdtemp(prefix="uwtd-", dir="/tmp"))
 
-    def start(*args: str, config: str | None = None, env: dict[str, str] | None = None,
-              watchdog_usec: int = 1_000_000) -> DaemonProc:  # fmt: skip
+    def start(
+        *args: str,
+        config: str | None = None,
+        env: dict[str, str] | None = None,
+        watchdog_usec: int = 1_000_000,
+    ) -> DaemonProc:
         port = free_port()
         path = None
         argv = [UWSGITUNE, "daemon", *args]
@@ -64,14 +68,18 @@ def start_daemon() -> Iterator[Callable[..., DaemonProc]]:
             path = workdir / f"config-{len(started)}.toml"
             path.write_text(config.replace("@PORT@", str(port)))
             argv += ["--config", str(path)]
-        else:
+        elif "--metrics-listen" not in args:
             argv += ["--metrics-listen", f"127.0.0.1:{port}"]
         notify_path = workdir / f"notify-{len(started)}"
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(str(notify_path))
         log = workdir / f"daemon-{len(started)}.log"
-        full_env = {**os.environ, "NOTIFY_SOCKET": str(notify_path),
-                    "WATCHDOG_USEC": str(watchdog_usec), **(env or {})}  # fmt: skip
+        full_env = {
+            **os.environ,
+            "NOTIFY_SOCKET": str(notify_path),
+            "WATCHDOG_USEC": str(watchdog_usec),
+            **(env or {}),
+        }
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env)
         d = DaemonProc(proc, port, log, notify, path)

@@ -25,7 +25,9 @@ def snapshot(*docs: str, **extra: object) -> Snapshot:
     tracker = Tracker(URI)
     frame = None
     for i, name in enumerate(docs):
-        frame = tracker.update(Poll(URI, 1000.0 + i, 10.0 + i, doc=parse_stats(stats_fixture(name))))
+        frame = tracker.update(
+            Poll(URI, 1000.0 + i, 10.0 + i, doc=parse_stats(stats_fixture(name)))
+        )
     return Snapshot(URI, "app", "observe", frame, pair(frame, tracker.prev), **extra)  # type: ignore[arg-type]
 
 
@@ -49,7 +51,9 @@ def test_every_exporter_metric_with_its_type_and_labels() -> None:
     assert set(samples["uwsgi_worker_requests_total"][0].labels) == {"stats_uri", "worker_id"}
     app_labels = set(samples["uwsgi_worker_app_requests_total"][0].labels)
     assert app_labels == {"stats_uri", "worker_id", "app_id", "mountpoint", "chdir"}
-    assert {s.labels["worker_id"] for s in samples["uwsgi_worker_busy"]} == {str(i) for i in range(1, 65)}
+    assert {s.labels["worker_id"] for s in samples["uwsgi_worker_busy"]} == {
+        str(i) for i in range(1, 65)
+    }
 
 
 def test_units_follow_the_exporter() -> None:
@@ -59,9 +63,15 @@ def test_units_follow_the_exporter() -> None:
     w = doc.workers[0]
     samples = parse(render(snap))
     wid = str(w.id)
-    assert value(samples, "uwsgi_worker_running_time_seconds", worker_id=wid) == pytest.approx(w.running_time / 1e6)
-    assert value(samples, "uwsgi_worker_average_response_time_seconds", worker_id=wid) == pytest.approx(w.avg_rt / 1e6)
-    assert value(samples, "uwsgi_worker_last_spawn_time_seconds", worker_id=wid) == pytest.approx(w.last_spawn)
+    assert value(samples, "uwsgi_worker_running_time_seconds", worker_id=wid) == pytest.approx(
+        w.running_time / 1e6
+    )
+    assert value(
+        samples, "uwsgi_worker_average_response_time_seconds", worker_id=wid
+    ) == pytest.approx(w.avg_rt / 1e6)
+    assert value(samples, "uwsgi_worker_last_spawn_time_seconds", worker_id=wid) == pytest.approx(
+        w.last_spawn
+    )
     assert value(samples, "uwsgi_worker_requests_total", worker_id=wid) == w.requests
     assert value(samples, "uwsgi_up") == 1
 
@@ -92,13 +102,22 @@ def test_a_failed_poll_leaves_up_zero_and_only_own_metrics() -> None:
 
 def test_beyond_the_exporter_and_own_metrics() -> None:
     snap = snapshot(
-        "processes.json", "processes.json",
+        "processes.json",
+        "processes.json",
         findings=(("listen_queue.capacity_short", "critical"), ("memory.rss_growth", "warning")),
         recommended=(("processes", 12.0),),
         actions=(("fifo_add", "ok", 2), ("reload", "refused", 1)),
-    )  # fmt: skip
+    )
     samples = parse(render(snap))
-    assert value(samples, "uwsgitune_findings_active", rule="listen_queue.capacity_short", severity="critical") == 1
+    assert (
+        value(
+            samples,
+            "uwsgitune_findings_active",
+            rule="listen_queue.capacity_short",
+            severity="critical",
+        )
+        == 1
+    )
     assert value(samples, "uwsgitune_recommended_value", setting="processes") == 12
     assert value(samples, "uwsgitune_actions_total", kind="reload", result="refused") == 1
     assert value(samples, "uwsgitune_busy_ratio") == 0  # identical documents: nothing served
@@ -116,11 +135,35 @@ def test_two_instances_share_families() -> None:
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
-@pytest.mark.parametrize("doc", ["64-workers-2-threads-busy.json", "cheaper.json", "enable-metrics.json"])
+@pytest.mark.parametrize(
+    "doc", ["64-workers-2-threads-busy.json", "cheaper.json", "enable-metrics.json"]
+)
 def test_promtool_accepts_the_exposition(doc: str) -> None:
-    snap = snapshot(doc, doc, findings=(("listen_queue.bursts", "info"),), counts=PollCounts(2, 0, 0.1, 0.05))
-    out = subprocess.run(["promtool", "check", "metrics"], input=render(snap).encode(),
-                         capture_output=True, timeout=30)  # fmt: skip
+    snap = snapshot(
+        doc, doc, findings=(("listen_queue.bursts", "info"),), counts=PollCounts(2, 0, 0.1, 0.05)
+    )
+    out = subprocess.run(
+        ["promtool", "check", "metrics"],
+        input=render(snap).encode(),
+        capture_output=True,
+        timeout=30,
+    )
     # promtool exits 0 and prints lint notes only for style problems; we want none at all.
     assert out.returncode == 0, out.stderr
     assert out.stdout.decode().strip() == "" and out.stderr.decode().strip() == "", out
+
+
+@pytest.mark.parametrize("doc", ["64-workers-2-threads-busy.json", "cheaper.json", "emperor.json"])
+def test_fast_text_is_byte_identical_to_generate_latest(doc: str) -> None:
+    from uwsgitune.exporter.text import render as fast
+
+    a = snapshot(
+        doc,
+        doc,
+        findings=(("a.b", "info"),),
+        actions=(("fifo", "ok", 1),),
+        counts=PollCounts(2, 1, 0.1, 0.05),
+    )
+    weird = replace(snapshot("processes.json"), stats_uri='unix:///a "b"\\c\nd', name="é")
+    registry = registry_for(lambda: [a, weird])
+    assert fast(registry) == generate_latest(registry)

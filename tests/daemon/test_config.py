@@ -58,18 +58,29 @@ def test_error_names_file_key_and_value(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (("mode = \"apply\"", "mode = \"auto\""), "instance[0].mode: must be 'observe', 'recommend' or 'apply' (got 'auto')"),
+        (
+            ('mode = "apply"', 'mode = "auto"'),
+            "instance[0].mode: must be 'observe', 'recommend' or 'apply' (got 'auto')",
+        ),
         (("min_workers = 2", "min_wrokers = 2"), "instance[0].min_wrokers: unknown key (a typo?)"),
         (("max_workers = 8", "max_workers = 1"), "instance[0]: max_workers (1) < min_workers (2)"),
-        (("fifo = \"/run/uwsgi/app.fifo\"", ""), "instance[0]: mode 'apply' needs a fifo"),
-        (("stats = \"127.0.0.1:9191\"", "stats = \"/run/uwsgi/app.sock\""), "two instances share the stats"),
-        (("name = \"api-2\"", "name = \"app\""), "two instances share the name 'app'"),
+        (('fifo = "/run/uwsgi/app.fifo"', ""), "instance[0]: mode 'apply' needs a fifo"),
+        (
+            ('stats = "127.0.0.1:9191"', 'stats = "/run/uwsgi/app.sock"'),
+            "two instances share the stats",
+        ),
+        (('name = "api-2"', 'name = "app"'), "two instances share the name 'app'"),
         (("127.0.0.1:9200", ":9200"), "daemon.metrics_listen: ':9200': give a host"),
-        (("stats = \"127.0.0.1:9191\"", "stats = \"ftp://x:1\""), "instance[1].stats: ftp://x:1: unknown scheme"),
-        (("name = \"api-2\"\n", ""), "instance[1].name: required key is missing"),
+        (
+            ('stats = "127.0.0.1:9191"', 'stats = "ftp://x:1"'),
+            "instance[1].stats: ftp://x:1: unknown scheme",
+        ),
+        (('name = "api-2"\n', ""), "instance[1].name: required key is missing"),
     ],
-)  # fmt: skip
-def test_each_mistake_is_one_clear_line(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
+)
+def test_each_mistake_is_one_clear_line(
+    tmp_path: Path, change: tuple[str, str], expected: str
+) -> None:
     path = write(tmp_path, GOOD.replace(*change))
     lines = errors(path)
     assert any(expected in line for line in lines), lines
@@ -84,22 +95,35 @@ def test_no_instance_and_bad_toml_and_missing_file(tmp_path: Path) -> None:
 
 def test_environment_overrides_are_validated_and_named(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD)
-    env = {"UWSGITUNE_METRICS_LISTEN": "0.0.0.0:9300", "UWSGITUNE_INSTANCE_API_2_MODE": "recommend",
-           "UWSGITUNE_INSTANCE_APP_MAX_WORKERS": "12", "UNRELATED": "x"}  # fmt: skip
+    env = {
+        "UWSGITUNE_METRICS_LISTEN": "0.0.0.0:9300",
+        "UWSGITUNE_INSTANCE_API_2_MODE": "recommend",
+        "UWSGITUNE_INSTANCE_APP_MAX_WORKERS": "12",
+        "UNRELATED": "x",
+    }
     config = load_config(path, env)
     assert config.daemon.metrics_listen == "0.0.0.0:9300"
     assert config.instance[1].mode == "recommend"
     assert config.instance[0].max_workers == 12
     bad = errors(path, {"UWSGITUNE_INSTANCE_API_2_INTERVAL": "0.01"})
-    assert bad == [f"{path}: instance[1].interval (from $UWSGITUNE_INSTANCE_API_2_INTERVAL): must be >= 0.1 (got '0.01')"]  # fmt: skip
-    assert "UWSGITUNE_INSTANCE_WEB_MODE: no instance" in errors(path, {"UWSGITUNE_INSTANCE_WEB_MODE": "x"})[0]  # fmt: skip
+    where = "instance[1].interval (from $UWSGITUNE_INSTANCE_API_2_INTERVAL)"
+    assert bad == [f"{path}: {where}: must be >= 0.1 (got '0.01')"]
+    assert (
+        "UWSGITUNE_INSTANCE_WEB_MODE: no instance"
+        in errors(path, {"UWSGITUNE_INSTANCE_WEB_MODE": "x"})[0]
+    )
     assert env_key("api-2.eu") == "API_2_EU"
 
 
 def test_config_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "check", str(write(tmp_path, GOOD))]) == 0
     assert capsys.readouterr().out.strip() == "ok: 2 instances"
-    bad = write(tmp_path, GOOD.replace("interval = 0.5", "interval = 0").replace("min_workers = 2", "min_workers = 0"))  # fmt: skip
+    bad = write(
+        tmp_path,
+        GOOD.replace("interval = 0.5", "interval = 0").replace(
+            "min_workers = 2", "min_workers = 0"
+        ),
+    )
     assert main(["config", "check", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

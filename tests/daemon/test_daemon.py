@@ -35,9 +35,8 @@ interval = 0.2
 
 [[instance]]
 name = "hung"
-stats = "127.0.0.1:{hung}"
-interval = 0.5
-timeout = 4
+stats = "{hung}"
+timeout = 60
 """
 
 
@@ -53,39 +52,49 @@ def test_daemon_serves_reloads_and_stops(
     uwsgi: Callable[..., UwsgiProcess], start_daemon: Callable[..., DaemonProc]
 ) -> None:
     a, b = uwsgi(processes=2), uwsgi(processes=3)
-    with socket.socket() as hung:  # accepts connections, never answers: a hung stats socket
-        hung.bind(("127.0.0.1", 0))
+    hung_path = str(Path(a.workdir) / "hung.sock")
+    with socket.socket(socket.AF_UNIX) as hung:  # connects, never answers: a hung master
+        hung.bind(hung_path)
         hung.listen(16)
-        text = CONFIG.format(a=a.stats, b=b.stats, hung=hung.getsockname()[1])
+        text = CONFIG.format(a=a.stats, b=b.stats, hung=hung_path)
         d = start_daemon(config=text)
         assert any(m.startswith(b"READY=1") for m in d.notifications(timeout=10))
-        samples = wait_for(lambda: (s := scrape(d.port)) and value(s, "uwsgi_up", stats_uri=uri(b.stats)) and s)
+        samples = wait_for(
+            lambda: (s := scrape(d.port)) and value(s, "uwsgi_up", stats_uri=uri(b.stats)) and s
+        )
         assert value(samples, "uwsgi_workers", stats_uri=uri(a.stats)) == 2
         assert value(samples, "uwsgi_workers", stats_uri=uri(b.stats)) == 3
         assert {n for n in samples if n.startswith("uwsgi_")} <= EXPORTER_NAMES
-        # The hung instance: down, and it does not hold the others back.
-        assert value(samples, "uwsgi_up", stats_uri=f"tcp://127.0.0.1:{hung.getsockname()[1]}") == 0
+        # The hung instance (its first poll waits 60 s): down, and it holds no one back.
+        assert value(samples, "uwsgi_up", stats_uri=uri(hung_path)) == 0
         before = polls(d, a.stats)
         time.sleep(1.0)
         assert polls(d, a.stats) - before >= 3
         _load_shows_in_metrics(d, a)
         _sighup_keeps_serving(d, a, b)
-        try:
-            _disconnect_is_logged_once(d, a, b)
-        except BaseException:
-            print(d.log.read_text()); import subprocess; subprocess.run(["ss", "-tnp"]); raise
+        _disconnect_is_logged_once(d, a, b)
+        assert b"WATCHDOG=1" in d.notifications()  # drained: a full queue drops, never blocks
         t0 = time.monotonic()
-        assert d.stop(signal.SIGTERM) == 0  # a poll of the hung socket is still in flight
+        assert d.stop(signal.SIGTERM) == 0  # the poll of the hung socket is still in flight
         assert time.monotonic() - t0 < 5
     notes = d.notifications(timeout=0.5)
-    assert b"STOPPING=1" in notes and b"WATCHDOG=1" in notes
+    assert b"STOPPING=1" in notes
     assert d.events("stopped") and "Traceback" not in d.log.read_text()
+    assert not d.events("rules_failed") and not d.events("instance_failed")
 
 
 def _load_shows_in_metrics(d: DaemonProc, a: UwsgiProcess) -> None:
     run_closed(url(a, "/io/20"), concurrency=2, duration=1.0, max_requests=200)
-    s = wait_for(lambda: (s := scrape(d.port)) and value(s, "uwsgitune_mean_response_time_seconds", stats_uri=uri(a.stats)) is not None and s)  # fmt: skip
-    served = sum(x.value for x in s["uwsgi_worker_requests_total"] if x.labels["stats_uri"] == uri(a.stats))
+    s = wait_for(
+        lambda: (
+            (s := scrape(d.port))
+            and value(s, "uwsgitune_mean_response_time_seconds", stats_uri=uri(a.stats)) is not None
+            and s
+        )
+    )
+    served = sum(
+        x.value for x in s["uwsgi_worker_requests_total"] if x.labels["stats_uri"] == uri(a.stats)
+    )
     assert served >= 10
 
 
@@ -105,7 +114,9 @@ def _sighup_keeps_serving(d: DaemonProc, a: UwsgiProcess, b: UwsgiProcess) -> No
     try:
         before = polls(d, a.stats)
         old = d.config.read_text()
-        new = old.replace('name = "b"', 'name = "gone"').replace('stats = "' + b.stats + '"\n', 'stats = "' + b.stats + '"\nmode = "recommend"\n')  # fmt: skip
+        new = old.replace('name = "b"', 'name = "gone"').replace(
+            'stats = "' + b.stats + '"\n', 'stats = "' + b.stats + '"\nmode = "recommend"\n'
+        )
         new = new.replace('name = "a"\n', 'name = "a"\nmode = "recommend"\n')
         d.config.write_text(new)
         d.proc.send_signal(signal.SIGHUP)
@@ -113,7 +124,11 @@ def _sighup_keeps_serving(d: DaemonProc, a: UwsgiProcess, b: UwsgiProcess) -> No
         s = scrape(d.port)
         assert value(s, "uwsgitune_instance_info", stats_uri=uri(a.stats), mode="recommend") == 1
         assert polls(d, a.stats) >= before  # the same tracker: its counts go on
-        assert d.events("instance_changed") and d.events("instance_removed") and d.events("instance_added")
+        assert (
+            d.events("instance_changed")
+            and d.events("instance_removed")
+            and d.events("instance_added")
+        )
         d.config.write_text(new.replace("interval = 0.2", "interval = 0", 1))
         d.proc.send_signal(signal.SIGHUP)
         failed = wait_for(lambda: d.events("reload_failed"))
@@ -136,7 +151,9 @@ def _disconnect_is_logged_once(d: DaemonProc, a: UwsgiProcess, b: UwsgiProcess) 
     assert len(d.log_lines()) < 30  # state changes only, never a line per poll
 
 
-def test_bad_config_is_one_line_and_exit_2(start_daemon: Callable[..., DaemonProc], tmp_path: Path) -> None:
+def test_bad_config_is_one_line_and_exit_2(
+    start_daemon: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
     d = start_daemon(config='[[instance]]\nname = "a"\nstats = "/x.sock"\ninterval = 0\n')
     assert d.proc.wait(10) == 2
     lines = d.log_lines()
@@ -154,10 +171,11 @@ def test_flags_mode_and_a_taken_port(
         d.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: '"event": "reload_skipped"' in d.log.read_text())
         assert d.stop(signal.SIGINT) == 0
-    taken = start_daemon("--stats", a.stats, "--metrics-listen", f"127.0.0.1:{d.port}")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        taken = start_daemon("--stats", a.stats, "--metrics-listen", f"127.0.0.1:{s.getsockname()[1]}")  # fmt: skip
+        taken = start_daemon(
+            "--stats", a.stats, "--metrics-listen", f"127.0.0.1:{s.getsockname()[1]}"
+        )
         assert taken.proc.wait(10) == 1
     assert len(taken.log_lines()) == 1 and "cannot serve metrics on" in taken.log_lines()[0]

@@ -102,9 +102,12 @@ def test_threaded_server_reports_a_taken_port() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("127.0.0.1:9117", ("127.0.0.1", 9117)), ("[::1]:9117", ("::1", 9117)),
-     ("0.0.0.0:0", ("0.0.0.0", 0))],
-)  # fmt: skip
+    [
+        ("127.0.0.1:9117", ("127.0.0.1", 9117)),
+        ("[::1]:9117", ("::1", 9117)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+    ],
+)
 def test_split_listen(text: str, expected: tuple[str, int]) -> None:
     assert split_listen(text) == expected
 

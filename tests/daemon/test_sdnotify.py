@@ -47,3 +47,11 @@ def test_watchdog_interval_is_half_and_ours_only() -> None:
     assert watchdog_interval({"WATCHDOG_USEC": "2000000", "WATCHDOG_PID": "1"}, pid=2) is None
     assert watchdog_interval({}) is None
     assert watchdog_interval({"WATCHDOG_USEC": "0"}) is None
+
+
+def test_a_full_receiver_never_blocks(tmp_path: Path) -> None:
+    path = str(tmp_path / "notify")
+    with receiver(path):  # never read: its queue fills after max_dgram_qlen messages
+        n = Notifier({"NOTIFY_SOCKET": path})
+        sent = [n.ping() for _ in range(200)]
+        assert sent[0] and not sent[-1]  # dropped, not blocked

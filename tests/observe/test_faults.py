@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -206,3 +207,23 @@ def test_bad_arguments_exit_2() -> None:
 def test_help_lists_commands() -> None:
     res = run_cli("--help")
     assert res.returncode == 0 and "watch" in res.stdout and "record" in res.stdout
+
+
+@pytest.mark.parametrize("suffix", [b"", b"\0"])
+def test_abstract_both_spellings(suffix: bytes) -> None:
+    """uWSGI binds `@name` with a trailing NUL; other programs without: both are found."""
+    name = f"uwt-abs-{os.getpid()}-{len(suffix)}"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(b"\0" + name.encode() + suffix)
+    listener.listen(1)
+    try:
+        client = threading.Thread(target=lambda: out.append(read_stats(parse_address("@" + name))))
+        out: list[bytes] = []
+        client.start()
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(DOC)
+        client.join(5)
+        assert out == [DOC]
+    finally:
+        listener.close()

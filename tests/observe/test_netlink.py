@@ -33,9 +33,10 @@ def _message(name: bytes, rq: tuple[int, int]) -> bytes:
 
 def test_parse_messages_path_abstract_and_done() -> None:
     data = _message(b"/run/a.sock", (3, 16)) + _message(b"\0abs", (0, 100))
+    data += _message(b"\0uwsgi\0", (1, 10))  # uWSGI binds abstract names with their NUL
     data += struct.pack("=IHHII", 20, netlink.NLMSG_DONE, 2, 1, 0) + b"\0\0\0\0"
     entries, done = netlink.parse_messages(data)
-    assert entries == [("/run/a.sock", 3, 16), ("@abs", 0, 100)]
+    assert entries == [("/run/a.sock", 3, 16), ("@abs", 0, 100), ("@uwsgi", 1, 10)]
     assert done
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from tests.sweep.test_analysis import cpu_limited, step
 from uwsgitune.sweep.analysis import aggregate
 from uwsgitune.sweep.chart import nice_max, render_svg
@@ -35,5 +37,6 @@ def test_svg_without_points_is_still_valid() -> None:
 def test_nice_max() -> None:
     assert nice_max(0) == 1.0
     assert nice_max(87) == 100
-    assert nice_max(120) == 200
-    assert nice_max(0.31) == 0.5
+    assert nice_max(120) == 150
+    assert nice_max(3150) == 4000
+    assert nice_max(0.31) == pytest.approx(0.4)

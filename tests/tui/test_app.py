@@ -10,7 +10,8 @@ from uwsgitune.tui.app import WatchApp, next_rate, next_sort
 from uwsgitune.tui.instance import InstancePane
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
 from uwsgitune.tui.warnings import builtin_warnings
-from uwsgitune.tui.widgets import AnnotationsPane, KeyedTable, SummaryPanel
+from uwsgitune.tui.table import KeyedTable
+from uwsgitune.tui.widgets import AnnotationsPane, SummaryPanel
 
 
 def summary_text(app: WatchApp, index: int = 0) -> str:

@@ -28,7 +28,7 @@ class Plant:
     rate: float | None = None
     noise: float = 0.02
     mem_per_worker: int = 50 * MiB
-    mem_available: int = 8 * 1024 * MiB
+    mem_available: int = 8 * 1024 * MiB  # with no worker running
     seed: int = 1
     reload_at: float | None = None
     rng: random.Random = field(init=False)
@@ -74,7 +74,7 @@ class Plant:
             effective_cpus=self.cpus,
             instance_cpu_cores=x * self.cpu_ms / 1000,
             mem_per_worker=self.mem_per_worker,
-            mem_available=self.mem_available,
+            mem_available=max(self.mem_available - self.live * self.mem_per_worker, 0),
             loaded_at=1_700_000_000 + (self.reload_at or -1000.0),
         )
 

@@ -27,8 +27,11 @@ class AuditLog:
     def append(self, record: Record) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record, sort_keys=True, default=str) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = "\n" + line  # a torn last line (a crash mid-write) stays apart
             os.write(fd, line.encode())
             os.fsync(fd)
         finally:

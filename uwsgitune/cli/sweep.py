@@ -28,6 +28,8 @@ from uwsgitune.sweep.fifo import FifoError, MasterFifo
 from uwsgitune.sweep.live import LiveCount
 from uwsgitune.sweep.runner import LoadSpec, Sweep, SweepConfig, SweepOutcome
 
+GENERATOR_CEILING = 2000.0  # req/s; see bench/results/sweep_vs_wrk.md
+
 
 def _positive_int(text: str) -> int:
     if not text.isdigit() or not 0 < int(text) <= 4096:
@@ -144,19 +146,8 @@ def _write(out_dir: Path, doc: dict[str, Any], svg: str) -> None:
     print(f"wrote {out_dir / 'sweep.json'} and {out_dir / 'sweep.svg'}")
 
 
-def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> int:
-    a = report.analyse(
-        out.steps, cfg.criteria, out.effective_cpus, clients=cfg.load.clients, rate=cfg.load.rate
-    )
-    print(
-        "\n".join(["", *report.table(a.points, a.recommendation.workers), "", *report.summary(a)])
-    )
-    if out.drift:
-        print(
-            f"warning: the live count moved during {len(out.drift)} step(s) (target, seen): "
-            f"{out.drift}; is cheaper-algo = manual?"
-        )
-    meta = {
+def _meta(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> dict[str, Any]:
+    return {
         "url": cfg.load.url,
         "stats": args.stats,
         "fifo": args.fifo,
@@ -172,6 +163,25 @@ def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> in
         "interrupted": out.interrupted,
         "error": out.error,
     }
+
+
+def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> int:
+    a = report.analyse(
+        out.steps, cfg.criteria, out.effective_cpus, clients=cfg.load.clients, rate=cfg.load.rate
+    )
+    print(
+        "\n".join(["", *report.table(a.points, a.recommendation.workers), "", *report.summary(a)])
+    )
+    if a.recommendation.best_throughput > GENERATOR_CEILING:
+        print(
+            f"warning: {a.recommendation.best_throughput:.0f} req/s is near this load "
+            "generator's ceiling (a few thousand req/s): the client, not uWSGI, may be the limit"
+        )
+    if out.drift:
+        print(
+            f"warning: the live count moved during {len(out.drift)} step(s) (target, seen): "
+            f"{out.drift}; is cheaper-algo = manual?"
+        )
     title = f"uwsgitune sweep: {cfg.load.url}"
     svg = render_svg(
         a.points,
@@ -180,7 +190,7 @@ def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> in
         effective_cpus=out.effective_cpus,
     )
     out_dir = args.out or Path(f"uwsgitune-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
-    _write(out_dir, report.document(a, out.steps, meta), svg)
+    _write(out_dir, report.document(a, out.steps, _meta(cfg, out, args)), svg)
     if out.interrupted:
         return 130
     if out.error:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from uwsgitune.core.frame import Frame, FrameKind, RequestView, SocketView, VassalView, WorkerView
 from uwsgitune.core.model import Core, Socket, StatsDoc, Worker
-from uwsgitune.core.samples import HostSample, Poll
+from uwsgitune.core.samples import HostSample, Poll, ProcSample
 
 
 def slot_reset(prev: Worker, cur: Worker) -> bool:
@@ -65,15 +65,25 @@ def _request_views(cores: tuple[Core, ...], now: float) -> tuple[RequestView, ..
             continue
         method = path = ""
         for var in core.vars:
-            key, _, value = var.partition("=")
-            if key == "REQUEST_METHOD":
-                method = value
-            elif key == "PATH_INFO":
-                path = value
+            if var.startswith("REQUEST_METHOD="):
+                method = var[15:]
+            elif var.startswith("PATH_INFO="):
+                path = var[10:]
+            else:
+                continue
+            if method and path:
+                break
         start = core.req_info.request_start
         age = max(0.0, now - start) if start > 0 else None
         out.append(RequestView(core=core.id, method=method, path=path, age=age))
     return tuple(out)
+
+
+Procs = dict[int, ProcSample]
+
+
+def _procs(host: HostSample | None) -> Procs:
+    return {p.pid: p for p in host.procs} if host else {}
 
 
 def _worker_view(
@@ -81,14 +91,29 @@ def _worker_view(
     cur: Worker,
     prev: Worker | None,
     dt: float | None,
-    host: HostSample | None,
-    prev_host: HostSample | None,
+    procs: Procs,
+    prev_procs: Procs,
     now: float,
     threads: int,
 ) -> WorkerView:
-    proc = host.proc(cur.pid) if host else None
+    """One worker slot, built in one go (this runs 64 times a poll: no `replace`)."""
+    proc = procs.get(cur.pid)
     rss: int | None = cur.rss or (proc.rss if proc else None)
-    view = WorkerView(
+    in_flight = _request_views(cur.cores, now)
+    ages = [r.age for r in in_flight if r.age is not None]
+    rps = eps = busy_pct = cpu_pct = mean_rt_ms = None
+    if prev is not None and dt is not None and dt > 0:
+        reset = slot_reset(prev, cur)
+        d_req = cur.requests - (0 if reset else prev.requests)
+        d_exc = cur.exceptions - (0 if reset else prev.exceptions)
+        d_rt = cur.running_time - (0 if reset else prev.running_time)
+        prev_proc = prev_procs.get(cur.pid)
+        if proc and prev_proc:
+            cpu_pct = _rate(proc.cpu_seconds - prev_proc.cpu_seconds, dt) * 100
+        rps, eps = _rate(d_req, dt), _rate(d_exc, dt)
+        busy_pct = min(100.0, _rate(d_rt / 1e6, dt) / max(threads, 1) * 100)
+        mean_rt_ms = (d_rt / d_req / 1000) if d_req > 0 else None
+    return WorkerView(
         slot=slot,
         id=cur.id,
         pid=cur.pid,
@@ -104,29 +129,15 @@ def _worker_view(
         respawn_count=cur.respawn_count,
         harakiri_count=cur.harakiri_count,
         last_spawn=cur.last_spawn,
-        requests_in_flight=_request_views(cur.cores, now),
+        rps=rps,
+        eps=eps,
+        busy_pct=busy_pct,
+        cpu_pct=cpu_pct,
+        mean_rt_ms=mean_rt_ms,
+        request_age=max(ages) if ages else None,
+        requests_in_flight=in_flight,
         cores_requests=tuple(c.requests for c in cur.cores),
         static_requests=sum(c.static_requests for c in cur.cores),
-    )
-    ages = [r.age for r in view.requests_in_flight if r.age is not None]
-    view = replace(view, request_age=max(ages) if ages else None)
-    if prev is None or dt is None or dt <= 0:
-        return view
-    reset = slot_reset(prev, cur)
-    d_req = cur.requests - (0 if reset else prev.requests)
-    d_exc = cur.exceptions - (0 if reset else prev.exceptions)
-    d_rt = cur.running_time - (0 if reset else prev.running_time)
-    cpu_pct = None
-    prev_proc = prev_host.proc(cur.pid) if prev_host else None
-    if proc and prev_proc:
-        cpu_pct = _rate(proc.cpu_seconds - prev_proc.cpu_seconds, dt) * 100
-    return replace(
-        view,
-        rps=_rate(d_req, dt),
-        eps=_rate(d_exc, dt),
-        busy_pct=min(100.0, _rate(d_rt / 1e6, dt) / max(threads, 1) * 100),
-        cpu_pct=cpu_pct,
-        mean_rt_ms=(d_rt / d_req / 1000) if d_req > 0 else None,
     )
 
 
@@ -226,14 +237,16 @@ class Tracker:
         host, prev_host = poll.host, (prev.host if prev else None)
         prev_doc = prev.doc if prev else None
         threads = doc.threads
+        procs, prev_procs = _procs(host), _procs(prev_host)
+        prev_workers = prev_doc.workers if prev_doc else ()
         workers = tuple(
             _worker_view(
                 i,
                 w,
-                prev_doc.workers[i] if prev_doc and i < len(prev_doc.workers) else None,
+                prev_workers[i] if i < len(prev_workers) else None,
                 dt if prev else None,
-                host,
-                prev_host,
+                procs,
+                prev_procs,
                 poll.t,
                 threads,
             )
@@ -289,11 +302,13 @@ def _with_rates(frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float) -> Frame
     d_req = sum(w.rps or 0.0 for w in frame.workers) * dt
     d_exc = sum(w.eps or 0.0 for w in frame.workers) * dt
     d_rt_s = 0.0
-    for p, c in zip(prev.workers, cur.workers, strict=False):
-        d_rt_s += (c.running_time - (0 if slot_reset(p, c) else p.running_time)) / 1e6
     d_static = 0
     for p, c in zip(prev.workers, cur.workers, strict=False):
-        if len(p.cores) == len(c.cores) and not slot_reset(p, c):
+        if slot_reset(p, c):
+            d_rt_s += c.running_time / 1e6
+            continue
+        d_rt_s += (c.running_time - p.running_time) / 1e6
+        if p.cores and len(p.cores) == len(c.cores):
             d_static += sum(
                 max(cc.static_requests - pc.static_requests, 0)
                 for pc, cc in zip(p.cores, c.cores, strict=True)
@@ -339,8 +354,9 @@ def _with_host(
     busy = host.cpu_busy_seconds - prev.cpu_busy_seconds
     inst = 0.0
     pids = {doc.pid} | {w.pid for w in doc.workers if w.pid > 0}
+    before = _procs(prev)
     for p in host.procs:
-        q = prev.proc(p.pid)
+        q = before.get(p.pid)
         if p.pid in pids and q is not None:
             inst += max(p.cpu_seconds - q.cpu_seconds, 0.0)
     return replace(

@@ -46,8 +46,12 @@ class Notifier:
         """Send `KEY=VALUE` lines in one datagram. Never raises: systemd may be gone."""
         if self.address is None:
             return False
-        try:  # a socket per message: they are rare (a watchdog ping every WatchdogSec/2)
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        # A socket per message (they are rare). Non-blocking: a unix datagram send blocks
+        # while the receiver's queue is full (net.unix.max_dgram_qlen, 10 by default), and a
+        # stalled receiver must never stall the event loop; the message is dropped instead.
+        flags = socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+        try:
+            with socket.socket(socket.AF_UNIX, flags) as sock:
                 sock.sendto("\n".join(lines).encode(), self.address)
         except OSError:
             return False

@@ -14,11 +14,11 @@ import contextlib
 import threading
 from collections.abc import Callable
 
-from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.exporter.listen import split_listen
+from uwsgitune.exporter.text import render as render_text
 
 MAX_HEAD = 16 * 1024
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
@@ -35,7 +35,7 @@ def response(status: int, body: bytes = b"", content_type: str = "text/plain; ch
 
 
 class MetricsServer:
-    """Serves `render()` (default: `generate_latest(registry)`) at /metrics."""
+    """Serves `render()` (default: the registry in the text format) at /metrics."""
 
     def __init__(
         self,
@@ -48,7 +48,7 @@ class MetricsServer:
         self.registry = registry
         self.read_timeout = read_timeout
         self.max_clients = max_clients
-        self._render = render or (lambda: generate_latest(self.registry))
+        self._render = render or (lambda: render_text(self.registry))
         self._server: asyncio.AbstractServer | None = None
         self._clients = 0
         self.failures = 0

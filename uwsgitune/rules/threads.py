@@ -11,20 +11,28 @@ instance may use is saturated anyway (then more processes would not help either)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context, frame_dt, quantile, values
 from uwsgitune.rules.finding import Finding, Recommendation
 
 
-def threads_gil(ctx: Context) -> list[Finding]:
-    s, f = ctx.settings, ctx.latest
-    frames = ctx.window()
-    if not frames or f.threads <= 1:
-        return []
+def gil_samples(ctx: Context, frames: Sequence[Frame]) -> tuple[int, int]:
+    """(busy worker samples near one core, busy worker samples) in polls with CPU to spare.
+
+    Polls where the host's CPU is used up are skipped: there a worker below one core is
+    starved by its neighbours, which says nothing about the GIL.
+    """
+    s = ctx.settings
     near = total = 0
     limit = s.gil_cpu_pct
-    for frame in frames[-int(s.gil_window_seconds / (frame_dt(frames) or 1.0)) - 1 :]:
+    recent = frames[-int(s.gil_window_seconds / (frame_dt(frames) or 1.0)) - 1 :]
+    for frame in recent:
+        cpu = ctx.cpu(frame)
+        if cpu is None or cpu >= s.cpu_saturated:
+            continue
         # the hot loop of the engine (frames x workers): plain attribute reads only
         for w in frame.workers:
             cpu_pct, busy_pct = w.cpu_pct, w.busy_pct
@@ -32,17 +40,24 @@ def threads_gil(ctx: Context) -> list[Finding]:
                 continue
             total += 1
             near += cpu_pct >= limit
-    cpus = values(frames, ctx.cpu)
-    if not total or not cpus or near / total < s.gil_busy_share:
+    return near, total
+
+
+def threads_gil(ctx: Context) -> list[Finding]:
+    s, f = ctx.settings, ctx.latest
+    frames = ctx.window()
+    if not frames or f.threads <= 1:
         return []
-    cpu = quantile(cpus, 0.5)
-    if cpu >= s.cpu_saturated:
+    near, total = gil_samples(ctx, frames)
+    if total < s.min_frames or near / total < s.gil_busy_share:
         return []
+    cpu = quantile([c for c in values(frames, ctx.cpu) if c < s.cpu_saturated], 0.5)
     eff = f.effective_cpus or 1.0
     processes = max(f.live + 1, min(f.live * f.threads, math.ceil(eff * s.cpu_workers_per_cpu)))
     reason = (
         f"Busy workers run near 100% of one core each with {f.threads} threads: the GIL "
-        f"serialises them while the CPUs are only {cpu:.0%} used; use processes instead of threads."
+        f"serialises them while the CPUs are only {cpu:.0%} used; use processes instead of "
+        "threads."
     )
     effect = (
         f"CPU-bound requests run on {min(processes, math.ceil(eff))} cores instead of one per "

@@ -55,7 +55,8 @@ def _parse_attrs(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
         payload = data[off + _RTATTR.size : off + length]
         if kind == UNIX_DIAG_NAME:
             if payload.startswith(b"\0"):
-                name = "@" + payload[1:].decode("utf-8", "replace")
+                # uWSGI binds abstract names with their terminating NUL: `@name\0` is `@name`
+                name = "@" + payload[1:].rstrip(b"\0").decode("utf-8", "replace")
             else:
                 name = payload.rstrip(b"\0").decode("utf-8", "replace")
         elif kind == UNIX_DIAG_RQLEN and len(payload) >= 8:

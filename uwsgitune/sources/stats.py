@@ -34,17 +34,28 @@ class StatsError(Exception):
 
 def _connect(addr: StatsAddress, deadline: float) -> socket.socket:
     remaining = max(deadline - time.monotonic(), 0.001)
-    if addr.kind in ("unix", "abstract"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        target: str | bytes = addr.path if addr.kind == "unix" else b"\0" + addr.path.encode()
-        sock.settimeout(remaining)
+    if addr.kind == "unix":
+        return _connect_unix(addr.path, remaining)
+    if addr.kind == "abstract":
+        # uWSGI 2.0 binds `@name` with its terminating NUL inside the address (`ss -lx` shows
+        # `@name@`); other programs do not. Try uWSGI's spelling first.
+        name = b"\0" + addr.path.encode()
         try:
-            sock.connect(target)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
+            return _connect_unix(name + b"\0", remaining)
+        except ConnectionRefusedError:
+            return _connect_unix(name, max(deadline - time.monotonic(), 0.001))
     return socket.create_connection((addr.host, addr.port), timeout=remaining)
+
+
+def _connect_unix(target: str | bytes, timeout: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(target)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _not_a_socket(addr: StatsAddress) -> str | None:

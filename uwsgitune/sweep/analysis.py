@@ -225,7 +225,14 @@ def classify(
     if len(points) < 3 or k is None:
         return Shape("unclear", k, False, "fewer than 3 usable worker counts: no shape to read")
     rising = _rising_at_top(points, tol)
-    best = max(p.throughput for p in points)
+    limit = _noise_or_load(points, k, rising, clients, rate)
+    return limit or _cpu_or_io(points, k, rising, effective_cpus)
+
+
+def _noise_or_load(
+    points: tuple[Point, ...], k: int, rising: bool, clients: int | None, rate: float | None
+) -> Shape | None:
+    """Shapes that say the experiment, not the app, decided the curve."""
     noise = noise_pct(points)
     if noise is not None and noise > NOISY_PCT:
         return Shape(
@@ -235,7 +242,7 @@ def classify(
             f"repeats differ by {noise:.0f}% (median): too noisy "
             "to read a shape; lengthen --step-seconds or quiet the host",
         )
-    if rate is not None and best >= 0.9 * rate:
+    if rate is not None and max(p.throughput for p in points) >= 0.9 * rate:
         return Shape(
             "load-limited",
             k,
@@ -248,10 +255,10 @@ def classify(
             "load-limited",
             k,
             rising,
-            f"the knee ({k}) reaches the {clients} clients: "
-            "raise --concurrency above the top of the range",
+            f"the knee ({k}) reaches the {clients} "
+            "clients: raise --concurrency above the top of the range",
         )
-    return _cpu_or_io(points, k, rising, effective_cpus)
+    return None
 
 
 def _cpu_or_io(points: tuple[Point, ...], k: int, rising: bool, cpus: float | None) -> Shape:

@@ -22,11 +22,11 @@ Scale = Callable[[float], float]
 
 
 def nice_max(value: float) -> float:
-    """The next 1, 2 or 5 times a power of ten at or above `value` (a clean axis top)."""
+    """The next clean axis top at or above `value`: 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^n."""
     if value <= 0:
         return 1.0
     exp = 10.0 ** math.floor(math.log10(value))
-    return next(m * exp for m in (1, 2, 5, 10) if m * exp >= value)
+    return next(m * exp for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * exp >= value)
 
 
 def x_scale(counts: list[int]) -> tuple[Scale, bool]:
@@ -83,11 +83,15 @@ def _legend(top: int, items: list[tuple[str, str]]) -> str:
     )
 
 
-def _guide(x: float, label: str, color: str) -> str:
+def _guide(x: float, label: str, color: str, row: int) -> str:
+    """A dashed vertical line through both panels; its label turns left near the right edge."""
+    left = x > W - RIGHT - 110
+    tx, anchor = (x - 4, "end") if left else (x + 4, "start")
     return (
         f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PANELS[0][0]}" y2="{PANELS[1][1]}" '
         f'stroke="{color}" stroke-dasharray="4 3"/>'
-        f'<text x="{x + 4:.1f}" y="{PANELS[0][0] + 12}" fill="{color}">{escape(label)}</text>'
+        f'<text x="{tx:.1f}" y="{PANELS[0][0] + 14 + 14 * row}" fill="{color}" '
+        f'text-anchor="{anchor}">{escape(label)}</text>'
     )
 
 
@@ -103,7 +107,10 @@ def _throughput_panel(points: tuple[Point, ...], sx: Scale, counts: list[int]) -
         if p.runs > 1
     )
     line = _polyline(xs, [y(p.throughput) for p in points], COLORS["throughput"])
-    legend = _legend(top, [("req/s (median, min-max)", COLORS["throughput"])])
+    items = [("req/s (median)", COLORS["throughput"])]
+    if bars:
+        items.append(("bar: min to max", COLORS["throughput"]))
+    legend = _legend(top, items)
     return _axes(top, bottom, ymax, "throughput (req/s)", sx, counts) + bars + line + legend
 
 
@@ -151,7 +158,7 @@ def render_svg(
     )
     lo, hi = min(counts), max(counts)
     if effective_cpus and lo <= effective_cpus <= hi:
-        body.append(_guide(sx(effective_cpus), f"{effective_cpus:g} CPUs", "#7f7f7f"))
+        body.append(_guide(sx(effective_cpus), f"{effective_cpus:g} CPUs", "#7f7f7f", 1))
     if recommended is not None and lo <= recommended <= hi:
-        body.append(_guide(sx(recommended), f"recommended {recommended}", "#ff7f0e"))
+        body.append(_guide(sx(recommended), f"recommended {recommended}", "#ff7f0e", 0))
     return head + "".join(body) + "</svg>\n"

@@ -72,7 +72,8 @@ def summary(a: Analysis) -> list[str]:
     else:
         mem = f", memory {size(rec.memory_bytes)} RSS" if rec.memory_bytes is not None else ""
         lines = [
-            f"recommendation: {rec.workers} workers: {num(rec.throughput)} req/s, "
+            f"recommendation: {rec.workers} worker{'s' if rec.workers != 1 else ''}: "
+            f"{num(rec.throughput)} req/s, "
             f"p99 {ms(rec.p99_ms)}{mem}",
             f"  why: {rec.reason}",
         ]

@@ -10,12 +10,13 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import ContentSwitcher, DataTable
+from textual.widgets import ContentSwitcher
 
 from uwsgitune.tui.history import series
 from uwsgitune.tui.polling import Snapshot
 from uwsgitune.tui.summary import emperor_lines, summary_lines
-from uwsgitune.tui.widgets import AnnotationsPane, HistoryPanel, KeyedTable, SummaryPanel
+from uwsgitune.tui.table import KeyedTable
+from uwsgitune.tui.widgets import AnnotationsPane, HistoryPanel, SummaryPanel
 from uwsgitune.tui.workers import (
     CORE_COLUMNS,
     VASSAL_COLUMNS,
@@ -101,9 +102,9 @@ class InstancePane(Vertical):
         self.active_table().show(rows[self.table_id](f))
         self.query_one(AnnotationsPane).show(snap.annotations, f.t)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
-        key = str(event.row_key.value or "")
+        key = event.key
         snap = self.snapshot
         if key.startswith("v") and snap is not None:
             for v in snap.frame.vassals:
@@ -112,10 +113,10 @@ class InstancePane(Vertical):
         elif key[:1] in ("w", "c"):
             self.post_message(WorkerSelected(self.index, int(key[1:].split(".")[0])))
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+    def on_keyed_table_header_selected(self, event: KeyedTable.HeaderSelected) -> None:
         """A click on a column header sorts on it; a second click reverses."""
         event.stop()
-        table = self.active_table()
-        key = str(event.column_key.value)
+        table = event.table
+        key = event.column
         reverse = not table.reverse if table.sort_key == key else False
         table.set_sort(key, reverse)

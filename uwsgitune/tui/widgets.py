@@ -8,12 +8,11 @@ from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Label, Sparkline, Static
+from textual.widgets import Label, Sparkline, Static
 
 from uwsgitune.render.units import duration
 from uwsgitune.tui.history import METRICS, Series
 from uwsgitune.tui.warnings import Annotation
-from uwsgitune.tui.workers import Cell, Column, Row, sort_value
 
 SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yellow",
                   "info": "bold white on blue"}
@@ -22,11 +21,14 @@ SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yel
 class SummaryPanel(Static):
     plain = ""  # the text shown, for tests and screen readers
 
+    _count = -1
+
     def show(self, lines: Sequence[Text]) -> None:
         self.plain = "\n".join(line.plain for line in lines)
         for line in lines:
             line.no_wrap, line.overflow = True, "ellipsis"
-        self.update(Group(*lines))
+        self.update(Group(*lines), layout=len(lines) != self._count)
+        self._count = len(lines)
 
 
 class HistoryPanel(Vertical):
@@ -41,7 +43,8 @@ class HistoryPanel(Vertical):
     def show(self, series: Sequence[Series]) -> None:
         for s in series:
             self.query_one(f"#hl-{s.key}", Label).update(
-                Text.assemble((f"{s.label:<8}", "bold"), f"{s.latest:>7}", (f" max {s.peak}", "dim"))
+                Text.assemble((f"{s.label:<8}", "bold"), f"{s.latest:>7}", (f" max {s.peak}", "dim")),
+                layout=False,
             )
             self.query_one(f"#hs-{s.key}", Sparkline).data = list(s.values)
 
@@ -63,64 +66,11 @@ class AnnotationsPane(Static):
     plain = ""
 
     def show(self, items: Sequence[Annotation], now: float | None) -> None:
-        self.plain = "\n".join(annotation_text(a, now).plain for a in items)
-        if not items:
-            self.update(Text("no warnings", style="dim green"))
+        texts = [annotation_text(a, now) for a in items]
+        plain = "\n".join(t.plain for t in texts)
+        if plain == self.plain and self.plain:
             return
-        self.update(Group(*(annotation_text(a, now) for a in items)))
-
-
-class KeyedTable(DataTable[Cell]):
-    """A table whose rows are keyed: cursor and sort survive every refresh."""
-
-    def __init__(self, columns: Sequence[Column], **kwargs: object) -> None:
-        super().__init__(cursor_type="row", **kwargs)  # type: ignore[arg-type]
-        self.spec = tuple(columns)
-        self.fixed_columns = 1
-        self.sort_key: str | None = None
-        self.reverse = False
-        self._cells: dict[str, tuple[Cell, ...]] = {}
-
-    def on_mount(self) -> None:
-        for c in self.spec:
-            self.add_column(c.label, width=c.width, key=c.key)
-
-    def cursor_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        row_key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        return None if row_key.value is None else str(row_key.value)
-
-    def show(self, rows: Sequence[Row]) -> None:
-        """Add, update (changed cells only) and remove rows, then re-apply the sort."""
-        current = self.cursor_key()
-        seen = set()
-        for key, cells in rows:
-            seen.add(key)
-            old = self._cells.get(key)
-            if old is None:
-                self.add_row(*cells, key=key)
-            else:
-                for col, before, after in zip(self.spec, old, cells):
-                    if before != after:
-                        self.update_cell(key, col.key, after)
-            self._cells[key] = cells
-        for key in [k for k in self._cells if k not in seen]:
-            self.remove_row(key)
-            del self._cells[key]
-        self._resort(current)
-
-    def set_sort(self, key: str | None, reverse: bool) -> None:
-        current = self.cursor_key()
-        self.sort_key, self.reverse = key, reverse
-        for c in self.spec:
-            arrow = ("▲" if not reverse else "▼") if c.key == key else ""
-            self.columns[c.key].label = Text(c.label + arrow)  # type: ignore[index]
-        self._resort(current)
-
-    def _resort(self, cursor: str | None) -> None:
-        if self.sort_key is None or not self.row_count:
-            return
-        self.sort(self.sort_key, key=sort_value, reverse=self.reverse)
-        if cursor is not None and cursor in self._cells:
-            self.move_cursor(row=self.get_row_index(cursor), animate=False, scroll=True)
+        layout = plain.count("\n") != self.plain.count("\n") or not self.plain
+        self.plain = plain
+        content = Group(*texts) if texts else Text("no warnings", style="dim green")
+        self.update(content, layout=layout)

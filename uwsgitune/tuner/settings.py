@@ -44,7 +44,7 @@ class TunerSettings(BaseModel):
     # hill climbing
     measure_frames: int = _i(4, 2, 600, "Polls at one count before judging it (and its noise).")
     min_noise: float = _f(0.05, 0.0, 1, "Smallest relative change of throughput taken as real.")
-    reprobe_after: float = _f(300, 10, 86400, "Forget what probing learned after this long.")
+    reprobe_after: float = _f(1800, 10, 86400, "Forget what probing learned after this long.")
     # pacing and safety
     cooldown_up: float = _f(5, 0, 3600, "Seconds after a change before adding workers.")
     cooldown_down: float = _f(30, 0, 86400, "Seconds after a change before removing workers.")

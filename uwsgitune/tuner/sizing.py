@@ -12,7 +12,8 @@ climbs. Each step is a *probe*: it records the throughput X and true mean respon
 before, and is judged after `measure_frames` settled polls at the new count. A gain beyond
 the noise keeps the direction; a loss reverts the step and remembers the count as a plateau
 (not probed again for `reprobe_after`, or until the saturation ends); a tie keeps the count
-and stops the climb. Noise is the larger of `min_noise` and 3 standard errors of X.
+and stops the climb. A step that was not worse is not undone by the opposite rule
+later (the plateaus), so the climb and the CPU rule never ping-pong. Noise is the larger of `min_noise` and 3 standard errors of X.
 
 CPU: with the instance's CPUs saturated, adding workers only shares the same CPUs, so no
 rule may add; a saturated pool with more than `cpu_workers_per_cpu` workers per CPU probes
@@ -65,10 +66,15 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
             st = replace(st, plateau_up=p.from_live, learned_at=f.now)
         else:
             st = replace(st, plateau_down=p.from_live, learned_at=f.now)
-        return st, Proposal(
-            p.from_live, "revert", f"step {what} made it worse; back to {p.from_live}"
-        )
-    if not better and p.up:
+        why = f"step {what} made it worse; back to {p.from_live}"
+        return st, Proposal(p.from_live, "revert", why, urgent=True)
+    # Not worse: do not undo the step later. A climb that was not worse sets the floor of
+    # later down-probes; a descent that was not worse caps later climbs; a tie ends a climb.
+    if p.up:
+        st = replace(st, plateau_down=p.to_live, learned_at=f.now)
+        if not better:
+            st = replace(st, plateau_up=p.to_live)
+    else:
         st = replace(st, plateau_up=p.to_live, learned_at=f.now)
     return st, None
 
@@ -164,8 +170,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
 
 
 def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
-    if not f.saturated and st.plateau_up is not None:
-        st = replace(st, plateau_up=None)  # the demand fell below capacity: relearn later
+    if not f.saturated and (st.plateau_up or st.plateau_down):
+        st = replace(st, plateau_up=None, plateau_down=None)  # demand fell below capacity
     st, revert = judge(f, st)
     if revert is not None:
         return st, revert

@@ -1,0 +1,41 @@
+"""Helpers for the real-uWSGI tests of the tuner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from uwsgitune.core.address import parse_address
+from uwsgitune.core.model import StatsDoc, parse_stats
+from uwsgitune.launch import UwsgiProcess
+from uwsgitune.sources.stats import read_stats
+
+
+def doc(proc: UwsgiProcess) -> StatsDoc:
+    return parse_stats(read_stats(parse_address(proc.stats), timeout=2.0))
+
+
+def live(proc: UwsgiProcess) -> int:
+    return len(doc(proc).live_workers)
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 8.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.2)
+    return check()
+
+
+def manual(override: Path, processes: int = 4, initial: int = 2) -> dict[str, object]:
+    """Options of an instance ready to be tuned, whose ini ends with the override include."""
+    override.write_text("[uwsgi]\n")
+    return {
+        "processes": processes,
+        "cheaper": 1,
+        "cheaper_initial": initial,
+        "cheaper_algo": "manual",
+        "ini": str(override),
+    }

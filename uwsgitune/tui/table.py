@@ -1,0 +1,208 @@
+"""A keyed, sortable table on Textual's line API: one cheap strip per visible row.
+
+Textual's DataTable re-renders every visible cell through Rich whenever any cell changes,
+which is most of a "top" screen's CPU at a 1 s refresh. Here a row's strip is rebuilt only
+when that row's cells changed, and only when it is on screen. Rows are keyed (`w3`), so the
+cursor follows its row across refreshes and sorts. The first column stays in place while
+the rest scrolls sideways. Mouse: click a row to move the cursor, click it again (or press
+Enter) to select it; click a header to sort on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from uwsgitune.tui.workers import Cell, Column, Row, sort_value
+
+GAP = 1  # blank columns between cells
+
+
+@lru_cache(maxsize=256)
+def _style(spec: str) -> Style:
+    return Style.parse(spec) if spec else Style()
+
+
+def _fit(text: str, width: int, right: bool) -> str:
+    text = text[:width]
+    return text.rjust(width) if right else text.ljust(width)
+
+
+class KeyedTable(ScrollView, can_focus=True):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"keyed-table--header", "keyed-table--cursor"}
+    DEFAULT_CSS = """
+    KeyedTable { background: $surface; }
+    KeyedTable > .keyed-table--header { background: $primary 40%; text-style: bold; }
+    KeyedTable > .keyed-table--cursor { background: $accent 50%; }
+    KeyedTable:blur > .keyed-table--cursor { background: $accent 25%; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "move(-1)", show=False),
+        Binding("down", "move(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "jump(0)", show=False),
+        Binding("end", "jump(-1)", show=False),
+        Binding("enter", "select", show=False),
+        Binding("left", "scroll_left", show=False),
+        Binding("right", "scroll_right", show=False),
+    ]
+
+    class RowSelected(Message):
+        def __init__(self, table: KeyedTable, key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+    class HeaderSelected(Message):
+        def __init__(self, table: KeyedTable, column: str) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+
+    def __init__(self, columns: Sequence[Column], **kwargs: str) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.spec = tuple(columns)
+        self.sort_key: str | None = None
+        self.reverse = False
+        self.cursor = 0
+        self._cells: dict[str, tuple[Cell, ...]] = {}
+        self._order: list[str] = []
+        self._strips: dict[str, Strip] = {}
+        self._first = self.spec[0].width + GAP if self.spec else 0
+        self._width = sum(c.width + GAP for c in self.spec)
+
+    # data in
+
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
+
+    def cursor_key(self) -> str | None:
+        return self._order[self.cursor] if 0 <= self.cursor < len(self._order) else None
+
+    def get_row_index(self, key: str) -> int:
+        return self._order.index(key)
+
+    def get_cell(self, key: str, column: str) -> Cell:
+        return self._cells[key][[c.key for c in self.spec].index(column)]
+
+    def show(self, rows: Sequence[Row]) -> None:
+        """New rows: rebuild only changed rows' strips, keep the cursor on its row."""
+        current = self.cursor_key()
+        cells = dict(rows)
+        for key, new in cells.items():
+            if self._cells.get(key) != new:
+                self._strips.pop(key, None)
+        for key in self._cells.keys() - cells.keys():
+            self._strips.pop(key, None)
+        self._cells = cells
+        self._order = [key for key, _ in rows]
+        self._resort(current)
+
+    def set_sort(self, key: str | None, reverse: bool) -> None:
+        current = self.cursor_key()
+        self.sort_key, self.reverse = key, reverse
+        self._resort(current)
+
+    def _resort(self, cursor: str | None) -> None:
+        keys = [c.key for c in self.spec]
+        if self.sort_key in keys:
+            i = keys.index(self.sort_key)
+            self._order.sort(key=lambda k: sort_value(self._cells[k][i]), reverse=self.reverse)
+        if cursor in self._cells:
+            self.cursor = self._order.index(cursor)
+        self.cursor = max(0, min(self.cursor, len(self._order) - 1))
+        self.virtual_size = Size(self._width, len(self._order) + 1)
+        self.refresh()
+
+    # rendering
+
+    def _header(self) -> Strip:
+        style = self.get_component_rich_style("keyed-table--header")
+        segs = []
+        for c in self.spec:
+            arrow = ("▼" if self.reverse else "▲") if c.key == self.sort_key else ""
+            segs.append(Segment(_fit(c.label + arrow, c.width, False) + " " * GAP, style))
+        return Strip(segs)
+
+    def _row(self, key: str) -> Strip:
+        strip = self._strips.get(key)
+        if strip is None:
+            segs = []
+            for col, cell in zip(self.spec, self._cells[key]):
+                segs.append(Segment(_fit(cell.text, col.width, cell.right), _style(cell.style)))
+                segs.append(Segment(" " * GAP))
+            strip = self._strips[key] = Strip(segs, self._width)
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        if y == 0:
+            strip = self._header()
+        else:
+            index = scroll_y + y - 1
+            if index >= len(self._order):
+                return Strip.blank(width, self.rich_style)
+            strip = self._row(self._order[index])
+            if index == self.cursor:
+                strip = strip.apply_style(self.get_component_rich_style("keyed-table--cursor"))
+        first = self._first
+        view = Strip.join([strip.crop(0, first), strip.crop(first + scroll_x, scroll_x + width)])
+        return view.apply_style(self.rich_style).extend_cell_length(width, self.rich_style)
+
+    # moving and selecting
+
+    def move_to(self, index: int) -> None:
+        if not self._order:
+            return
+        self.cursor = max(0, min(index, len(self._order) - 1))
+        rows = max(1, self.size.height - 1)
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + rows:
+            self.scroll_to(y=self.cursor - rows + 1, animate=False)
+        self.refresh()
+
+    def action_move(self, step: int) -> None:
+        self.move_to(self.cursor + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_to(self.cursor + step * max(1, self.size.height - 2))
+
+    def action_jump(self, where: int) -> None:
+        self.move_to(0 if where == 0 else len(self._order) - 1)
+
+    def action_select(self) -> None:
+        key = self.cursor_key()
+        if key is not None:
+            self.post_message(self.RowSelected(self, key))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            x = event.x if event.x < self._first else event.x + self.scroll_offset.x
+            edge = 0
+            for c in self.spec:
+                edge += c.width + GAP
+                if x < edge:
+                    self.post_message(self.HeaderSelected(self, c.key))
+                    return
+            return
+        index = self.scroll_offset.y + event.y - 1
+        if index < len(self._order):
+            was = self.cursor
+            self.move_to(index)
+            if was == index or event.chain > 1:
+                self.action_select()
