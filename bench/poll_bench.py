@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -105,8 +106,15 @@ def time_uwsgitop(script: Path, address: str, n: int) -> tuple[float, float]:
     fake.initscr = lambda: _Screen(n + 1, stamps)  # type: ignore[attr-defined]
     fake.error = Exception  # type: ignore[attr-defined]
     fake.A_REVERSE = 0  # type: ignore[attr-defined]
-    for name in ("noecho", "echo", "endwin", "start_color", "use_default_colors", "init_pair",
-                 "curs_set"):
+    for name in (
+        "noecho",
+        "echo",
+        "endwin",
+        "start_color",
+        "use_default_colors",
+        "init_pair",
+        "curs_set",
+    ):
         setattr(fake, name, lambda *a, **k: None)
     fake.color_pair = lambda n: 0  # type: ignore[attr-defined]
     saved = sys.modules.get("curses"), sys.argv, sys.excepthook
@@ -122,7 +130,7 @@ def time_uwsgitop(script: Path, address: str, n: int) -> tuple[float, float]:
         else:
             sys.modules.pop("curses", None)
         sys.argv, sys.excepthook = saved[1], saved[2]
-    gaps = [b - a for a, b in zip(stamps[1:], stamps[2:], strict=False)]  # skip the warm-up
+    gaps = [b - a for a, b in itertools.pairwise(stamps[1:])]  # skip the warm-up refresh
     return stats(gaps)
 
 
@@ -160,7 +168,9 @@ def watch_cpu(address: str, seconds: float) -> tuple[float, float, int]:
     exe = str(Path(sys.executable).parent / "uwsgitune")
     proc = subprocess.Popen(
         [exe, "watch", address, "--plain", "--interval", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -197,7 +207,7 @@ def main() -> None:
         top64 = time_uwsgitop(args.uwsgitop, proc.stats, args.n) if have_top else None
         cpu, startup, lines = watch_cpu(proc.stats, args.watch_seconds)
 
-    with tempfile.TemporaryDirectory(prefix="uwt-b", dir="/tmp") as d:
+    with tempfile.TemporaryDirectory(prefix="uwt-b", dir="/tmp") as d:  # noqa: SIM117
         with fixture_server(f"{d}/s.sock", BUSY_FIXTURE.read_bytes()) as addr:
             ours98 = time_ours(addr, args.n)
             top98 = time_uwsgitop(args.uwsgitop, addr, args.n) if have_top else None
@@ -206,30 +216,56 @@ def main() -> None:
         return f"{top[0] / ours[0]:.2f}x" if top else "n/a"
 
     rows = [
-        ("64 workers, real uWSGI, unix: read+parse+derive, median / p95",
-         f"{ours64[0]:.3f} / {ours64[1]:.3f} ms ({ours64[2] / 1024:.1f} KiB)", "<= 2 ms"),
-        ("64 workers: read+parse+derive, CPU time of this process (median)",
-         f"{CPU_MEDIAN[proc.stats]:.3f} ms", "-"),
-        ("64 workers: host sample (psutil for 65 pids, cgroups, netstat), median / p95",
-         f"{host64[0]:.3f} / {host64[1]:.3f} ms", "-"),
-        ("64 workers: uwsgitop per refresh, median / p95",
-         f"{top64[0]:.3f} / {top64[1]:.3f} ms" if top64 else "not installed", "-"),
+        (
+            "64 workers, real uWSGI, unix: read+parse+derive, median / p95",
+            f"{ours64[0]:.3f} / {ours64[1]:.3f} ms ({ours64[2] / 1024:.1f} KiB)",
+            "<= 2 ms",
+        ),
+        (
+            "64 workers: read+parse+derive, CPU time of this process (median)",
+            f"{CPU_MEDIAN[proc.stats]:.3f} ms",
+            "-",
+        ),
+        (
+            "64 workers: host sample (psutil for 65 pids, cgroups, netstat), median / p95",
+            f"{host64[0]:.3f} / {host64[1]:.3f} ms",
+            "-",
+        ),
+        (
+            "64 workers: uwsgitop per refresh, median / p95",
+            f"{top64[0]:.3f} / {top64[1]:.3f} ms" if top64 else "not installed",
+            "-",
+        ),
         ("64 workers: uwsgitop / uwsgitune (median)", ratio(top64, ours64), "-"),
-        ("98 KB busy fixture, fake unix server: read+parse+derive, median / p95",
-         f"{ours98[0]:.3f} / {ours98[1]:.3f} ms ({ours98[2] / 1024:.1f} KiB)", "<= 5 ms"),
-        ("98 KB: read+parse+derive, CPU time of this process (median)",
-         f"{CPU_MEDIAN[addr]:.3f} ms", "-"),
-        ("98 KB: uwsgitop per refresh, median / p95",
-         f"{top98[0]:.3f} / {top98[1]:.3f} ms" if top98 else "not installed", "-"),
+        (
+            "98 KB busy fixture, fake unix server: read+parse+derive, median / p95",
+            f"{ours98[0]:.3f} / {ours98[1]:.3f} ms ({ours98[2] / 1024:.1f} KiB)",
+            "<= 5 ms",
+        ),
+        (
+            "98 KB: read+parse+derive, CPU time of this process (median)",
+            f"{CPU_MEDIAN[addr]:.3f} ms",
+            "-",
+        ),
+        (
+            "98 KB: uwsgitop per refresh, median / p95",
+            f"{top98[0]:.3f} / {top98[1]:.3f} ms" if top98 else "not installed",
+            "-",
+        ),
         ("98 KB: uwsgitop / uwsgitune (median)", ratio(top98, ours98), "-"),
-        (f"watch --plain --interval 1 on 64 workers, CPU over {args.watch_seconds:g} s "
-         f"({lines} lines; start-up {startup:.2f} s CPU excluded)", f"{cpu:.2f}% of one core",
-         "< 1%"),
+        (
+            f"watch --plain --interval 1 on 64 workers, CPU over {args.watch_seconds:g} s "
+            f"({lines} lines; start-up {startup:.2f} s CPU excluded)",
+            f"{cpu:.2f}% of one core",
+            "< 1%",
+        ),
     ]
     head = ["| measurement | result | budget |", "|---|---|---|"]
     table = head + [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    env = (f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-           f"{os.getloadavg()[0]:.2f}, n={args.n}, {time.strftime('%Y-%m-%d %H:%M')}")
+    env = (
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}, n={args.n}, {time.strftime('%Y-%m-%d %H:%M')}"
+    )
     text = "# poll_bench\n\n" + env + "\n\n" + "\n".join(table) + "\n\n" + (__doc__ or "") + "\n"
     print("\n".join(table))
     print(env)

@@ -72,3 +72,15 @@ def wait_for(fn: Callable[[], T | None], timeout: float = 10.0, step: float = 0.
             last = exc
         time.sleep(step)
     raise AssertionError(f"timed out after {timeout}s (last error: {last!r})")
+
+
+def scrape_until(
+    port: int, pred: Callable[[dict[str, list[Sample]]], bool], timeout: float = 10.0
+) -> dict[str, list[Sample]]:
+    """Scrape until `pred(samples)` holds; return those samples."""
+
+    def once() -> dict[str, list[Sample]] | None:
+        samples = scrape(port)
+        return samples if pred(samples) else None
+
+    return wait_for(once, timeout)

@@ -130,3 +130,11 @@ def test_config_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         f"uwsgitune: {bad}: instance[0].min_workers: must be >= 1 (got 0)",
         f"uwsgitune: {bad}: instance[1].interval: must be >= 0.1 (got 0)",
     ]
+
+
+def test_flags_are_validated_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["daemon", "--stats", "/x.sock", "--interval", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "uwsgitune: --interval: must be >= 0.1 (got '0')"
+    assert main(["daemon", "--stats", "/x.sock", "--config", "/etc/x.toml"]) == 2
+    assert main(["daemon"]) == 2
+    assert "give --config" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemon.conftest import DaemonProc
-from tests.daemon.helpers import EXPORTER_NAMES, http_get, scrape, value, wait_for
+from tests.daemon.helpers import EXPORTER_NAMES, http_get, scrape, scrape_until, value, wait_for
 from tests.uwsgi_harness import url
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import run_closed
@@ -59,9 +59,7 @@ def test_daemon_serves_reloads_and_stops(
         text = CONFIG.format(a=a.stats, b=b.stats, hung=hung_path)
         d = start_daemon(config=text)
         assert any(m.startswith(b"READY=1") for m in d.notifications(timeout=10))
-        samples = wait_for(
-            lambda: (s := scrape(d.port)) and value(s, "uwsgi_up", stats_uri=uri(b.stats)) and s
-        )
+        samples = scrape_until(d.port, lambda s: value(s, "uwsgi_up", stats_uri=uri(b.stats)) == 1)
         assert value(samples, "uwsgi_workers", stats_uri=uri(a.stats)) == 2
         assert value(samples, "uwsgi_workers", stats_uri=uri(b.stats)) == 3
         assert {n for n in samples if n.startswith("uwsgi_")} <= EXPORTER_NAMES
@@ -85,12 +83,11 @@ def test_daemon_serves_reloads_and_stops(
 
 def _load_shows_in_metrics(d: DaemonProc, a: UwsgiProcess) -> None:
     run_closed(url(a, "/io/20"), concurrency=2, duration=1.0, max_requests=200)
-    s = wait_for(
-        lambda: (
-            (s := scrape(d.port))
-            and value(s, "uwsgitune_mean_response_time_seconds", stats_uri=uri(a.stats)) is not None
-            and s
-        )
+    s = scrape_until(
+        d.port,
+        lambda s: (
+            value(s, "uwsgitune_mean_response_time_seconds", stats_uri=uri(a.stats)) is not None
+        ),
     )
     served = sum(
         x.value for x in s["uwsgi_worker_requests_total"] if x.labels["stats_uri"] == uri(a.stats)

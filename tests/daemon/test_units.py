@@ -49,3 +49,14 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     )
     # verify exits 0 on unknown keys and bad values; it only warns. Any output is a finding.
     assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out
+
+
+def test_the_daemon_never_imports_textual() -> None:
+    code = (
+        "import sys\n"
+        "from uwsgitune.cli.main import build_parser\n"
+        "build_parser()\n"
+        "import uwsgitune.daemon.runtime, uwsgitune.exporter.serve\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'textual'], 'textual'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

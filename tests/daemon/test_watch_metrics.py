@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.daemon.conftest import UWSGITUNE
-from tests.daemon.helpers import EXPORTER_NAMES, http_get, scrape, value, wait_for
+from tests.daemon.helpers import EXPORTER_NAMES, http_get, scrape_until, value
 from uwsgitune.launch import UwsgiProcess, free_port
 
 pytestmark = pytest.mark.uwsgi
@@ -30,12 +30,10 @@ def test_watch_plain_serves_metrics(uwsgi: Callable[..., UwsgiProcess]) -> None:
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        samples = wait_for(lambda: (s := scrape(port)) and value(s, "uwsgi_workers") == 2 and s)
+        samples = scrape_until(port, lambda s: value(s, "uwsgi_workers") == 2)
         assert value(samples, "uwsgi_up", stats_uri=f"unix://{a.stats}") == 1
         assert {n for n in samples if n.startswith("uwsgi_")} <= EXPORTER_NAMES
-        assert "uwsgitune_busy_ratio" in wait_for(
-            lambda: (s := scrape(port)) and "uwsgitune_busy_ratio" in s and s
-        )
+        scrape_until(port, lambda s: "uwsgitune_busy_ratio" in s)  # rates from the 2nd poll
         assert http_get(port, "/nope")[0] == 404
     finally:
         proc.send_signal(signal.SIGINT)

@@ -13,7 +13,14 @@ from uwsgitune.core.address import AddressError, StatsAddress, parse_address
 @pytest.mark.parametrize(
     ("text", "kind", "path", "host", "port", "uri"),
     [
-        ("/run/uwsgi/stats.sock", "unix", "/run/uwsgi/stats.sock", "", 0, "unix:///run/uwsgi/stats.sock"),
+        (
+            "/run/uwsgi/stats.sock",
+            "unix",
+            "/run/uwsgi/stats.sock",
+            "",
+            0,
+            "unix:///run/uwsgi/stats.sock",
+        ),
         ("./stats.sock", "unix", "./stats.sock", "", 0, "unix://./stats.sock"),
         ("stats.sock", "unix", "stats.sock", "", 0, "unix://stats.sock"),
         ("@uwsgi-stats", "abstract", "uwsgi-stats", "", 0, "unix://@uwsgi-stats"),

@@ -13,7 +13,9 @@ from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import HostSample, ProcSample, UnixQueue
 
 
-def _two(w1: list[dict[str, object]], w2: list[dict[str, object]], dt: float = 1.0, pid2: int = 100):  # type: ignore[no-untyped-def]
+def _two(
+    w1: list[dict[str, object]], w2: list[dict[str, object]], dt: float = 1.0, pid2: int = 100
+):  # type: ignore[no-untyped-def]
     tracker = Tracker("s")
     first = tracker.update(poll_of(document(workers=w1), 0.0))
     second = tracker.update(poll_of(document(pid=pid2, workers=w2), dt))
@@ -30,10 +32,14 @@ def test_first_frame_has_no_rates() -> None:
 
 def test_rates_from_deltas_and_littles_law() -> None:
     _, f = _two(
-        [worker(1, 11, requests=100, running_time=1_000_000, exceptions=1, cores=2),
-         worker(2, 12, requests=50, running_time=500_000, cores=2)],
-        [worker(1, 11, requests=140, running_time=1_400_000, exceptions=3, cores=2),
-         worker(2, 12, requests=70, running_time=1_100_000, cores=2)],
+        [
+            worker(1, 11, requests=100, running_time=1_000_000, exceptions=1, cores=2),
+            worker(2, 12, requests=50, running_time=500_000, cores=2),
+        ],
+        [
+            worker(1, 11, requests=140, running_time=1_400_000, exceptions=3, cores=2),
+            worker(2, 12, requests=70, running_time=1_100_000, cores=2),
+        ],
         dt=2.0,
     )
     assert f.kind == "ok"
@@ -56,16 +62,27 @@ def test_avg_rt_is_reported_apart_from_the_mean() -> None:
 
 
 def test_reload_r_resets_every_counter_and_is_not_traffic() -> None:
-    before = [worker(1, 11, requests=900, running_time=9_000_000, respawn_count=3),
-              worker(2, 12, requests=800, running_time=8_000_000)]
+    before = [
+        worker(1, 11, requests=900, running_time=9_000_000, respawn_count=3),
+        worker(2, 12, requests=800, running_time=8_000_000),
+    ]
     after = [worker(1, 21, requests=5, running_time=50_000), worker(2, 22, requests=3)]
     tracker = Tracker("s")
     tracker.update(poll_of(document(workers=before), 0))
     f = tracker.update(poll_of(document(workers=after), 1))
     assert f.kind == "reload" and f.reloads_seen == 1
     assert f.rps is None and f.eps is None and f.mean_rt_ms is None
-    g = tracker.update(poll_of(document(workers=[worker(1, 21, requests=15, running_time=150_000),
-                                                 worker(2, 22, requests=3)]), 2))
+    g = tracker.update(
+        poll_of(
+            document(
+                workers=[
+                    worker(1, 21, requests=15, running_time=150_000),
+                    worker(2, 22, requests=3),
+                ]
+            ),
+            2,
+        )
+    )
     assert g.kind == "ok" and g.rps == 10.0
     assert g.reloads_seen == 1
 
@@ -85,10 +102,18 @@ def test_reload_with_more_traffic_after_than_before_is_still_a_reload() -> None:
 
 def test_worker_respawn_w_is_not_a_reset() -> None:
     before = [worker(1, 11, requests=100, running_time=100_000), worker(2, 12, requests=90)]
-    after = [worker(1, 31, requests=100, running_time=100_000, respawn_count=2),
-             worker(2, 32, requests=95, respawn_count=2)]
-    assert not any(slot_reset(p, c) for p, c in zip(parse_stats(document(workers=before)).workers,
-                                                   parse_stats(document(workers=after)).workers, strict=True))
+    after = [
+        worker(1, 31, requests=100, running_time=100_000, respawn_count=2),
+        worker(2, 32, requests=95, respawn_count=2),
+    ]
+    assert not any(
+        slot_reset(p, c)
+        for p, c in zip(
+            parse_stats(document(workers=before)).workers,
+            parse_stats(document(workers=after)).workers,
+            strict=True,
+        )
+    )
     _, f = _two(before, after)
     assert f.kind == "ok"
     assert f.rps == 5.0  # counters survive the respawn: only the real 5 requests count
@@ -167,9 +192,16 @@ def test_restart_during_an_outage_is_a_restart() -> None:
 def test_host_cpu_memory_and_unix_queues() -> None:
     def host(cpu: float, busy: float, overflows: int, proc_cpu: float) -> HostSample:
         return HostSample(
-            cpu_count=4, effective_cpus=1.5, cpu_busy_seconds=busy, cpu_total_seconds=cpu,
-            mem_total=8 << 30, mem_available=4 << 30, cgroup_mem_max=2 << 30,
-            cgroup_mem_current=1 << 30, somaxconn=4096, listen_overflows=overflows,
+            cpu_count=4,
+            effective_cpus=1.5,
+            cpu_busy_seconds=busy,
+            cpu_total_seconds=cpu,
+            mem_total=8 << 30,
+            mem_available=4 << 30,
+            cgroup_mem_max=2 << 30,
+            cgroup_mem_current=1 << 30,
+            somaxconn=4096,
+            listen_overflows=overflows,
             listen_drops=overflows,
             procs=(ProcSample(100, 1.0, 10 << 20), ProcSample(11, proc_cpu, 30 << 20)),
             unix_queues=(UnixQueue("/run/app.sock", 5, 4),),
@@ -177,8 +209,12 @@ def test_host_cpu_memory_and_unix_queues() -> None:
 
     sockets = [{"name": "/run/app.sock", "proto": "uwsgi", "queue": 0, "max_queue": 0}]
     tracker = Tracker("s")
-    tracker.update(poll_of(document(workers=[worker(1, 11)], sockets=sockets), 0, host=host(100, 10, 7, 2.0)))
-    f = tracker.update(poll_of(document(workers=[worker(1, 11)], sockets=sockets), 1, host=host(104, 12, 19, 2.5)))
+    tracker.update(
+        poll_of(document(workers=[worker(1, 11)], sockets=sockets), 0, host=host(100, 10, 7, 2.0))
+    )
+    f = tracker.update(
+        poll_of(document(workers=[worker(1, 11)], sockets=sockets), 1, host=host(104, 12, 19, 2.5))
+    )
     assert math.isclose(f.host_cpu_pct or 0, 50.0)
     assert math.isclose(f.instance_cpu_cores or 0, 0.5)
     assert f.effective_cpus == 1.5 and math.isclose(f.cpu_saturation or 0, 0.5 / 1.5)
@@ -186,13 +222,21 @@ def test_host_cpu_memory_and_unix_queues() -> None:
     assert f.mem_source == "psutil" and f.mem_total_rss == 30 << 20
     assert f.mem_available == 1 << 30 and f.mem_limit == 2 << 30
     (sock,) = f.sockets
-    assert (sock.unix, sock.queue, sock.backlog, sock.source, sock.full) == (True, 5, 4, "kernel", True)
+    assert (sock.unix, sock.queue, sock.backlog, sock.source, sock.full) == (
+        True,
+        5,
+        4,
+        "kernel",
+        True,
+    )
     assert f.queue_full
 
 
 def test_memory_report_wins_over_psutil() -> None:
     w = worker(1, 11) | {"rss": 50 << 20}
-    frame = Tracker("s").update(poll_of(document(workers=[w, worker(2, 12) | {"rss": 30 << 20}]), 0))
+    frame = Tracker("s").update(
+        poll_of(document(workers=[w, worker(2, 12) | {"rss": 30 << 20}]), 0)
+    )
     assert frame.memory_report
     assert frame.workers[0].rss == 50 << 20
 
@@ -203,7 +247,9 @@ _event = st.sampled_from(["traffic", "traffic", "traffic", "w", "r", "restart", 
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(_event, st.integers(0, 500), st.floats(0.05, 5.0)), min_size=2, max_size=25))
+@given(
+    st.lists(st.tuples(_event, st.integers(0, 500), st.floats(0.05, 5.0)), min_size=2, max_size=25)
+)
 def test_rates_never_negative_never_spike(events: list[tuple[str, int, float]]) -> None:
     pid, t, counts, pids, respawns, status = 100, 0.0, [0, 0], [11, 12], [1, 1], ["idle", "idle"]
     next_pid = 1000
@@ -232,8 +278,14 @@ def test_rates_never_negative_never_spike(events: list[tuple[str, int, float]]) 
                 pids[1], respawns[1] = next_pid, respawns[1] + 1
                 next_pid += 1
         workers = [
-            worker(i + 1, pids[i], requests=counts[i], running_time=counts[i] * 1000,
-                   respawn_count=respawns[i], status=status[i])
+            worker(
+                i + 1,
+                pids[i],
+                requests=counts[i],
+                running_time=counts[i] * 1000,
+                respawn_count=respawns[i],
+                status=status[i],
+            )
             for i in range(2)
         ]
         frame = tracker.update(poll_of(document(pid=pid, workers=workers), t))

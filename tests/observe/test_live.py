@@ -136,10 +136,24 @@ def test_tcp_load_requests_rates_latency(uwsgi: Start) -> None:
     # the CLI on the same instance, given twice in two spellings: two sections
     res = run_cli("watch", stats, stats.removeprefix("tcp://"), "--once", "--interval", "0.3")
     assert res.returncode == 0, res.stderr
-    for needle in ("uWSGI 2.0.31", f"master {f0.master_pid}", "since last (re)load",
-                   "4 live / 4 max", "req/s", "exceptions/s", "Δrunning_time/Δrequests",
-                   "half-life average", "Little's L", "queue 0/100", "ListenOverflows",
-                   "effective", "/worker", "available", "harakiri 0", "signal queue 0"):
+    for needle in (
+        "uWSGI 2.0.31",
+        f"master {f0.master_pid}",
+        "since last (re)load",
+        "4 live / 4 max",
+        "req/s",
+        "exceptions/s",
+        "Δrunning_time/Δrequests",
+        "half-life average",
+        "Little's L",
+        "queue 0/100",
+        "ListenOverflows",
+        "effective",
+        "/worker",
+        "available",
+        "harakiri 0",
+        "signal queue 0",
+    ):
         assert needle in res.stdout, needle
     assert res.stdout.count("uWSGI 2.0.31") == 2
     res = run_cli("watch", stats, "--json", "--interval", "0.3")
@@ -252,14 +266,20 @@ def test_respawn_w_is_not_a_reset_and_reload_r_is_a_reload(uwsgi: Start) -> None
     pids = {w.pid for w in a.workers}
 
     proc.fifo_write("w")
-    wait_for(stats, lambda d: len({w.pid for w in d.live_workers} & pids) == 0 and len(d.live_workers) == 2)
+    wait_for(
+        stats,
+        lambda d: len({w.pid for w in d.live_workers} & pids) == 0 and len(d.live_workers) == 2,
+    )
     b = watch.frame()
     assert b.kind == "ok" and b.rps == 0.0 and b.requests_total == 100
     assert b.respawns_delta == 2 and b.reloads_seen == 0
 
     pids = {w.pid for w in b.workers}
     proc.fifo_write("r")
-    wait_for(stats, lambda d: len({w.pid for w in d.live_workers} & pids) == 0 and len(d.live_workers) == 2)
+    wait_for(
+        stats,
+        lambda d: len({w.pid for w in d.live_workers} & pids) == 0 and len(d.live_workers) == 2,
+    )
     c = watch.frame()
     assert c.kind == "reload" and c.rps is None and c.reloads_seen == 1
     assert c.master_pid == a.master_pid and c.requests_total == 0
@@ -302,7 +322,9 @@ class Lines:
         self.seen: list[str] = []
         assert proc.stdout is not None
         stream = proc.stdout
-        self.thread = threading.Thread(target=lambda: [self.q.put(line) for line in stream], daemon=True)
+        self.thread = threading.Thread(
+            target=lambda: [self.q.put(line) for line in stream], daemon=True
+        )
         self.thread.start()
 
     def until(self, pred: Callable[[str], bool], timeout: float) -> str:
@@ -323,7 +345,9 @@ def test_plain_reports_disconnect_and_reconnects(uwsgi: Start) -> None:
     first_master = raw_doc(proc.stats).pid
     watcher = subprocess.Popen(
         [UWSGITUNE, "watch", proc.stats, "--plain", "--interval", "0.3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         lines = Lines(watcher)
@@ -351,7 +375,9 @@ def test_record_then_replay(uwsgi: Start, tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
     recorder = subprocess.Popen(
         [UWSGITUNE, "record", proc.stats, "-o", str(out), "--duration", "2.2", "--interval", "0.4"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     load = run_closed(url(proc, "/sleep/40"), 4, 1.5, max_requests=400)
     _, err = recorder.communicate(timeout=15)

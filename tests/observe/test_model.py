@@ -86,7 +86,9 @@ def test_live_counted_by_status_not_accepting() -> None:
     assert cheaped["accepting"] == 1
     doc = parse_stats(document(workers=[worker(1, 11), cheaped, never_spawned()]))
     assert [w.live for w in doc.workers] == [True, False, False]
-    frame = Tracker("s").update(poll_of(document(workers=[worker(1, 11), cheaped, never_spawned()]), 0))
+    frame = Tracker("s").update(
+        poll_of(document(workers=[worker(1, 11), cheaped, never_spawned()]), 0)
+    )
     assert (frame.workers_max, frame.live, frame.cheap, frame.idle) == (3, 1, 2, 1)
 
 

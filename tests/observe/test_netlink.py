@@ -7,10 +7,10 @@ import socket
 import struct
 from pathlib import Path
 
+from tests.observe.helpers import document, worker
+from uwsgitune.core.model import parse_stats
 from uwsgitune.sources import netlink
 from uwsgitune.sources.host import HostSampler, listen_overflows
-from uwsgitune.core.model import parse_stats
-from tests.observe.helpers import document, worker
 
 
 def test_request_layout() -> None:
@@ -27,7 +27,9 @@ def _message(name: bytes, rq: tuple[int, int]) -> bytes:
         return raw + b"\0" * ((4 - len(raw) % 4) % 4)
 
     body = struct.pack("=BBBBIII", 1, 1, 10, 0, 42, 0, 0)
-    body += attr(netlink.UNIX_DIAG_NAME, name) + attr(netlink.UNIX_DIAG_RQLEN, struct.pack("=II", *rq))
+    body += attr(netlink.UNIX_DIAG_NAME, name) + attr(
+        netlink.UNIX_DIAG_RQLEN, struct.pack("=II", *rq)
+    )
     return struct.pack("=IHHII", 16 + len(body), netlink.SOCK_DIAG_BY_FAMILY, 2, 1, 0) + body
 
 
@@ -58,7 +60,9 @@ def test_real_unix_backlog_is_seen(tmp_path: Path) -> None:
             assert backlog == 3
             assert queue == backlog + 1  # a unix queue also peaks at backlog+1
             sampler = HostSampler()
-            doc = parse_stats(document(workers=[worker(1, 1)], sockets=[{"name": path, "proto": "uwsgi"}]))
+            doc = parse_stats(
+                document(workers=[worker(1, 1)], sockets=[{"name": path, "proto": "uwsgi"}])
+            )
             host = sampler.sample(doc)
             assert [(q.path, q.queue, q.backlog) for q in host.unix_queues] == [(path, 4, 3)]
         finally:
@@ -68,8 +72,10 @@ def test_real_unix_backlog_is_seen(tmp_path: Path) -> None:
 
 def test_netstat_counters_parse(tmp_path: Path) -> None:
     f = tmp_path / "netstat"
-    f.write_text("TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 12 15\n"
-                 "IpExt: InNoRoutes\nIpExt: 0\n")
+    f.write_text(
+        "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 12 15\n"
+        "IpExt: InNoRoutes\nIpExt: 0\n"
+    )
     assert listen_overflows(f) == (12, 15)
     assert listen_overflows(tmp_path / "missing") == (None, None)
     assert listen_overflows() != (None, None)

@@ -35,8 +35,13 @@ def test_strip_request_vars_removes_every_var_and_keeps_the_input() -> None:
 
 def _host() -> HostSample:
     return HostSample(
-        cpu_count=2, effective_cpus=2.0, cpu_busy_seconds=1.0, cpu_total_seconds=4.0,
-        mem_total=1 << 30, mem_available=1 << 29, procs=(ProcSample(1, 0.5, 100),),
+        cpu_count=2,
+        effective_cpus=2.0,
+        cpu_busy_seconds=1.0,
+        cpu_total_seconds=4.0,
+        mem_total=1 << 30,
+        mem_available=1 << 29,
+        procs=(ProcSample(1, 0.5, 100),),
         unix_queues=(UnixQueue("/x.sock", 1, 10),),
     )
 
@@ -61,7 +66,10 @@ def test_writer_redacts_unless_asked(keep: bool) -> None:
 
 def test_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    docs = [document(workers=[worker(1, 11, requests=n * 10, running_time=n * 10_000)]) for n in range(4)]
+    docs = [
+        document(workers=[worker(1, 11, requests=n * 10, running_time=n * 10_000)])
+        for n in range(4)
+    ]
     with path.open("w") as fh:
         writer = RecordingWriter(fh)
         for i, raw in enumerate(docs):
@@ -106,7 +114,15 @@ def test_replay_cli_modes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         for i in range(3):
             raw = document(workers=[worker(1, 11, requests=i * 5, running_time=i * 50_000)])
             writer.write(poll_of(raw, float(i), source="/run/s.sock"), raw)
-        writer.write(Poll("/run/s.sock", 1_800_000_003.0, 3.0, error="/run/s.sock: connection refused; no uWSGI"), None)
+        writer.write(
+            Poll(
+                "/run/s.sock",
+                1_800_000_003.0,
+                3.0,
+                error="/run/s.sock: connection refused; no uWSGI",
+            ),
+            None,
+        )
         raw = document(workers=[worker(1, 11, requests=25, running_time=250_000)])
         writer.write(poll_of(raw, 4.0, source="/run/s.sock"), raw)
     assert main(["watch", "--replay", str(path), "--plain"]) == 0

@@ -9,7 +9,9 @@ from uwsgitune.core.frame import Frame, RequestView, SocketView, VassalView, Wor
 T0 = 1_700_000_000.0  # a fixed epoch: every view reads time from the frames only
 
 
-def worker(slot: int, *, busy: bool = False, live: bool = True, t: float = T0, **kw: object) -> WorkerView:
+def worker(
+    slot: int, *, busy: bool = False, live: bool = True, t: float = T0, **kw: object
+) -> WorkerView:
     if not live:
         return WorkerView(slot, 0, 0, "cheap", 0, 0, 0, 0, 0, 0, None, None, 0, 0, 0.0)
     inflight = (RequestView(0, "GET", f"/io/{slot}", 1.5 + slot),) if busy else ()
@@ -54,9 +56,7 @@ def frame(
     source: str = "/tmp/demo/stats.sock",
 ) -> Frame:
     t = T0 + i
-    ws = tuple(
-        worker(s, busy=s < busy, live=s < workers - cheap, t=t) for s in range(workers)
-    )
+    ws = tuple(worker(s, busy=s < busy, live=s < workers - cheap, t=t) for s in range(workers))
     live = [w for w in ws if w.live]
     return Frame(
         source=source,
@@ -103,8 +103,16 @@ def history(n: int = 30, **kw: object) -> tuple[Frame, ...]:
 
 
 def error_frame(i: int, last: Frame) -> Frame:
-    return replace(last, t=T0 + i, mono=1000.0 + i, kind="error", error="connection refused",
-                   disconnected_since=T0 + i - 3, rps=None, mean_rt_ms=None)
+    return replace(
+        last,
+        t=T0 + i,
+        mono=1000.0 + i,
+        kind="error",
+        error="connection refused",
+        disconnected_since=T0 + i - 3,
+        rps=None,
+        mean_rt_ms=None,
+    )
 
 
 def emperor_frame(i: int = 0) -> Frame:
@@ -112,5 +120,13 @@ def emperor_frame(i: int = 0) -> Frame:
         VassalView("app1.ini", 2001, True, True, 0, T0 - 100, T0 - 100),
         VassalView("app2.ini", 2002, False, False, 3, T0 - 50, T0 - 50),
     )
-    return Frame(source="/tmp/emperor.sock", t=T0 + i, mono=1000.0 + i, kind="ok",
-                 version="2.0.31", master_pid=2000, emperor=True, vassals=vassals)
+    return Frame(
+        source="/tmp/emperor.sock",
+        t=T0 + i,
+        mono=1000.0 + i,
+        kind="ok",
+        version="2.0.31",
+        master_pid=2000,
+        emperor=True,
+        vassals=vassals,
+    )

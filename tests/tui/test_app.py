@@ -9,8 +9,8 @@ from tests.tui.frames import emperor_frame, error_frame, frame, history
 from uwsgitune.tui.app import WatchApp, next_rate, next_sort
 from uwsgitune.tui.instance import InstancePane
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
-from uwsgitune.tui.warnings import builtin_warnings
 from uwsgitune.tui.table import KeyedTable
+from uwsgitune.tui.warnings import builtin_warnings
 from uwsgitune.tui.widgets import AnnotationsPane, SummaryPanel
 
 
@@ -181,3 +181,20 @@ async def test_poll_threads_deliver_frames() -> None:
                 break
         assert watch.steps == 3 and app.latest[0].frame.t == history(3)[-1].t
         assert "2.0.31" in summary_text(app)
+
+
+async def test_mouse_sorts_on_header_and_selects_rows() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.show(snapshot(history(3)))
+        await pilot.pause()
+        table = app.pane(0).query_one("#workers", KeyedTable)
+        await pilot.click(table, offset=(6, 0))  # the "%" header
+        assert table.sort_key == "share" and not table.reverse
+        await pilot.click(table, offset=(6, 0))
+        assert table.reverse and table.get_row_index("w3") == 0
+        await pilot.click(table, offset=(2, 2))  # second row: w2 when reversed
+        assert table.cursor_key() == "w2"
+        await pilot.click(table, offset=(2, 2))  # clicked again: detail
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen) and app.screen.slot == 2

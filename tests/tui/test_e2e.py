@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -41,7 +40,8 @@ def load() -> Iterator[Callable[[str, int, float], None]]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(target: str, clients: int, seconds: float) -> None:
-        code = f"from uwsgitune.loadgen import run_closed; run_closed({target!r}, {clients}, {seconds})"
+        code = "from uwsgitune.loadgen import run_closed; "
+        code += f"run_closed({target!r}, {clients}, {seconds})"
         procs.append(subprocess.Popen([sys.executable, "-c", code]))
 
     yield start
@@ -59,8 +59,9 @@ def test_watch_shows_live_workers_and_q_exits(
     pids = [c.pid for c in psutil.Process(proc.pid).children()]
     term = tmux(f"{BIN} watch {proc.stats}")
     screen = term.wait_for(
-        lambda s: all(str(p) in s for p in pids) and re.search(r"traffic \d+\.\d req/s", s)
-        is not None
+        lambda s: (
+            all(str(p) in s for p in pids) and re.search(r"traffic \d+\.\d req/s", s) is not None
+        )
     )
     assert f"master {proc.pid}" in screen and "2/2 live" in screen
     assert re.search(r"mean \d+\.\d+ ms", screen), screen
@@ -101,13 +102,15 @@ def test_demo_signal_stops_everything(tmux: Callable[..., Tmux], sig: signal.Sig
 
 
 def test_demo_without_a_terminal_says_so() -> None:
-    out = subprocess.run([str(BIN), "demo"], stdin=subprocess.DEVNULL, capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [str(BIN), "demo"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "terminal" in out.stderr and out.stdout == ""
 
 
 def test_demo_bad_input_one_line() -> None:
-    out = subprocess.run([str(BIN), "demo", "--duration", "-3"], capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [str(BIN), "demo", "--duration", "-3"], capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr

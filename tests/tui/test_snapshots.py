@@ -42,5 +42,4 @@ def test_cores_view(snap_compare: Any) -> None:
 
 
 def test_emperor(snap_compare: Any) -> None:
-    assert snap_compare(make_app(), terminal_size=(100, 24),
-                        run_before=showing([emperor_frame()]))
+    assert snap_compare(make_app(), terminal_size=(100, 24), run_before=showing([emperor_frame()]))

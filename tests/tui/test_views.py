@@ -54,14 +54,33 @@ def test_worker_rows_keyed_by_slot_with_every_uwsgitop_column() -> None:
     rows = worker_rows(frame(workers=4, cheap=1))
     assert [k for k, _ in rows] == ["w0", "w1", "w2", "w3"]
     labels = [c.label for c in WORKER_COLUMNS]
-    for name in ("WID", "%", "PID", "REQ", "RPS", "EXC", "SIG", "STATUS", "AVG½", "RSS",
-                 "VSZ", "TX", "ReSpwn", "HC", "RunT", "LastSpwn", "BUSY%", "CPU%", "AGE"):
+    for name in (
+        "WID",
+        "%",
+        "PID",
+        "REQ",
+        "RPS",
+        "EXC",
+        "SIG",
+        "STATUS",
+        "AVG½",
+        "RSS",
+        "VSZ",
+        "TX",
+        "ReSpwn",
+        "HC",
+        "RunT",
+        "LastSpwn",
+        "BUSY%",
+        "CPU%",
+        "AGE",
+    ):
         assert name in labels
-    cells = dict(zip([c.key for c in WORKER_COLUMNS], rows[0][1]))
+    cells = dict(zip([c.key for c in WORKER_COLUMNS], rows[0][1], strict=False))
     assert cells["pid"].text == "1000" and cells["status"].text == "busy"
     assert cells["status"].style == "bold yellow"
     assert cells["avg"].text == "12.0ms" and cells["lastspawn"].text == "5m00s"
-    cheap = dict(zip([c.key for c in WORKER_COLUMNS], rows[3][1]))
+    cheap = dict(zip([c.key for c in WORKER_COLUMNS], rows[3][1], strict=False))
     assert cheap["status"].text == "cheap" and cheap["pid"].text == "-"
 
 

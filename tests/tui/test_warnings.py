@@ -31,8 +31,11 @@ def test_all_busy_cpu_saturated_sorted_by_severity() -> None:
 
 
 def test_reload_detected_for_a_minute() -> None:
-    frames = (*history(3), replace(frame(3), kind="reload", reloads_seen=1), *(
-        frame(i) for i in range(4, 30)))
+    frames = (
+        *history(3),
+        replace(frame(3), kind="reload", reloads_seen=1),
+        *(frame(i) for i in range(4, 30)),
+    )
     assert keys(frames) == ["reload"]
     later = (*frames, *(frame(i) for i in range(30, 70)))
     assert keys(later) == []

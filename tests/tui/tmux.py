@@ -15,21 +15,36 @@ class Tmux:
     def __init__(self, command: str, width: int = 120, height: int = 40) -> None:
         self.name = f"uwt-{uuid.uuid4().hex[:8]}"
         subprocess.run(
-            [TMUX, "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-             command],
+            [
+                TMUX,
+                "new-session",
+                "-d",
+                "-s",
+                self.name,
+                "-x",
+                str(width),
+                "-y",
+                str(height),
+                command,
+            ],
             check=True,
         )
         subprocess.run([TMUX, "set-option", "-t", self.name, "remain-on-exit", "on"], check=True)
         self.pid = int(self._display("#{pane_pid}"))
 
     def _display(self, fmt: str) -> str:
-        out = subprocess.run([TMUX, "display-message", "-p", "-t", self.name, fmt],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [TMUX, "display-message", "-p", "-t", self.name, fmt],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return out.stdout.strip()
 
     def screen(self) -> str:
-        out = subprocess.run([TMUX, "capture-pane", "-p", "-t", self.name],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [TMUX, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
+        )
         return out.stdout
 
     def keys(self, *keys: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,15 @@ def _from_flags(args: argparse.Namespace) -> DaemonConfig:
         "daemon": {k: v for k, v in daemon.items() if v is not None},
         "instance": [{k: v for k, v in inst.items() if v is not None}],
     }
-    return validate(data, "command line", os.environ)
+    try:
+        return validate(data, "command line", os.environ)
+    except ConfigError as exc:  # name the flag: `--interval: must be >= 0.1 (got '0')`
+        flags = [re.sub(r"^(instance\[0\]|daemon)\.(\w+)", _flag, p) for p in exc.problems]
+        raise ConfigError(flags) from None
+
+
+def _flag(m: re.Match[str]) -> str:
+    return "--" + m.group(2).replace("_", "-")
 
 
 def _overrides(config: DaemonConfig, args: argparse.Namespace) -> DaemonConfig:

@@ -35,8 +35,13 @@ def register(sub: Any) -> None:
         help="stop the load after this long (default 600; the TUI stays until q)",
     )
     p.add_argument("--no-load", action="store_true", help="start uWSGI and the TUI, no load")
-    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
-                   help="TUI refresh interval (default 1)")
+    p.add_argument(
+        "--interval",
+        type=positive_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="TUI refresh interval (default 1)",
+    )
     p.set_defaults(func=run)
 
 

@@ -51,14 +51,52 @@ def register(sub: Any) -> None:
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_positive_int, metavar="N", help="closed-loop clients")
     load.add_argument("--rate", type=positive_float, metavar="R", help="open loop, requests/s")
-    p.add_argument("--step-seconds", type=positive_float, default=10.0, metavar="S")
-    p.add_argument("--warmup", type=positive_float, default=3.0, metavar="S")
-    p.add_argument("--repeat", type=_positive_int, default=2, metavar="K", help="passes (noise)")
-    p.add_argument("--within", type=positive_float, default=10.0, metavar="PCT")
-    p.add_argument("--p99-ms", type=positive_float, default=None, metavar="MS")
+    p.add_argument(
+        "--step-seconds",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="measured seconds per step (10)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=positive_float,
+        default=3.0,
+        metavar="S",
+        help="unmeasured seconds first (3)",
+    )
+    p.add_argument(
+        "--repeat", type=_positive_int, default=2, metavar="K", help="passes, for the noise (2)"
+    )
+    p.add_argument(
+        "--within",
+        type=positive_float,
+        default=10.0,
+        metavar="PCT",
+        help="of the best throughput (10; widened to the noise)",
+    )
+    p.add_argument(
+        "--p99-ms",
+        type=positive_float,
+        default=None,
+        metavar="MS",
+        help="p99 target for the recommendation",
+    )
     p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="per request")
-    p.add_argument("--max-minutes", type=positive_float, default=30.0, metavar="M")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR")
+    p.add_argument(
+        "--max-minutes",
+        type=positive_float,
+        default=30.0,
+        metavar="M",
+        help="refuse longer sweeps (30)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="for sweep.json and sweep.svg (./uwsgitune-sweep-TIME)",
+    )
     p.set_defaults(func=run)
 
 

@@ -56,11 +56,16 @@ def _active(finding: Any) -> Active:
 class FindingsTracker:
     """Runs the engine on one instance's frames and reports what changed."""
 
-    def __init__(self, instance: str, stats_kind: str) -> None:
+    def __init__(
+        self,
+        instance: str,
+        stats_kind: str,
+        engine: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
+    ) -> None:
         self.instance = instance
         self.active: dict[str, Active] = {}
         self._state: Any = None
-        self._engine = _engine()
+        self._engine = engine or _engine()
         self._facts = self._engine[1](stats_kind=stats_kind) if self._engine else None
         self._failed = False
 

@@ -63,8 +63,18 @@ class InstanceRunner:
         self.actions: dict[tuple[str, str], int] = {}  # filled by the tuner when it plugs in
         self.counts = PollCounts()
         self.snapshot = Snapshot(stats_uri=address.uri, name=spec.name, mode=spec.mode)
+        if spec.mode == "apply":
+            reason = "this build has no tuner loop in the daemon: it recommends only"
+            event("apply_not_wired", logging.WARNING, instance=spec.name, reason=reason)
         self.task: asyncio.Task[None] | None = None
         self._last: Frame | None = None
+
+    def record_action(self, kind: str, result: str, **detail: object) -> None:
+        """For the tuner: count one action (`uwsgitune_actions_total`) and log it."""
+        key = (kind, result)
+        self.actions = {**self.actions, key: self.actions.get(key, 0) + 1}
+        event("action", instance=self.spec.name, kind=kind, result=result, **detail)
+        self.snapshot = self._publish()
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.run(), name=f"instance:{self.spec.name}")

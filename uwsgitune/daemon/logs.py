@@ -73,6 +73,6 @@ def setup(fmt: str = "text", stream: TextIO | None = None) -> logging.Logger:
     return log
 
 
-def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
+def event(name: str, level: int = logging.INFO, /, **fields: Any) -> None:
     """Log one state change. Field order is kept: put `instance` first."""
     logging.getLogger(LOGGER).log(level, name, extra={"fields": fields})

@@ -110,16 +110,27 @@ def somaxconn() -> int | None:
     return int(text) if text and text.isdigit() else None
 
 
-def _proc_samples(pids: list[int]) -> tuple[ProcSample, ...]:
+def _proc_samples(
+    pids: list[int], cache: dict[int, psutil.Process] | None = None
+) -> tuple[ProcSample, ...]:
+    """CPU and RSS of each pid. `cache` keeps the psutil handles between polls (creating one
+    reads /proc/PID/stat again); a pid that is gone leaves the cache."""
     out = []
     for pid in pids:
         try:
-            p = psutil.Process(pid)
+            p = cache.get(pid) if cache is not None else None
+            if p is None:
+                p = psutil.Process(pid)
             with p.oneshot():
                 t = p.cpu_times()
                 out.append(ProcSample(pid, t.user + t.system, p.memory_info().rss, p.num_threads()))
         except (psutil.Error, OSError):
             continue
+        if cache is not None:
+            cache[pid] = p
+    if cache is not None:
+        for gone in set(cache) - set(pids):
+            del cache[gone]
     return tuple(out)
 
 
@@ -129,6 +140,7 @@ class HostSampler:
     def __init__(self, *, netlink: bool = True) -> None:
         self._dirs: dict[int, list[Path]] = {}
         self._netlink = netlink
+        self._procs: dict[int, psutil.Process] = {}
 
     def _dirs_for(self, pid: int) -> list[Path]:
         if pid not in self._dirs:
@@ -163,7 +175,7 @@ class HostSampler:
             somaxconn=somaxconn(),
             listen_overflows=overflows,
             listen_drops=drops,
-            procs=_proc_samples(pids),
+            procs=_proc_samples(pids, self._procs),
             unix_queues=unix,
         )
 

@@ -108,6 +108,10 @@ def _explain(addr: StatsAddress, exc: OSError, timeout: float) -> StatsError:
     return StatsError(addr, f"{exc.strerror or exc}; check the address")
 
 
+def _cap(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
 def _read_all(sock: socket.socket, addr: StatsAddress, deadline: float, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
@@ -140,9 +144,7 @@ def _read_all(sock: socket.socket, addr: StatsAddress, deadline: float, max_byte
         first = False
         size += len(chunk)
         if size > max_bytes:
-            raise StatsError(
-                addr, f"document larger than {max_bytes // (1024 * 1024)} MiB; not uWSGI stats?"
-            )
+            raise StatsError(addr, f"document larger than {_cap(max_bytes)}; not uWSGI stats?")
         chunks.append(chunk)
 
 

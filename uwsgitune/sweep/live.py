@@ -44,7 +44,7 @@ class Interrupted(Exception):
 
 
 class StopFlag:
-    """A SIGINT handler that only records the signal; loops check it and stop cleanly."""
+    """A SIGINT/SIGTERM handler that only records the signal; loops check it and stop cleanly."""
 
     def __init__(self) -> None:
         self.is_set = False
@@ -58,11 +58,12 @@ def sigint_records(flag: StopFlag) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGINT, flag)
+    old = {sig: signal.signal(sig, flag) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 class LiveCount:

@@ -183,8 +183,9 @@ class WatchApp(App[int]):
             table.set_sort(table.sort_key or keys[0], not table.reverse)
         else:
             table.set_sort(next_sort(keys, table.sort_key), table.reverse)
-        self.notify(f"sorted on {table.sort_key}{' (reversed)' if table.reverse else ''}",
-                    timeout=1.5)
+        self.notify(
+            f"sorted on {table.sort_key}{' (reversed)' if table.reverse else ''}", timeout=1.5
+        )
 
     def action_sort(self) -> None:
         self._sort(reverse_only=False)

@@ -94,9 +94,7 @@ class InstancePane(Vertical):
                 self.focus_table()
         self.set_class(f.kind == "error", "stale")
         summary = emperor_lines(f, snap.retry_in) if f.emperor else None
-        self.query_one(SummaryPanel).show(
-            summary or summary_lines(f, snap.frames, snap.retry_in)
-        )
+        self.query_one(SummaryPanel).show(summary or summary_lines(f, snap.frames, snap.retry_in))
         self.query_one(HistoryPanel).show(series(snap.frames))
         rows = {"workers": worker_rows, "cores": core_rows, "vassals": vassal_rows}
         self.active_table().show(rows[self.table_id](f))

@@ -93,7 +93,7 @@ class PollLoop:
             self.wake.clear()
 
     def set_interval(self, interval: float) -> None:
-        """A new refresh rate: applies from the next poll, which comes no later than now+interval."""
+        """A new refresh rate, from the next poll (which comes no later than now + interval)."""
         self.watch.interval = interval
         self.watch.next_due = min(self.watch.next_due, self._mono() + interval)
         self.wake.set()

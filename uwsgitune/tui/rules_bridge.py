@@ -49,7 +49,8 @@ def annotation_from_finding(f: Any) -> Annotation:
     return Annotation(
         key=str(getattr(f, "id", "finding")),
         severity=severity if severity in ("info", "warning", "critical") else "info",  # type: ignore[arg-type]
-        reason=str(getattr(f, "reason", "")) + (" (clearing)" if getattr(f, "clearing", False) else ""),
+        reason=str(getattr(f, "reason", ""))
+        + (" (clearing)" if getattr(f, "clearing", False) else ""),
         evidence=_evidence_text(getattr(f, "evidence", ())),
         recommendation=_recommendation_text(getattr(f, "recommendation", None)),
         since=getattr(f, "since", None),
@@ -82,8 +83,9 @@ def _find_engine() -> tuple[Evaluate, Any] | None:
         evaluate = getattr(rules, "evaluate", None)
         if not callable(evaluate):
             return None
-        settings_cls = getattr(importlib.import_module("uwsgitune.rules.settings"),
-                               "RuleSettings", None)
+        settings_cls = getattr(
+            importlib.import_module("uwsgitune.rules.settings"), "RuleSettings", None
+        )
         return evaluate, (settings_cls() if settings_cls is not None else None)
     except Exception:
         return None

@@ -34,8 +34,13 @@ def help_text() -> Group:
     lines += [Text.assemble((f"  {k:<14}", "bold cyan"), v) for k, v in KEYS]
     lines.append(Text("\nColumns", style="bold"))
     lines += [Text.assemble((f"  {c.label:<9}", "bold"), c.help) for c in WORKER_COLUMNS]
-    lines.append(Text("\nAVG½ is uWSGI's avg_rt = (avg + last)/2, a half-life average; MEAN is "
-                      "the true mean, Δrunning_time/Δrequests.", style="dim"))
+    lines.append(
+        Text(
+            "\nAVG½ is uWSGI's avg_rt = (avg + last)/2, a half-life average; MEAN is "
+            "the true mean, Δrunning_time/Δrequests.",
+            style="dim",
+        )
+    )
     return Group(*lines)
 
 

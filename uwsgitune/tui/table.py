@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -81,6 +81,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self._strips: dict[str, Strip] = {}
         self._first = self.spec[0].width + GAP if self.spec else 0
         self._width = sum(c.width + GAP for c in self.spec)
+        self._base = self._cursor_style = self._header_style = Style()
 
     # data in
 
@@ -126,10 +127,16 @@ class KeyedTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self._width, len(self._order) + 1)
         self.refresh()
 
-    # rendering
+    # rendering: styles are looked up once per paint, not once per line
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._base = self.rich_style
+        self._cursor_style = self.get_component_rich_style("keyed-table--cursor")
+        self._header_style = self.get_component_rich_style("keyed-table--header")
+        return super().render_lines(crop)
 
     def _header(self) -> Strip:
-        style = self.get_component_rich_style("keyed-table--header")
+        style = self._header_style
         segs = []
         for c in self.spec:
             arrow = ("▼" if self.reverse else "▲") if c.key == self.sort_key else ""
@@ -140,7 +147,7 @@ class KeyedTable(ScrollView, can_focus=True):
         strip = self._strips.get(key)
         if strip is None:
             segs = []
-            for col, cell in zip(self.spec, self._cells[key]):
+            for col, cell in zip(self.spec, self._cells[key], strict=False):
                 segs.append(Segment(_fit(cell.text, col.width, cell.right), _style(cell.style)))
                 segs.append(Segment(" " * GAP))
             strip = self._strips[key] = Strip(segs, self._width)
@@ -154,13 +161,13 @@ class KeyedTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - 1
             if index >= len(self._order):
-                return Strip.blank(width, self.rich_style)
+                return Strip.blank(width, self._base)
             strip = self._row(self._order[index])
             if index == self.cursor:
-                strip = strip.apply_style(self.get_component_rich_style("keyed-table--cursor"))
+                strip = strip.apply_style(self._cursor_style)
         first = self._first
         view = Strip.join([strip.crop(0, first), strip.crop(first + scroll_x, scroll_x + width)])
-        return view.apply_style(self.rich_style).extend_cell_length(width, self.rich_style)
+        return view.apply_style(self._base).extend_cell_length(width, self._base)
 
     # moving and selecting
 

@@ -14,8 +14,11 @@ from uwsgitune.render.units import duration
 from uwsgitune.tui.history import METRICS, Series
 from uwsgitune.tui.warnings import Annotation
 
-SEVERITY_STYLE = {"critical": "bold white on red", "warning": "bold black on yellow",
-                  "info": "bold white on blue"}
+SEVERITY_STYLE = {
+    "critical": "bold white on red",
+    "warning": "bold black on yellow",
+    "info": "bold white on blue",
+}
 
 
 class SummaryPanel(Static):
@@ -43,7 +46,9 @@ class HistoryPanel(Vertical):
     def show(self, series: Sequence[Series]) -> None:
         for s in series:
             self.query_one(f"#hl-{s.key}", Label).update(
-                Text.assemble((f"{s.label:<8}", "bold"), f"{s.latest:>7}", (f" max {s.peak}", "dim")),
+                Text.assemble(
+                    (f"{s.label:<8}", "bold"), f"{s.latest:>7}", (f" max {s.peak}", "dim")
+                ),
                 layout=False,
             )
             self.query_one(f"#hs-{s.key}", Sparkline).data = list(s.values)
@@ -51,8 +56,12 @@ class HistoryPanel(Vertical):
 
 def annotation_text(a: Annotation, now: float | None) -> Text:
     held = f" for {duration(now - a.since)}" if now is not None and a.since is not None else ""
-    out = Text.assemble((f" {a.severity.upper()} ", SEVERITY_STYLE.get(a.severity, "")),
-                        (f"{held} ", "dim"), " ", (a.reason, "bold"))
+    out = Text.assemble(
+        (f" {a.severity.upper()} ", SEVERITY_STYLE.get(a.severity, "")),
+        (f"{held} ", "dim"),
+        " ",
+        (a.reason, "bold"),
+    )
     if a.evidence:
         out.append(f"\n    evidence: {a.evidence}")
     if a.recommendation:
