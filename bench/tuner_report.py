@@ -41,7 +41,8 @@ def table(raw: dict[str, Any]) -> list[str]:
         out += [
             f"### {name} ({sc['seconds']:g} s; phases {sc['phases']})",
             "",
-            "| setup | rps | p99 ms | failed | mean live | final live | changes | converged s | vs grid best |",
+            "| setup | rps | p99 ms | failed | mean live | final live | changes | converged s "
+            "| vs grid best |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in runs:
@@ -76,7 +77,8 @@ def svg(raw: dict[str, Any]) -> str:
             f'<text x="{x0 + pad}" y="14" font-size="12">{name}: live workers over time</text>'
         )
         parts.append(
-            f'<rect x="{x0 + pad}" y="20" width="{w - 2 * pad}" height="{h - 20}" fill="none" stroke="#999"/>'
+            f'<rect x="{x0 + pad}" y="20" width="{w - 2 * pad}" height="{h - 20}" '
+            'fill="none" stroke="#999"/>'
         )
         for n in (0, 2, 4, 6, 8):
             y = 20 + (h - 20) * (1 - n / 8)
@@ -87,7 +89,8 @@ def svg(raw: dict[str, Any]) -> str:
                 for t, n in r["live"]
             )
             parts.append(
-                f'<polyline fill="none" stroke="{COLORS[r["setup"]]}" stroke-width="1.5" points="{pts}"/>'
+                f'<polyline fill="none" stroke="{COLORS[r["setup"]]}" '
+                f'stroke-width="1.5" points="{pts}"/>'
             )
         parts.append(f'<text x="{x0 + w - pad - 40}" y="{h + 12}">{tmax:.0f} s</text>')
     for j, (setup, c) in enumerate(COLORS.items()):
@@ -101,7 +104,8 @@ def write_report(raw: dict[str, Any], out: Path) -> None:
         "# Tuner benchmark",
         "",
         "Real uWSGI 2.0 on a shared 2-core machine (other engineers' tests ran at the same time:",
-        "numbers are noisy). Bounded closed-loop non-keepalive load (uwsgitune.loadgen), workers 1-8.",
+        "numbers are noisy). Bounded closed-loop non-keepalive load (uwsgitune.loadgen),",
+        "workers 1-8.",
         "Setups: static grid (reference), uWSGI cheaper algorithms (cheaper 1, initial 2,",
         "processes 8), uwsgitune apply from 8 (tuner-high) and from 1 (tuner-low).",
         "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 from tests.tuner.plant import MiB, Plant, run
 from uwsgitune.tuner import TunerSettings, TunerState, decide
@@ -39,7 +40,7 @@ def test_cpu_oversubscribed_pool_shrinks_slowly_by_reload() -> None:
     steps = changes(plant, 200)
     assert [d.desired for _, d in steps] == [8, 4, 3]
     assert all(d.via == "reload" for _, d in steps)  # every worker busy: `-` would stay pending
-    gaps = [b[0] - a[0] for a, b in zip(steps, steps[1:])]
+    gaps = [b[0] - a[0] for a, b in pairwise(steps)]
     assert all(g >= S.cooldown_down for g in gaps)
 
 
@@ -49,7 +50,7 @@ def test_scale_down_is_slow_and_stops_at_the_floor() -> None:
     steps = changes(plant, 240, settings)
     assert [d.desired for _, d in steps] == [6, 4, 3, 2]
     assert steps[0][0] >= settings.down_window - settings.interval
-    assert all(b[0] - a[0] >= settings.cooldown_down for a, b in zip(steps, steps[1:]))
+    assert all(b[0] - a[0] >= settings.cooldown_down for a, b in pairwise(steps))
     assert all(d.via == "fifo" for _, d in steps)  # idle workers: `-` applies
 
 

@@ -85,7 +85,7 @@ def test_tuning_under_load_loses_no_request(
 def test_stale_stats_get_no_action(uwsgi: Callable[..., UwsgiProcess], tmp_path: Path) -> None:
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=6, initial=1))
     # Our clock runs 5 s ahead of the polls: every frame is older than two intervals.
-    loop, lines = _loop(proc, tmp_path, mono=lambda: time.monotonic() + 5)
+    loop, _ = _loop(proc, tmp_path, mono=lambda: time.monotonic() + 5)
     result: list[LoadResult] = []
     load = threading.Thread(
         target=lambda: result.append(

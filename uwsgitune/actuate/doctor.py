@@ -166,33 +166,37 @@ def _memory_report(doc: StatsDoc | None) -> bool | None:
     return False if any(w.requests > 0 for w in doc.workers) else None
 
 
+def _ini_facts(path: Path | None) -> tuple[dict[str, str], str | None, str | None]:
+    """(merged config, last include, error) of the instance's ini."""
+    if path is None:
+        return {}, None, None
+    try:
+        return load_config(path), last_include(path.read_text()), None
+    except (IniError, OSError) as exc:
+        return {}, None, str(exc)
+
+
+def _fifo_facts(fifo: str | None, pid: int) -> tuple[str | None, bool | None]:
+    """(what is wrong with the FIFO, whether the master reads it: None if unknowable)."""
+    if not fifo:
+        return None, None
+    try:
+        fifo_inode(Path(fifo))
+        return None, (master_reads(Path(fifo), pid) if pid else False)
+    except FifoError as exc:
+        return (None, None) if "cannot read" in str(exc) else (str(exc), None)
+
+
 def gather(
     address: StatsAddress, fifo: str | None, ini: str | None, override: str | None
 ) -> DoctorFacts:
     doc, err = _doc(address)
     pid = doc.pid if doc else 0
     ini_path = Path(ini) if ini else (ini_from_proc(pid) if pid else None)
-    config: dict[str, str] = {}
-    ini_error = include = None
-    if ini_path is not None:
-        try:
-            config = load_config(ini_path)
-            include = last_include(ini_path.read_text())
-        except (IniError, OSError) as exc:
-            ini_error = str(exc)
+    config, include, ini_error = _ini_facts(ini_path)
     fifo = fifo or config.get("master-fifo")
-    fifo_error, fifo_read = None, None
-    if fifo:
-        try:
-            fifo_inode(Path(fifo))
-            fifo_read = master_reads(Path(fifo), pid) if pid else False
-        except FifoError as exc:
-            fifo_error = None if "/proc" in str(exc) and "cannot read" in str(exc) else str(exc)
-    backlog = (
-        next((s.max_queue for s in doc.sockets if not s.is_unix and s.max_queue), None)
-        if doc
-        else None
-    )
+    fifo_error, fifo_read = _fifo_facts(fifo, pid)
+    sockets = doc.sockets if doc else ()
     return DoctorFacts(
         address=str(address),
         stats_error=err,
@@ -207,5 +211,5 @@ def gather(
         include=include,
         override=override,
         somaxconn=somaxconn(),
-        backlog=backlog,
+        backlog=next((s.max_queue for s in sockets if not s.is_unix and s.max_queue), None),
     )

@@ -79,6 +79,20 @@ class TuneLoop:
             self._apply(d, frame, now)
         return d
 
+    def apply_now(self) -> Decision | None:
+        """The TUI's apply key (after its confirmation): decide afresh on the latest frame
+        and apply a change through the same guards, whatever the mode. None: no frame."""
+        frame = self.watch.frame
+        if frame is None:
+            return None
+        now = self._mono()
+        d = decide(self.watch.window.frames(), self.state, self.settings, now)
+        self.last = d
+        if d.is_change and not self.stopped:
+            self.log(f"apply (by hand): {d.line()}")
+            self._apply(d, frame, now)
+        return d
+
     def resume_apply(self) -> None:
         self.stopped = None
         self._audit({"event": "resume", "reason": "applying resumed by the user"})

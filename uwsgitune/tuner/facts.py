@@ -111,17 +111,22 @@ def memory_cap(frame: Frame, settings: TunerSettings) -> int | None:
     return max(min(caps), 0) if caps else None
 
 
+def _regime(frames: Sequence[Frame], live: int, start: float) -> list[Frame]:
+    """The unbroken run of rated frames at `live` workers since `start`, oldest first."""
+    regime: list[Frame] = []
+    for f in reversed([f for f in frames if rated(f)]):
+        if f.live != live or f.mono < start:
+            break
+        regime.append(f)
+    regime.reverse()
+    return regime
+
+
 def gather(
     frames: Sequence[Frame], settings: TunerSettings, now: float, regime_start: float
 ) -> Facts:
     latest = frames[-1]
-    good = [f for f in frames if rated(f)]
-    regime: list[Frame] = []
-    for f in reversed(good):  # the unbroken run at the current count
-        if f.live != latest.live or f.mono < regime_start:
-            break
-        regime.append(f)
-    regime.reverse()
+    regime = _regime(frames, latest.live, regime_start)
     sample = regime[-settings.measure_frames :]
     x = _mean([f.rps for f in sample]) if len(sample) >= settings.measure_frames else None
     w = _mean([f.mean_rt_ms for f in sample]) if x is not None else None

@@ -11,7 +11,8 @@ Theory of operation
 3. Bounds: never below the floor, above the ceiling, or above the memory cap when adding;
    never add while the instance's CPUs are saturated.
 4. Pacing: up after `cooldown_up`, down after `cooldown_down` (scale up fast, down slowly),
-   at most `max_changes_per_hour`. Floor, ceiling, memory moves and reverts of a bad step skip the cool-down.
+   at most `max_changes_per_hour`. Floor, ceiling and memory moves, and the revert of a
+   step that made things worse, skip the cool-down.
 5. The route: `+` through the FIFO up to the slots uWSGI has (`workers_max`), a reload
    beyond; `-` through the FIFO only when a worker is idle, since uWSGI's `-` stays pending
    on a saturated pool; a reload with a lower `cheaper-initial` otherwise.
@@ -148,7 +149,9 @@ def decide(
         return _wait("measuring", f"{prop.reason}; measuring {f.live} first", f.live, before, ev)
     why = _paced(prop, f, st, settings)
     if why:
-        return _wait("cooldown", f"wants {prop.desired} ({prop.code}) but {why}", f.live, before, ev)
+        return _wait(
+            "cooldown", f"wants {prop.desired} ({prop.code}) but {why}", f.live, before, ev
+        )
     return _change(prop, f, st, settings, ev)
 
 

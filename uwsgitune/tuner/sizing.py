@@ -13,7 +13,8 @@ before, and is judged after `measure_frames` settled polls at the new count. A g
 the noise keeps the direction; a loss reverts the step and remembers the count as a plateau
 (not probed again for `reprobe_after`, or until the saturation ends); a tie keeps the count
 and stops the climb. A step that was not worse is not undone by the opposite rule
-later (the plateaus), so the climb and the CPU rule never ping-pong. Noise is the larger of `min_noise` and 3 standard errors of X.
+later (the plateaus), so the climb and the CPU rule never ping-pong. Noise is the larger
+of `min_noise` and 3 standard errors of X.
 
 CPU: with the instance's CPUs saturated, adding workers only shares the same CPUs, so no
 rule may add; a saturated pool with more than `cpu_workers_per_cpu` workers per CPU probes
