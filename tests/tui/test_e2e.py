@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.tui.tmux import Tmux, master_pid
+from tests.tui.tmux import Tmux, master_pid, with_status
 from tests.uwsgi_harness import url
 from uwsgitune.launch import UwsgiProcess
 
@@ -42,7 +42,7 @@ def load() -> Iterator[Callable[[str, int, float], None]]:
     def start(target: str, clients: int, seconds: float) -> None:
         code = "from uwsgitune.loadgen import run_closed; "
         code += f"run_closed({target!r}, {clients}, {seconds})"
-        procs.append(subprocess.Popen([sys.executable, "-c", code]))
+        procs.append(subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL))
 
     yield start
     for p in procs:
@@ -57,7 +57,7 @@ def test_watch_shows_live_workers_and_q_exits(
     proc = uwsgi(processes=2)
     load(url(proc, "/io/20"), 2, 20)
     pids = [c.pid for c in psutil.Process(proc.pid).children()]
-    term = tmux(f"{BIN} watch {proc.stats}")
+    term = tmux(with_status(f"{BIN} watch {proc.stats}"))
     screen = term.wait_for(
         lambda s: (
             all(str(p) in s for p in pids) and re.search(r"traffic \d+\.\d req/s", s) is not None
@@ -83,7 +83,7 @@ def _assert_clean(pids: list[int], workdir: Path) -> None:
 
 
 def test_demo_q_stops_everything(tmux: Callable[..., Tmux]) -> None:
-    term = tmux(f"{BIN} demo --duration 30", width=80, height=24)
+    term = tmux(with_status(f"{BIN} demo --duration 30"), width=80, height=24)
     pids, workdir = _demo_tree(term)
     term.wait_for(lambda s: "demo phase" in s)
     term.keys("q")

@@ -54,8 +54,9 @@ class Tmux:
         return self._display("#{pane_dead}") == "1"
 
     def exit_status(self) -> int | None:
-        text = self._display("#{pane_dead_status}")
-        return int(text) if text.lstrip("-").isdigit() else None
+        """The status a `with_status` command echoed (tmux 3.3 leaves pane_dead_status empty)."""
+        found = re.findall(r"EXIT=(\d+)", self.screen())
+        return int(found[-1]) if found else None
 
     def wait_for(self, cond: Callable[[str], bool], timeout: float = 20.0) -> str:
         deadline = time.monotonic() + timeout
@@ -68,15 +69,22 @@ class Tmux:
         raise AssertionError(f"screen never matched in {timeout}s:\n{text}")
 
     def wait_dead(self, timeout: float = 20.0) -> int | None:
+        """Wait until the program ended: the pane died, or a `with_status` line printed."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.dead():
-                return self.exit_status()
+            status = self.exit_status()
+            if status is not None or self.dead():
+                return status
             time.sleep(0.2)
         raise AssertionError(f"the program did not exit in {timeout}s:\n{self.screen()}")
 
     def kill(self) -> None:
         subprocess.run([TMUX, "kill-session", "-t", self.name], capture_output=True)
+
+
+def with_status(command: str) -> str:
+    """A shell line that runs `command` and leaves its exit status on the screen."""
+    return f"{command}; echo EXIT=$?; sleep 60"
 
 
 def master_pid(screen: str) -> int:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.common import addresses, duration_seconds, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.recording import RecordingWriter
@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("addrs", nargs="+", metavar="ADDR")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.jsonl")
-    p.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS")
+    p.add_argument("--duration", type=duration_seconds, default=None, metavar="SECONDS")
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
     p.add_argument(
         "--keep-request-vars",

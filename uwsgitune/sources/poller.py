@@ -3,9 +3,11 @@ anything the peer does; a failed poll is a `Poll` with a one-line `error`."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 
+import psutil
 from pydantic import ValidationError
 
 from uwsgitune.core.address import StatsAddress
@@ -27,6 +29,31 @@ def describe_validation(err: ValidationError) -> str:
     return f"not a uWSGI stats document ({where}: {msg})"
 
 
+def _local_ips() -> set[str]:
+    ips = {"127.0.0.1", "::1", "localhost", "0.0.0.0", "::"}
+    try:
+        for addrs in psutil.net_if_addrs().values():
+            ips.update(a.address.split("%", 1)[0] for a in addrs)
+    except (OSError, psutil.Error):
+        pass
+    return ips
+
+
+def is_local_address(address: StatsAddress) -> bool:
+    """Unix sockets are local; a TCP/HTTP stats address is local when its host is ours."""
+    if address.kind in ("unix", "abstract"):
+        return True
+    host = address.host
+    if host.startswith("127.") or host in _local_ips():
+        return True
+    try:
+        resolved = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    local = _local_ips()
+    return all(str(info[4][0]) in local or str(info[4][0]).startswith("127.") for info in resolved)
+
+
 class Observer:
     """Polls one address. Holds no connection between polls."""
 
@@ -42,7 +69,12 @@ class Observer:
     ) -> None:
         self.address = address
         self.timeout = timeout
-        self.host = host if host is not None else HostSampler()
+        # The host around a remote instance is not ours to sample: its pids, cgroups and
+        # backlogs would be read from the wrong machine. Remote frames carry no host data.
+        local = is_local_address(address)
+        self.host: HostSampler | None = (
+            host if host is not None else (HostSampler() if local else None)
+        )
         self.max_bytes = max_bytes
         self._wall = wall
         self._mono = mono
@@ -68,7 +100,7 @@ class Observer:
             )
         parsed = self._mono()
         self.last_raw = raw
-        host = self.host.sample(doc)
+        host = self.host.sample(doc) if self.host is not None else None
         return Poll(
             source,
             t,
