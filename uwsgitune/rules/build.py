@@ -56,10 +56,22 @@ def worker_change(
     if cheaper_mode(ctx) and target <= f.workers_max and not (saturated and direction == "lower"):
         setting = "cheaper-initial" if direction == "raise" else "cheaper"
         return Recommendation(setting, direction, target, "fifo", effect, current=f.live)
-    setting = "processes"
     if cheaper_mode(ctx) and direction == "lower":
-        setting = "cheaper-initial"
-    return Recommendation(setting, direction, target, "reload", effect, current=f.live)
+        return Recommendation(
+            "cheaper-initial", direction, target, "reload", effect, current=f.live
+        )
+    if cheaper_mode(ctx):
+        # More than the slots: the ceiling itself moves, and the live count starts there.
+        return Recommendation(
+            "processes",
+            direction,
+            target,
+            "reload",
+            effect,
+            current=f.workers_max,
+            together=(("cheaper-initial", target),),
+        )
+    return Recommendation("processes", direction, target, "reload", effect, current=f.live)
 
 
 def memory_cap(f: Frame, headroom: float) -> int | None:

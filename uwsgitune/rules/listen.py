@@ -129,7 +129,7 @@ def listen_queue(ctx: Context) -> list[Finding]:
     if idle >= s.burst_idle_share:
         return [_bursts(ctx, known, base)]
     if cpu is not None and busy_share >= s.all_busy_share:
-        return [_capacity_short(ctx, known, base, cpu)]
+        return [_capacity_short(ctx, known, base, own)]
     reason = (
         f"The listen queue was saturated in {sat_share:.0%} of polls, but neither all workers "
         "were busy nor was the CPU known to be saturated, so the cause is unclear."
@@ -169,14 +169,15 @@ def _bursts(ctx: Context, frames: list[Frame], base: Evs) -> Finding:
     return finding("listen_queue.bursts", "warning", reason, frames, base, rec)
 
 
-def _capacity_short(ctx: Context, frames: list[Frame], base: Evs, cpu: float) -> Finding:
+def _capacity_short(ctx: Context, frames: list[Frame], base: Evs, own: float | None) -> Finding:
     f = ctx.latest
     target, bound = sized_target(ctx, frames)
     target = max(target, f.live + 1)
+    used = "an unknown share" if own is None else f"only {own:.0%}"
     reason = (
-        f"The listen queue is saturated with all {f.live} workers busy and the CPU only {cpu:.0%} "
-        f"used: the instance is short of workers, not of CPU ({target} by Little's law, bound: "
-        f"{bound})."
+        f"The listen queue is saturated with all {f.live} workers busy while they use {used} of "
+        f"the instance's CPUs: it is short of workers, not of CPU ({target} by Little's law, "
+        f"bound: {bound})."
     )
     effect = f"{target} workers serve the waiting connections at once; re-measure after the change"
     rec = worker_change(ctx, target, effect)
