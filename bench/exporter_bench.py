@@ -113,24 +113,20 @@ def _measure(p: psutil.Process, port: int, seconds: float, scrape_every: float) 
     time.sleep(5)  # imports and first polls done
     http_scrape(port)
     cpu0, t0 = sum(p.cpu_times()[:2]), time.monotonic()
-    rss = [p.memory_info().rss]
+    rss: dict[int, int] = {}  # minute -> last RSS seen in it
     next_scrape = t0
-    while time.monotonic() - t0 < seconds:
+    while (elapsed := time.monotonic() - t0) < seconds:
         if time.monotonic() >= next_scrape:
             http_scrape(port)
             next_scrape += scrape_every
+        rss[int(elapsed // 60)] = p.memory_info().rss
         time.sleep(min(1.0, max(0.0, next_scrape - time.monotonic())))
-        if int(time.monotonic() - t0) % 30 == 0:
-            rss.append(p.memory_info().rss)
-    elapsed = time.monotonic() - t0
     cpu = sum(p.cpu_times()[:2]) - cpu0
-    rss.append(p.memory_info().rss)
-    mib = [r / 2**20 for r in rss]
+    mib = [v / 2**20 for _, v in sorted(rss.items())]
     print(f"daemon, 4 instances x 4 workers at 1 s, scraped every {scrape_every:g} s, "
           f"{elapsed:.0f} s: CPU {cpu:.2f} s = {100 * cpu / elapsed:.2f}% of a core, "
           f"{p.num_threads()} threads")  # fmt: skip
-    print(f"RSS MiB: start {mib[0]:.1f}, end {mib[-1]:.1f}, min {min(mib):.1f}, "
-          f"max {max(mib):.1f}, growth {mib[-1] - mib[0]:+.2f} ({len(mib)} samples)")  # fmt: skip
+    print("RSS MiB at the end of each minute: " + ", ".join(f"{m:.1f}" for m in mib))
 
 
 def main() -> None:

@@ -25,6 +25,9 @@ from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
 from uwsgitune.sources.watcher import InstanceWatch
 
 T = TypeVar("T")
+# Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. A longer window
+# only costs memory (~5 KB a frame for 4 workers: 600 s x 4 instances is ~12 MiB).
+WINDOW_SECONDS = LOOKBACK_SECONDS + 30
 
 
 async def in_thread(fn: Callable[[], T], name: str = "uwsgitune-poll") -> T:
@@ -58,7 +61,9 @@ class InstanceRunner:
     def __init__(self, spec: InstanceConfig) -> None:
         self.spec = spec
         address = parse_address(spec.stats)
-        self.watch = InstanceWatch(address, interval=spec.interval, timeout=spec.timeout)
+        self.watch = InstanceWatch(
+            address, interval=spec.interval, timeout=spec.timeout, window_seconds=WINDOW_SECONDS
+        )
         self.findings = FindingsTracker(spec.name, address.kind)
         self.actions: dict[tuple[str, str], int] = {}  # filled by the tuner when it plugs in
         self.counts = PollCounts()

@@ -39,7 +39,7 @@ class TunerSettings(BaseModel):
     cpu_workers_per_cpu: float = _f(
         1.5, 0.5, 8, "Workers per CPU above which a CPU-bound pool shrinks."
     )
-    max_up_factor: float = _f(2.0, 1.1, 16, "A step up at most multiplies the live count by this.")
+    max_up_factor: float = _f(4.0, 1.1, 16, "A step up at most multiplies the live count by this.")
     max_down_share: float = _f(0.25, 0.05, 1, "A demand step down removes at most this share.")
     # hill climbing
     measure_frames: int = _i(4, 2, 600, "Polls at one count before judging it (and its noise).")
@@ -52,7 +52,7 @@ class TunerSettings(BaseModel):
     max_changes_per_hour: int = _i(60, 1, 3600, "Changes allowed in any hour.")
     stale_intervals: float = _f(2, 1, 100, "Stats older than this many intervals are stale.")
     settle_after_change: float = _f(2, 0, 600, "Seconds after a +/- before the metrics count.")
-    settle_after_reload: float = _f(5, 0, 600, "Seconds after a reload before the metrics count.")
+    settle_after_reload: float = _f(3, 0, 600, "Seconds after a reload before the metrics count.")
     verify_deadline: float = _f(6, 1, 600, "Seconds a +/- has to show in the stats.")
     reload_deadline: float = _f(20, 2, 600, "Seconds a reload has to come back with new values.")
 
