@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import sys
 import threading
@@ -60,6 +61,7 @@ class Run:
     live: list[tuple[float, int]] = field(default_factory=list)
     changes: int = 0
     converged_s: float | None = None
+    late_changes: int | None = None  # live-count moves in the second half of the run
 
 
 async def _load(u: Callable[[str], str], phases: list[Phase], seconds: float) -> LoadResult:
@@ -141,6 +143,8 @@ def run_setup(setup: str, phases: list[Phase], seconds: float, log: Path) -> Run
     run.p99_ms = (result.percentile(99) or 0) * 1000
     run.changes = sum(1 for r in audit.records() if r.get("event") == "change")
     run.converged_s = _converged(run.live)
+    late = [n for t, n in run.live if t > seconds / 2]
+    run.late_changes = sum(1 for a, b in itertools.pairwise(late) if a != b)
     override.unlink(missing_ok=True)
     return run
 
@@ -162,6 +166,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=45)
     ap.add_argument("--scenarios", default="cpu,io,mixed,bursty,drop")
     ap.add_argument("--grid", default="1,2,4,8")
+    ap.add_argument("--setups", help="only these setups, merged into the existing results")
     args = ap.parse_args()
     setups = [f"static-{n}" for n in args.grid.split(",")] + [
         "spare",
@@ -170,6 +175,8 @@ def main() -> None:
         "tuner-high",
         "tuner-low",
     ]
+    if args.setups:
+        setups = args.setups.split(",")
     raw_path = RESULTS / "tuner.json"
     raw: dict[str, Any] = json.loads(raw_path.read_text()) if raw_path.exists() else {}
     for name in args.scenarios.split(","):
@@ -182,6 +189,10 @@ def main() -> None:
                 flush=True,
             )
             runs.append(r.__dict__)
+        if args.setups and name in raw:  # replace just these rows, keep the order
+            by = {r["setup"]: r for r in raw[name]["runs"]}
+            by.update({r["setup"]: r for r in runs})
+            runs = list(by.values())
         raw[name] = {"seconds": args.seconds, "phases": SCENARIOS[name], "runs": runs}
         raw_path.write_text(json.dumps(raw, indent=1))
     sys.path.insert(0, str(ROOT / "bench"))

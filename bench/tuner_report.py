@@ -41,8 +41,8 @@ def table(raw: dict[str, Any]) -> list[str]:
         out += [
             f"### {name} ({sc['seconds']:g} s; phases {sc['phases']})",
             "",
-            "| setup | rps | p99 ms | failed | mean live | final live | changes | converged s "
-            "| vs grid best |",
+            "| setup | rps | p99 ms | failed | mean live | final live | changes (2nd half) "
+            "| converged s | vs grid best |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in runs:
@@ -52,7 +52,8 @@ def table(raw: dict[str, Any]) -> list[str]:
                 rel = "**grid best**"
             out.append(
                 f"| {r['setup']} | {r['rps']:.1f} | {r['p99_ms']:.0f} | {r['failed']} | "
-                f"{sum(live) / len(live):.1f} | {live[-1]} | {r['changes']} | "
+                f"{sum(live) / len(live):.1f} | {live[-1]} | "
+                f"{r['changes']} ({r.get('late_changes', '?')}) | "
                 f"{r['converged_s'] if r['converged_s'] is not None else '-'} | {rel} |"
             )
         for r in runs:
@@ -112,7 +113,20 @@ def write_report(raw: dict[str, Any], out: Path) -> None:
         "![live workers](tuner.svg)",
         "",
     ]
-    (out / "tuner.md").write_text("\n".join(head + table(raw)) + "\n")
+    body = head + table(raw)
+    v1 = out / "tuner-v1.json"
+    if v1.exists():
+        body += [
+            "## First run (policy v1), for the record",
+            "",
+            "The tuner rows above were re-run after this first full run, with two changes: a",
+            "step up may multiply the live count by 4 (was 2), and the settle time after a",
+            "reload is 3 s (was 5 s). The static and cheaper-algorithm rows are from the first",
+            "run. The first run in full:",
+            "",
+            *table(json.loads(v1.read_text())),
+        ]
+    (out / "tuner.md").write_text("\n".join(body) + "\n")
     (out / "tuner.svg").write_text(svg(raw))
 
 

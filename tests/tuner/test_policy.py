@@ -29,7 +29,8 @@ def test_no_worker_added_while_cpu_saturated() -> None:
     for _, frame, d in run(plant, S, 120):
         if d.action == "up":
             assert (frame.cpu_saturation or 0) < S.cpu_saturated
-    assert plant.live == 4  # one step from 1 while CPU had room, none after
+    assert plant.live == 3  # up while the CPU had room, then trimmed to 1.5 per CPU
+    plant = Plant(live=2, workers_max=16, cpu_ms=10, clients=16)
     frames = [plant.frame(float(t)) for t in range(5)]
     d = decide(frames, TunerState(), S, now=4.0)
     assert d.action == "hold" and d.code == "cpu-saturated"
@@ -127,5 +128,5 @@ def test_a_probe_that_hurts_is_reverted() -> None:
     plant = Plant(live=3, workers_max=16, cpu_ms=5, io_ms=20, clients=16, noise=0.05)
     steps = changes(plant, 200)
     revert = next(d for _, d in steps if d.code == "revert")
-    assert (revert.live, revert.desired) == (16, 12)  # +2% rps but +30% latency: worse
+    assert revert.desired == 12 and revert.live < 12  # fewer workers lost throughput
     assert plant.live == 12

@@ -60,6 +60,7 @@ class App(_Model):
     startup_time: float = 0
     requests: int = 0
     exceptions: int = 0
+    chdir: str = ""
 
 
 class Worker(_Model):

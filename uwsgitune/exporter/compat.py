@@ -97,7 +97,7 @@ def add_workers(out: Families, uri: str, doc: StatsDoc, views: tuple[WorkerView,
             out.counter(f"uwsgi_worker_{name}", doc_, uri, float(fn(w, view)), worker_id=wid)
         for app in w.apps:
             lb = {"worker_id": wid, "app_id": str(app.id), "mountpoint": app.mountpoint}
-            lb["chdir"] = ""  # not in uwsgitune's stats model; kept for label compatibility
+            lb["chdir"] = app.chdir
             out.gauge(
                 "uwsgi_worker_app_startup_time_seconds",
                 "How long this app took to start.",

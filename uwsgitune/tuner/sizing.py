@@ -69,10 +69,11 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
             st = replace(st, plateau_down=p.from_live, learned_at=f.now)
         why = f"step {what} made it worse; back to {p.from_live}"
         return st, Proposal(p.from_live, "revert", why, urgent=True)
-    # Not worse: do not undo the step later. A climb that was not worse sets the floor of
-    # later down-probes; a descent that was not worse caps later climbs; a tie ends a climb.
+    # Not worse: do not undo the step later. A climb that was not worse puts the floor of
+    # later down-probes above where it came from; a descent that was not worse caps later
+    # climbs; a tie ends a climb.
     if p.up:
-        st = replace(st, plateau_down=p.to_live, learned_at=f.now)
+        st = replace(st, plateau_down=p.from_live + 1, learned_at=f.now)
         if not better:
             st = replace(st, plateau_up=p.to_live)
     else:
