@@ -119,10 +119,11 @@ def write_report(raw: dict[str, Any], out: Path) -> None:
         body += [
             "## First run (policy v1), for the record",
             "",
-            "The tuner rows above were re-run after this first full run, with two changes: a",
-            "step up may multiply the live count by 4 (was 2), and the settle time after a",
-            "reload is 3 s (was 5 s). The static and cheaper-algorithm rows are from the first",
-            "run. The first run in full:",
+            "The tables above are a second full run, after three policy changes made from",
+            "what this first run showed: a step up may multiply the live count by 4 (was 2),",
+            "the settle time after a reload is 3 s (was 5 s), and a probe is judged only while",
+            "the instance is still saturated (v1 blamed a load drop on its last step and",
+            "reverted it: see drop/tuner-low). The machine was busier during this run.",
             "",
             *table(json.loads(v1.read_text())),
         ]

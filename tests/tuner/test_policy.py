@@ -130,3 +130,13 @@ def test_a_probe_that_hurts_is_reverted() -> None:
     revert = next(d for _, d in steps if d.code == "revert")
     assert revert.desired == 12 and revert.live < 12  # fewer workers lost throughput
     assert plant.live == 12
+
+
+def test_a_load_drop_during_a_probe_is_not_blamed_on_the_step() -> None:
+    def shape(p: Plant, t: int) -> None:
+        p.clients = 12 if t < 6 else 0
+
+    plant = Plant(live=1, workers_max=16, cpu_ms=1, io_ms=50, clients=12)
+    decisions = [d for _, _, d in run(plant, S, 40, shape)]
+    assert decisions[3].action == "up"
+    assert all(d.code != "revert" for d in decisions)

@@ -113,6 +113,8 @@ def _include(f: DoctorFacts) -> Check:
 
 
 def _listen(f: DoctorFacts) -> Check:
+    if not f.config:
+        return Check("listen", None, f"ini unknown (somaxconn {f.somaxconn}); pass --ini")
     text = f.config.get("listen", str(DEFAULT_LISTEN))
     listen = int(text) if text.isdigit() else None
     if f.somaxconn is None or listen is None:

@@ -46,6 +46,15 @@ class ReloadOutcome:
     frame: Frame | None = None
 
 
+def under_emperor(pid: int, proc: Path = Path("/proc")) -> bool:
+    """A vassal: the Emperor hands its fd down in the environment, and reloads on file
+    change itself (editing *and* sending `r` would reload twice)."""
+    try:
+        return b"UWSGI_EMPEROR_FD=" in (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+
+
 def check_include(user_ini: Path, override: Path) -> None:
     """The user's ini must end with `ini = <override>`, or writing it changes nothing."""
     target = last_include(user_ini.read_text())
@@ -100,8 +109,9 @@ class Reloader:
         self.fifo.check(before.master_pid)  # before writing: the `r` must be deliverable
         write_atomic(self.path, ov.render())
         start = self._mono()
+        vassal = before.emperor or under_emperor(before.master_pid)
         try:
-            if not before.emperor:
+            if not vassal:
                 self.fifo.send("r", before.master_pid)
         except FifoError as exc:
             restore(self.path)
@@ -137,7 +147,7 @@ class Reloader:
         what = f"not back with processes={ov.processes}, {ov.cheaper_initial} live"
         what += f" within {deadline:g}s"
         try:
-            if restored and not before.emperor:
+            if restored and not (before.emperor or under_emperor(before.master_pid)):
                 self.fifo.send("r", before.master_pid)
                 what += "; previous override restored and reloaded"
         except FifoError as exc:

@@ -10,7 +10,8 @@ ratio stays `down_margin` below the target, so a load on the boundary never osci
 Saturated (a queue, or every worker busy): the queue hides the demand, so the tuner
 climbs. Each step is a *probe*: it records the throughput X and true mean response time W
 before, and is judged after `measure_frames` settled polls at the new count. A gain beyond
-the noise keeps the direction; a loss reverts the step and remembers the count as a plateau
+the noise keeps the direction (judged only while still saturated: otherwise the load,
+not the step, moved the throughput); a loss reverts the step and remembers the count as a plateau
 (not probed again for `reprobe_after`, or until the saturation ends); a tie keeps the count
 and stops the climb. A step that was not worse is not undone by the opposite rule
 later (the plateaus), so the climb and the CPU rule never ping-pong. Noise is the larger
@@ -54,6 +55,10 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
         return st, None
     if p.to_live != f.live:
         return replace(st, probe=None), None  # the count moved otherwise: nothing to judge
+    if not f.saturated:
+        # Capacity now exceeds demand: the step absorbed the queue, or the load fell. A
+        # throughput change then says nothing about the step; Little's law sizes from here.
+        return replace(st, probe=None), None
     noise = max(p.noise, f.noise)
     dx = (f.x - p.x_before) / p.x_before if p.x_before > 0 else 0.0
     dw = (f.w - p.w_before) / p.w_before if f.w and p.w_before else 0.0
