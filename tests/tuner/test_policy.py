@@ -95,6 +95,7 @@ def test_no_oscillation_in_steady_state() -> None:
         Plant(live=2, workers_max=16, cpu_ms=1, io_ms=50, clients=None, rate=100, noise=0.05),
         Plant(live=3, workers_max=16, cpu_ms=5, io_ms=20, clients=16, noise=0.05),
         Plant(live=1, workers_max=16, cpu_ms=10, clients=16, noise=0.05),
+        Plant(live=8, workers_max=8, cpu_ms=10, clients=6, noise=0.05),  # L inflated by CPU
     ):
         steps = changes(plant, 600)
         late = [t for t, _ in steps if t > 150]
@@ -140,3 +141,11 @@ def test_a_load_drop_during_a_probe_is_not_blamed_on_the_step() -> None:
     decisions = [d for _, _, d in run(plant, S, 40, shape)]
     assert decisions[3].action == "up"
     assert all(d.code != "revert" for d in decisions)
+
+
+def test_cpu_contention_is_not_read_as_demand() -> None:
+    # 6 clients on 8 workers and 2 CPUs: nothing queues, but L counts requests waiting for
+    # a CPU; Little's law alone would keep 8 (it asks for 9).
+    plant = Plant(live=8, workers_max=8, cpu_ms=10, clients=6)
+    steps = changes(plant, 120, TunerSettings(max_workers=8))
+    assert steps[0][1].code == "cpu-oversubscribed" and plant.live == 3

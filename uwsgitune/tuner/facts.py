@@ -34,6 +34,7 @@ class Facts:
     queue: float | None  # mean queued connections, last polls (None: unknown)
     busy_ratio: float | None
     cpu_sat: float | None
+    cpu_used: float | None  # cores the instance itself used, mean of the last polls
     cpus: float | None
     mem_cap: int | None  # most live workers the memory budget allows
 
@@ -152,6 +153,7 @@ def gather(
         queue=_mean([_queue(f) for f in recent]),
         busy_ratio=_mean([f.busy_ratio for f in recent]),
         cpu_sat=_mean([cpu_saturation(f) for f in recent]),
+        cpu_used=_mean([f.instance_cpu_cores for f in recent]),
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
         queue_min=settings.queue_min,

@@ -18,8 +18,8 @@ later (the plateaus), so the climb and the CPU rule never ping-pong. Noise is th
 of `min_noise` and 3 standard errors of X.
 
 CPU: with the instance's CPUs saturated, adding workers only shares the same CPUs, so no
-rule may add; a saturated pool with more than `cpu_workers_per_cpu` workers per CPU probes
-downwards instead (halving towards that count).
+rule may add; a pool that itself keeps the CPUs busy with more than `cpu_workers_per_cpu`
+workers per CPU probes downwards instead (halving towards that count), saturated or not.
 
 The first matching rule wins (`RULES`); bounds (floor, ceiling, memory) apply afterwards.
 """
@@ -110,7 +110,10 @@ def memory_over(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
 
 
 def cpu_oversubscribed(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
-    if not (f.saturated and cpu_hot(f, s) and f.cpus):
+    # The instance itself must be using the CPUs: a host kept busy by others does not make
+    # an IO-bound pool oversubscribed. Saturated or not: under CPU contention Little's L
+    # counts requests waiting for a CPU, so L would ask for ever more workers.
+    if not (cpu_hot(f, s) and f.cpus and (f.cpu_used or 0) >= 0.5 * f.cpus):
         return None
     target = max(math.ceil(f.cpus * s.cpu_workers_per_cpu), s.min_workers, st.plateau_down or 0)
     if f.live <= target:
