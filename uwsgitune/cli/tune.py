@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.doctor import ini_from_proc
-from uwsgitune.actuate.fifo import FifoError, MasterFifo, fifo_inode
-from uwsgitune.actuate.loop import MODES, OverrideTarget, TuneLoop
+from uwsgitune.actuate.build import build_loop
+from uwsgitune.actuate.fifo import FifoError, fifo_inode
+from uwsgitune.actuate.loop import MODES, TuneLoop
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.sources.watcher import InstanceWatch
@@ -83,19 +83,26 @@ def run(args: argparse.Namespace) -> int:
     first = watch.step()
     if first.kind == "error":
         raise UserError(f"{first.error}", 1)
-    fifo = MasterFifo(args.fifo)
-    try:
-        fifo.check(first.master_pid)
-    except FifoError as exc:
-        if args.mode == "apply":
-            raise UserError(str(exc), 2) from None
-        _log(f"warning: {exc}")
-    override = None
-    if args.override:
-        ini = Path(args.ini) if args.ini else ini_from_proc(first.master_pid)
-        override = OverrideTarget(Path(args.override), ini)
     audit = AuditLog(args.audit or _state_dir() / "audit.jsonl")
-    loop = TuneLoop(watch, fifo, override, settings, args.mode, audit, log=_log)
+    built = build_loop(
+        watch,
+        first,
+        fifo=Path(args.fifo),
+        override=Path(args.override) if args.override else None,
+        ini=Path(args.ini) if args.ini else None,
+        settings=settings,
+        mode=args.mode,
+        audit=audit,
+        log=_log,
+        role="uwsgitune tune",
+    )
+    if built.lock_problem is not None:
+        raise UserError(f"{built.lock_problem}; not applying", 2)
+    if built.fifo_problem is not None:
+        if args.mode == "apply":
+            raise UserError(built.fifo_problem, 2)
+        _log(f"warning: {built.fifo_problem}")
+    loop = built.loop
     if args.resume_apply:
         loop.resume_apply()
     return _run_loop(watch, loop, args.duration)

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from uwsgitune.core.address import parse_address
@@ -21,6 +22,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.findings import LOOKBACK_SECONDS, FindingsTracker
 from uwsgitune.daemon.logs import event
+from uwsgitune.daemon.tuning import InstanceTuner
 from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
 from uwsgitune.sources.watcher import InstanceWatch
 
@@ -58,19 +60,18 @@ def same_watch(a: InstanceConfig, b: InstanceConfig) -> bool:
 
 
 class InstanceRunner:
-    def __init__(self, spec: InstanceConfig) -> None:
+    def __init__(self, spec: InstanceConfig, state_dir: Path = Path("/var/lib/uwsgitune")) -> None:
         self.spec = spec
         address = parse_address(spec.stats)
         self.watch = InstanceWatch(
             address, interval=spec.interval, timeout=spec.timeout, window_seconds=WINDOW_SECONDS
         )
         self.findings = FindingsTracker(spec.name, address.kind)
-        self.actions: dict[tuple[str, str], int] = {}  # filled by the tuner when it plugs in
+        self.actions: dict[tuple[str, str], int] = {}  # counted from the tuner's audit records
         self.counts = PollCounts()
         self.snapshot = Snapshot(stats_uri=address.uri, name=spec.name, mode=spec.mode)
-        if spec.mode == "apply":
-            reason = "this build has no tuner loop in the daemon: it recommends only"
-            event("apply_not_wired", logging.WARNING, instance=spec.name, reason=reason)
+        self.state_dir = state_dir
+        self.tuner = InstanceTuner(spec, self.watch, state_dir)
         self.task: asyncio.Task[None] | None = None
         self._last: Frame | None = None
 
@@ -85,7 +86,11 @@ class InstanceRunner:
         self.task = asyncio.create_task(self.run(), name=f"instance:{self.spec.name}")
 
     def respec(self, spec: InstanceConfig) -> None:
-        """New mode/bounds/FIFO for the same poll: keep tracker, window and findings."""
+        """New mode/bounds/FIFO for the same poll: keep tracker, window and findings; a new
+        tuner (built on the next good frame) when its settings changed."""
+        if spec != self.spec:
+            self.tuner.close()
+            self.tuner = InstanceTuner(spec, self.watch, self.state_dir)
         self.spec = spec
         self.snapshot = self._publish()
 
@@ -96,12 +101,13 @@ class InstanceRunner:
             await asyncio.sleep(max(0.0, self.watch.next_due - time.monotonic()))
 
     def _step(self) -> tuple[Frame, float]:
-        """In the poll thread: poll, then run the rules on the recent frames."""
+        """In the poll thread: poll, run the rules on the recent frames, then the tuner."""
         start = time.perf_counter()
         frame = self.watch.step()
         seconds = time.perf_counter() - start
         if frame.ok:
             self.findings.update(self.watch.window.last(LOOKBACK_SECONDS))
+            self.tuner.step(frame)
         return frame, seconds
 
     def _after(self, frame: Frame, seconds: float) -> None:
@@ -111,6 +117,9 @@ class InstanceRunner:
         )
         self._log_change(self._last, frame)
         self._last = frame
+        while self.tuner.actions:
+            kind, result, record = self.tuner.actions.pop(0)
+            self.record_action(kind, result, detail=record.get("detail"))
         self.snapshot = self._publish()
 
     def _publish(self) -> Snapshot:
@@ -150,3 +159,4 @@ class InstanceRunner:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
             self.task = None
+        self.tuner.close()

@@ -147,7 +147,7 @@ class Daemon:
                     event("instance_changed", instance=spec.name, mode=spec.mode)
                 runner.respec(spec)
             else:
-                runner = InstanceRunner(spec)
+                runner = InstanceRunner(spec, new.daemon.state_dir)
                 runner.start()
                 if not first:
                     event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
