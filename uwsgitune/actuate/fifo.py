@@ -47,9 +47,12 @@ def fifo_inode(path: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def master_reads(path: Path, master_pid: int, proc: Path = Path("/proc")) -> bool:
-    """True when the master holds the FIFO open. Raises FifoError when /proc is unreadable."""
-    want = fifo_inode(path)
+def master_reads(
+    path: Path, master_pid: int, proc: Path = Path("/proc"), want: tuple[int, int] | None = None
+) -> bool:
+    """True when the master holds the FIFO (or the inode `want`) open. Raises FifoError when
+    /proc is unreadable."""
+    want = want or fifo_inode(path)
     fd_dir = proc / str(master_pid) / "fd"
     try:
         fds = os.listdir(fd_dir)
@@ -82,17 +85,35 @@ class MasterFifo:
                 f"{self.path} is not open in master {master_pid}: another instance's FIFO? "
                 "give the `master-fifo` of this instance"
             )
+        try:
+            owner, master_uid = (
+                os.lstat(self.path).st_uid,
+                (self.proc / str(master_pid)).stat().st_uid,
+            )
+        except OSError as exc:
+            raise FifoError(f"{self.path}: {exc.strerror}; not writing") from None
+        if owner != master_uid:
+            raise FifoError(
+                f"{self.path} is owned by uid {owner}, the master runs as uid {master_uid}: "
+                "refused (uWSGI creates its own FIFO; someone else's could be a trap)"
+            )
 
     def send(self, command: str, master_pid: int) -> None:
         """One write of `command` after the checks. Never blocks."""
         self.check(master_pid)
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:
             if exc.errno == errno.ENXIO:
                 raise FifoError(f"{self.path}: no master reads it (is uWSGI running?)") from None
             raise FifoError(f"{self.path}: {exc.strerror}") from None
         try:
+            st = os.fstat(fd)  # the path may have been swapped since the checks
+            opened = (st.st_dev, st.st_ino)
+            if not stat.S_ISFIFO(st.st_mode) or not master_reads(
+                self.path, master_pid, self.proc, opened
+            ):
+                raise FifoError(f"{self.path}: replaced while checking it; not writing")
             os.write(fd, command.encode())
         except OSError as exc:
             raise FifoError(f"{self.path}: write failed ({exc.strerror})") from None

@@ -145,9 +145,18 @@ def _fsync_dir(directory: Path) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` atomically; the old content (if any) goes to `<path>.prev`."""
     prev = path.with_name(path.name + ".prev")
+    clean_temps(path)
     if path.exists():
         _replace_with(prev, path.read_bytes())
     _replace_with(path, text.encode())
+
+
+def clean_temps(path: Path) -> None:
+    """Remove temporaries a killed writer left behind (`.<name>.XXXX`; never read by uWSGI)."""
+    for name in (path.name, path.name + ".prev"):
+        for tmp in path.parent.glob(f".{name}.*"):
+            if len(tmp.name) == len(name) + 10:  # mkstemp's 8 random characters
+                tmp.unlink(missing_ok=True)
 
 
 def _replace_with(path: Path, data: bytes) -> None:
