@@ -1,4 +1,4 @@
-"""The FIFO guards: missing, symlink, regular file, no reader, and a working write."""
+"""Sweep writes through the tuner's guarded FIFO writer: refusals, and a working write."""
 
 from __future__ import annotations
 
@@ -7,45 +7,45 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.sweep.fifo import FifoError, MasterFifo, check_fifo, opened_by
+from uwsgitune.sweep.fifo import FifoError, MasterFifo
 
 
 def test_missing_regular_and_symlink_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(FifoError, match="does not exist; add `master-fifo"):
-        check_fifo(str(tmp_path / "nope"))
+    with pytest.raises(FifoError, match="no such file; add `master-fifo"):
+        MasterFifo(tmp_path / "nope", os.getpid()).check()
     regular = tmp_path / "file"
     regular.write_text("")
     with pytest.raises(FifoError, match="not a FIFO"):
-        check_fifo(str(regular))
+        MasterFifo(regular, os.getpid()).write("+")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     link = tmp_path / "link"
     link.symlink_to(fifo)
     with pytest.raises(FifoError, match="symlink"):
-        check_fifo(str(link))
-    check_fifo(str(fifo))
+        MasterFifo(link, os.getpid()).write("+")
 
 
-def test_no_reader_is_enxio(tmp_path: Path) -> None:
+def test_a_fifo_nobody_holds_is_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(FifoError, match="no uWSGI master reads"):
-        MasterFifo(str(fifo)).write("+")
+    w = MasterFifo(fifo, os.getpid())
+    with pytest.raises(FifoError, match="not open in master"):
+        w.write("+")
+    assert w.sent == []
 
 
-def test_write_reaches_a_reader_and_ownership_is_checked(tmp_path: Path) -> None:
+def test_write_reaches_its_master_and_no_other(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        assert opened_by(os.getpid(), str(fifo)) is True
-        w = MasterFifo(str(fifo), master_pid=os.getpid())
+        w = MasterFifo(fifo, master_pid=os.getpid())
         w.check()
         w.write("++")
         assert os.read(reader, 10) == b"++" and w.sent == ["++"]
-        other = MasterFifo(str(fifo), master_pid=os.getppid())
-        if opened_by(os.getppid(), str(fifo)) is False:
-            with pytest.raises(FifoError, match="not the master FIFO"):
-                other.check()
+        other = MasterFifo(fifo, master_pid=os.getppid())
+        with pytest.raises(FifoError, match="not open in master"):
+            other.write("+")
+        assert other.sent == []
     finally:
         os.close(reader)

@@ -15,12 +15,22 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 
 class FifoError(Exception):
     """A write that was refused or failed; the message names the path and the fix."""
+
+
+class FifoNotHeld(FifoError):
+    """No master holds the FIFO open right now. Also seen for ~10 ms after each write: the
+    master closes and reopens its end when a writer closes, so a quick second write retries."""
+
+
+REOPEN_TRIES = 3
+REOPEN_WAIT = 0.05
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ class MasterFifo:
         if master_pid <= 0:
             raise FifoError("the master pid is unknown (no stats yet); not writing to the FIFO")
         if not master_reads(self.path, master_pid, self.proc):
-            raise FifoError(
+            raise FifoNotHeld(
                 f"{self.path} is not open in master {master_pid}: another instance's FIFO? "
                 "give the `master-fifo` of this instance"
             )
@@ -99,13 +109,22 @@ class MasterFifo:
             )
 
     def send(self, command: str, master_pid: int) -> None:
-        """One write of `command` after the checks. Never blocks."""
+        """One write of `command` after the checks. Never blocks; retries the reopen window."""
+        for attempt in range(REOPEN_TRIES):
+            try:
+                return self._send_once(command, master_pid)
+            except FifoNotHeld:
+                if attempt == REOPEN_TRIES - 1:
+                    raise
+                time.sleep(REOPEN_WAIT)
+
+    def _send_once(self, command: str, master_pid: int) -> None:
         self.check(master_pid)
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError as exc:
             if exc.errno == errno.ENXIO:
-                raise FifoError(f"{self.path}: no master reads it (is uWSGI running?)") from None
+                raise FifoNotHeld(f"{self.path}: no master reads it (is uWSGI running?)") from None
             raise FifoError(f"{self.path}: {exc.strerror}") from None
         try:
             st = os.fstat(fd)  # the path may have been swapped since the checks
