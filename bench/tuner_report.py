@@ -16,6 +16,35 @@ COLORS = {
 }
 
 
+HISTORY = (
+    (
+        "tuner-v2.json",
+        [
+            "## Earlier runs, for the record",
+            "",
+            "### Run 2: the same static and algorithm rows, tuner rows before the last fix",
+            "",
+            "In this run tuner-high stayed at 8 workers in the CPU scenario: with 6 clients on",
+            "8 workers nothing queued, and Little's L (inflated by requests waiting for a CPU)",
+            "asked for 9. The CPU-oversubscription rule now applies saturated or not, when the",
+            "instance itself keeps the CPUs busy. The tuner rows at the top are from a re-run",
+            "of only the two tuner setups with that fix, right after this run.",
+        ],
+    ),
+    (
+        "tuner-v1.json",
+        [
+            "### Run 1: first policy, busier machine",
+            "",
+            "Changed after it: a step up may multiply the live count by 4 (was 2), the settle",
+            "time after a reload is 3 s (was 5 s), and a probe is judged only while the instance",
+            "is still saturated (v1 blamed a load drop on its last step and reverted it: see",
+            "drop/tuner-low).",
+        ],
+    ),
+)
+
+
 def _verdict(t: dict[str, Any], best: dict[str, Any], algos: list[dict[str, Any]]) -> str:
     thr = t["rps"] >= 0.95 * best["rps"]
     lat = t["p99_ms"] <= 1.2 * best["p99_ms"]
@@ -114,19 +143,10 @@ def write_report(raw: dict[str, Any], out: Path) -> None:
         "",
     ]
     body = head + table(raw)
-    v1 = out / "tuner-v1.json"
-    if v1.exists():
-        body += [
-            "## First run (policy v1), for the record",
-            "",
-            "The tables above are a second full run, after three policy changes made from",
-            "what this first run showed: a step up may multiply the live count by 4 (was 2),",
-            "the settle time after a reload is 3 s (was 5 s), and a probe is judged only while",
-            "the instance is still saturated (v1 blamed a load drop on its last step and",
-            "reverted it: see drop/tuner-low). The machine was busier during this run.",
-            "",
-            *table(json.loads(v1.read_text())),
-        ]
+    for name, text in HISTORY:
+        path = out / name
+        if path.exists():
+            body += [*text, "", *table(json.loads(path.read_text()))]
     (out / "tuner.md").write_text("\n".join(body) + "\n")
     (out / "tuner.svg").write_text(svg(raw))
 
