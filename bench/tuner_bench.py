@@ -5,7 +5,11 @@ each setup: static grid (the reference), spare/backlog/busyness with the same bo
 uwsgitune in apply mode started from too many and too few workers. Writes
 bench/results/tuner.md (table), tuner.json (raw) and tuner.svg (live workers over time).
 
-    .venv/bin/python bench/tuner_bench.py [--seconds 45] [--scenarios cpu,io] [--grid 1,2,4,8]
+    .venv/bin/python bench/tuner_bench.py [--seconds 60] [--warmup 15] [--scenarios cpu,io]
+        [--grid 1,2,3,4,8] [--setups tuner-low,tuner-high]
+
+Each run is measured twice: over the whole run (the ramp included) and in steady state,
+over the requests that finished after `--warmup` seconds (the same window for every setup).
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class Run:
     changes: int = 0
     converged_s: float | None = None
     late_changes: int | None = None  # live-count moves in the second half of the run
+    steady_rps: float = 0.0  # requests finished after the warm-up, per second
+    steady_p99_ms: float = 0.0
+    warmup_s: float = 0.0
 
 
 async def _load(u: Callable[[str], str], phases: list[Phase], seconds: float) -> LoadResult:
@@ -72,6 +79,7 @@ async def _load(u: Callable[[str], str], phases: list[Phase], seconds: float) ->
         total.ok += r.ok
         total.errors += r.errors
         total.latencies += r.latencies
+        total.finished += r.finished
     total.ended = time.monotonic()
     return total
 
@@ -109,8 +117,21 @@ def _observe(
         stop.wait(max(0.0, watch.next_due - time.monotonic()))
 
 
-def run_setup(setup: str, phases: list[Phase], seconds: float, log: Path) -> Run:
-    run = Run(setup)
+def _steady(result: LoadResult, warmup: float) -> tuple[float, float]:
+    """(requests/s, p99 ms) over the requests that finished after `warmup` seconds."""
+    edge = result.started + warmup
+    lat = sorted(x for x, end in zip(result.latencies, result.finished, strict=True) if end >= edge)
+    span = result.ended - edge
+    if not lat or span <= 0:
+        return 0.0, 0.0
+    p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
+    return len(lat) / span, p99 * 1000
+
+
+def run_setup(
+    setup: str, phases: list[Phase], seconds: float, log: Path, warmup: float = 15.0
+) -> Run:
+    run = Run(setup, warmup_s=warmup)
     override = Path(f"/tmp/uwt-bench-{setup}.ini")
     override.write_text("[uwsgi]\n")
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
@@ -141,6 +162,7 @@ def run_setup(setup: str, phases: list[Phase], seconds: float, log: Path) -> Run
         th.join()
     run.rps, run.ok, run.failed = result.throughput, result.ok, result.errors
     run.p99_ms = (result.percentile(99) or 0) * 1000
+    run.steady_rps, run.steady_p99_ms = _steady(result, warmup)
     run.changes = sum(1 for r in audit.records() if r.get("event") == "change")
     run.converged_s = _converged(run.live)
     late = [n for t, n in run.live if t > seconds / 2]
@@ -163,9 +185,10 @@ def _converged(live: list[tuple[float, int]]) -> float | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=45)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--warmup", type=float, default=15)
     ap.add_argument("--scenarios", default="cpu,io,mixed,bursty,drop")
-    ap.add_argument("--grid", default="1,2,4,8")
+    ap.add_argument("--grid", default="1,2,3,4,8")
     ap.add_argument("--setups", help="only these setups, merged into the existing results")
     args = ap.parse_args()
     setups = [f"static-{n}" for n in args.grid.split(",")] + [
@@ -182,9 +205,12 @@ def main() -> None:
     for name in args.scenarios.split(","):
         runs = []
         for setup in setups:
-            r = run_setup(setup, SCENARIOS[name], args.seconds, RESULTS / "tuner-log.txt")
+            r = run_setup(
+                setup, SCENARIOS[name], args.seconds, RESULTS / "tuner-log.txt", args.warmup
+            )
             print(
-                f"{name:7} {setup:11} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms failed {r.failed} "
+                f"{name:7} {setup:11} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
+                f"steady {r.steady_rps:7.1f} {r.steady_p99_ms:7.1f}ms failed {r.failed} "
                 f"changes {r.changes} live {r.live[-1][1] if r.live else '?'}",
                 flush=True,
             )
@@ -193,7 +219,12 @@ def main() -> None:
             by = {r["setup"]: r for r in raw[name]["runs"]}
             by.update({r["setup"]: r for r in runs})
             runs = list(by.values())
-        raw[name] = {"seconds": args.seconds, "phases": SCENARIOS[name], "runs": runs}
+        raw[name] = {
+            "seconds": args.seconds,
+            "warmup": args.warmup,
+            "phases": SCENARIOS[name],
+            "runs": runs,
+        }
         raw_path.write_text(json.dumps(raw, indent=1))
     sys.path.insert(0, str(ROOT / "bench"))
     from tuner_report import write_report

@@ -18,16 +18,24 @@ COLORS = {
 
 HISTORY = (
     (
-        "tuner-v2.json",
+        "tuner-v3.json",
         [
             "## Earlier runs, for the record",
             "",
-            "### Run 2: all setups, tuner rows before the last fix",
+            "### Run 4: the previous release's tables (45 s runs, whole run only)",
             "",
-            "The tables at the top: `cpu` is a full re-run of every setup with the final policy",
-            "(run 4). For io, mixed, bursty and drop the static and algorithm rows are from this",
-            "run 2 and the tuner rows from a re-run of the two tuner setups with the final policy",
-            "right after it (run 3; the machine was busier during run 3, which cost the tuner).",
+            "Before the fast first step: from 1 worker the tuner measured 4 polls before each",
+            "step and multiplied the count by at most 4, so tuner-low took about 10 s to reach 8",
+            "and missed the throughput and p99 targets over 45 s. `cpu` is a full re-run of every",
+            "setup; for io, mixed, bursty and drop the static and algorithm rows are from run 2",
+            "and the tuner rows from run 3. The machine was busy with other test suites.",
+        ],
+    ),
+    (
+        "tuner-v2.json",
+        [
+            "### Run 2: all setups, tuner rows before the CPU fix",
+            "",
             "In run 2, tuner-high stayed at 8 workers in the CPU scenario: with 6 clients on 8",
             "workers nothing queued, and Little's L (inflated by requests waiting for a CPU)",
             "asked for 9. The CPU-oversubscription rule now applies saturated or not, when the",
@@ -47,11 +55,27 @@ HISTORY = (
     ),
 )
 
+ALGOS = ("spare", "backlog", "busyness")
 
-def _verdict(t: dict[str, Any], best: dict[str, Any], algos: list[dict[str, Any]]) -> str:
-    thr = t["rps"] >= 0.95 * best["rps"]
-    lat = t["p99_ms"] <= 1.2 * best["p99_ms"]
-    beats = all(t["rps"] > a["rps"] or t["p99_ms"] < a["p99_ms"] for a in algos)
+NOTES = [
+    "tuner-low's whole-run misses all come from its first 4 s at 1 worker: the tuner does",
+    "not act for 3 s after the instance starts (metrics settle), then sizes the pool to the",
+    "queue in one step. A 60 s run with its load starting with uWSGI pays that ramp in",
+    "throughput and, where the run serves few requests (bursty, drop), in p99.",
+    "During this run a few short real-uWSGI tests (listen restarts, the TUI apply key) ran",
+    "beside the cpu scenario's static-2 to backlog rows: those may be a few percent low.",
+]
+
+
+def _marks(
+    t: dict[str, Any], runs: list[dict[str, Any]], rps: str, p99: str
+) -> list[tuple[str, bool]]:
+    grid = [r for r in runs if r["setup"].startswith("static-")]
+    best = max(grid, key=lambda r: r[rps])
+    algos = [r for r in runs if r["setup"] in ALGOS]
+    thr = t[rps] >= 0.95 * best[rps]
+    lat = t[p99] <= 1.2 * best[p99]
+    beats = all(t[rps] > a[rps] or t[p99] < a[p99] for a in algos)
     conv = t["converged_s"] is not None and t["converged_s"] <= 120
     marks = [
         ("rps>=95%", thr),
@@ -60,37 +84,81 @@ def _verdict(t: dict[str, Any], best: dict[str, Any], algos: list[dict[str, Any]
         ("conv<=120s", conv),
         ("0 failed", t["failed"] == 0),
     ]
-    return ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in marks)
+    return marks
+
+
+def _verdict(t: dict[str, Any], runs: list[dict[str, Any]], rps: str, p99: str) -> str:
+    return ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in _marks(t, runs, rps, p99))
+
+
+def summary(raw: dict[str, Any]) -> list[str]:
+    """One row per scenario: which targets each tuner run missed (whole run / steady)."""
+    out = [
+        "| scenario | tuner-high, whole run | tuner-high, steady | tuner-low, whole run "
+        "| tuner-low, steady |",
+        "|---|---|---|---|---|",
+    ]
+    for name, sc in raw.items():
+        runs = sc["runs"]
+        cells = []
+        for setup in ("tuner-high", "tuner-low"):
+            t = next((r for r in runs if r["setup"] == setup), None)
+            for rps, p99 in (("rps", "p99_ms"), ("steady_rps", "steady_p99_ms")):
+                if t is None or rps not in t:
+                    cells.append("-")
+                    continue
+                missed = [n for n, ok in _marks(t, runs, rps, p99) if not ok]
+                cells.append("all met" if not missed else "missed: " + ", ".join(missed))
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _rel(r: dict[str, Any], best: dict[str, Any], rps: str, p99: str) -> str:
+    if r is best:
+        return "**grid best**"
+    return f"{r[rps] / best[rps]:.0%}, {r[p99] / best[p99]:.2f}x"
 
 
 def table(raw: dict[str, Any]) -> list[str]:
     out = []
     for name, sc in raw.items():
         runs = sc["runs"]
+        steady = "steady_rps" in runs[0]
         grid = [r for r in runs if r["setup"].startswith("static-")]
         best = max(grid, key=lambda r: r["rps"])
-        algos = [r for r in runs if r["setup"] in ("spare", "backlog", "busyness")]
+        sbest = max(grid, key=lambda r: r.get("steady_rps", 0))
+        head = "| setup | rps | p99 ms | failed | mean live | final live | changes (2nd half) "
+        head += "| converged s | vs grid best |"
+        if steady:
+            head += f" steady rps (after {sc.get('warmup', 15):g} s) | steady p99 ms "
+            head += "| steady vs grid best |"
         out += [
             f"### {name} ({sc['seconds']:g} s; phases {sc['phases']})",
             "",
-            "| setup | rps | p99 ms | failed | mean live | final live | changes (2nd half) "
-            "| converged s | vs grid best |",
-            "|---|---|---|---|---|---|---|---|---|",
+            head,
+            "|---" * (12 if steady else 9) + "|",
         ]
         for r in runs:
             live = [n for _, n in r["live"]] or [0]
-            rel = f"{r['rps'] / best['rps']:.0%} rps, {r['p99_ms'] / best['p99_ms']:.2f}x p99"
-            if r is best:
-                rel = "**grid best**"
-            out.append(
+            row = (
                 f"| {r['setup']} | {r['rps']:.1f} | {r['p99_ms']:.0f} | {r['failed']} | "
                 f"{sum(live) / len(live):.1f} | {live[-1]} | "
                 f"{r['changes']} ({r.get('late_changes', '?')}) | "
-                f"{r['converged_s'] if r['converged_s'] is not None else '-'} | {rel} |"
+                f"{r['converged_s'] if r['converged_s'] is not None else '-'} | "
+                f"{_rel(r, best, 'rps', 'p99_ms')} |"
             )
+            if steady:
+                row += (
+                    f" {r['steady_rps']:.1f} | {r['steady_p99_ms']:.0f} | "
+                    f"{_rel(r, sbest, 'steady_rps', 'steady_p99_ms')} |"
+                )
+            out.append(row)
         for r in runs:
             if r["setup"].startswith("tuner-"):
-                out.append(f"\n{r['setup']}: {_verdict(r, best, algos)}")
+                out.append(f"\n{r['setup']} (whole run): {_verdict(r, runs, 'rps', 'p99_ms')}")
+                if steady:
+                    v = _verdict(r, runs, "steady_rps", "steady_p99_ms")
+                    out.append(f"\n{r['setup']} (steady state): {v}")
         out.append("")
     return out
 
@@ -136,16 +204,21 @@ def write_report(raw: dict[str, Any], out: Path) -> None:
     head = [
         "# Tuner benchmark",
         "",
-        "Real uWSGI 2.0 on a shared 2-core machine (other engineers' tests ran at the same time:",
-        "numbers are noisy). Bounded closed-loop non-keepalive load (uwsgitune.loadgen),",
-        "workers 1-8.",
-        "Setups: static grid (reference), uWSGI cheaper algorithms (cheaper 1, initial 2,",
-        "processes 8), uwsgitune apply from 8 (tuner-high) and from 1 (tuner-low).",
+        "Real uWSGI 2.0 on a 2-core machine; the load generator (uwsgitune.loadgen, bounded,",
+        "closed-loop, non-keepalive; one asyncio thread) shares those cores. Workers 1-8.",
+        "Setups: static grid (the reference), uWSGI's cheaper algorithms (cheaper 1,",
+        "initial 2, processes 8), uwsgitune in apply mode started from 8 (tuner-high) and",
+        "from 1 (tuner-low), with its default settings at a 1 s poll.",
+        "",
+        "Each run is measured over the whole run (the ramp included) and in steady state",
+        "(requests finished after the warm-up, the same window for every setup). The targets",
+        "are checked against the grid's best throughput in each; `converged s` is when the",
+        "live count last moved by more than one.",
         "",
         "![live workers](tuner.svg)",
         "",
     ]
-    body = head + table(raw)
+    body = [*head, "## Targets met", "", *summary(raw), "", *NOTES, "", *table(raw)]
     for name, text in HISTORY:
         path = out / name
         if path.exists():

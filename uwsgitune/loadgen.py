@@ -23,6 +23,7 @@ class LoadResult:
     statuses: dict[int, int] = field(default_factory=dict)
     error_kinds: dict[str, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)  # seconds, successful requests
+    finished: list[float] = field(default_factory=list)  # clock at each latency's end
     started: float = 0.0
     ended: float = 0.0
 
@@ -127,7 +128,9 @@ class LoadRun:
         r.statuses[status] = r.statuses.get(status, 0) + 1
         if 200 <= status < 400:
             r.ok += 1
-            r.latencies.append(self._clock() - t0)
+            end = self._clock()
+            r.latencies.append(end - t0)
+            r.finished.append(end)
         else:
             r.errors += 1
 

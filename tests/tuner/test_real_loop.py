@@ -108,6 +108,15 @@ def test_stale_stats_get_no_action(uwsgi: Callable[..., UwsgiProcess], tmp_path:
             ["--fifo", "REGULAR", "--min-workers", "5", "--max-workers", "2"],
             "--min-workers 5 > --max-workers 2",
         ),
+        (["--fifo", "REGULAR", "--restart-command", "true"], "needs --override"),
+        (
+            ["--fifo", "REGULAR", "--override", "O", "--restart-command", "no-such-cmd -x"],
+            "'no-such-cmd' not found",
+        ),
+        (
+            ["--fifo", "REGULAR", "--override", "O", "--restart-command", "'open"],
+            "No closing quotation",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line(

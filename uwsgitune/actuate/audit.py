@@ -70,7 +70,7 @@ def resume(
         if rec.get("event") == "change" and rec.get("result") in ("sent", "verified"):
             if now_wall - t < 3600:
                 changes.append(mono)
-            if rec.get("via") == "reload":
+            if rec.get("via") in ("reload", "restart"):
                 last_reload = mono
         if rec.get("event") == "stop":
             stopped = str(rec.get("reason", "a reload failed"))
@@ -83,3 +83,13 @@ def resume(
         last_reload=last_reload if last_reload is not None else state.last_reload,
     )
     return st, stopped
+
+
+def last_listen(records: list[Record], now_wall: float, now_mono: float) -> float | None:
+    """When the last listen restart was tried, on this process's monotonic clock."""
+    times = [
+        float(r["t"])
+        for r in records
+        if r.get("action") == "listen" and isinstance(r.get("t"), int | float)
+    ]
+    return now_mono - (now_wall - times[-1]) if times else None

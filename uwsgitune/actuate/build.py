@@ -13,6 +13,7 @@ from pathlib import Path
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.doctor import ini_from_proc
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import Mode, OverrideTarget, TuneLoop
 from uwsgitune.core.frame import Frame
@@ -40,6 +41,7 @@ def build_loop(
     audit: AuditLog,
     log: Callable[[str], None],
     role: str,
+    restart: RestartCommand | None = None,
 ) -> Built:
     master = MasterFifo(fifo)
     fifo_problem = None
@@ -56,5 +58,5 @@ def build_loop(
     target = None
     if override is not None:
         target = OverrideTarget(override, ini or ini_from_proc(first.master_pid))
-    loop = TuneLoop(watch, master, target, settings, mode, audit, log=log)
+    loop = TuneLoop(watch, master, target, settings, mode, audit, restart=restart, log=log)
     return Built(loop, fifo_problem, lock, lock_problem)

@@ -14,16 +14,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from uwsgitune.actuate.audit import AuditLog, resume
+from uwsgitune.actuate.audit import AuditLog, last_listen, resume
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
-from uwsgitune.actuate.override import Override, OverrideError
+from uwsgitune.actuate.listen import ListenApplier, ListenWish, RestartCommand, listen_wish
+from uwsgitune.actuate.override import IniError, Override, OverrideError, as_int, read_keys
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
+from uwsgitune.rules.engine import EngineState, evaluate
 from uwsgitune.sources.host import somaxconn
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
 
 Mode = Literal["observe", "recommend", "apply"]
+REPEAT_SECONDS = 30.0  # an unchanged decision is logged again after this long
 MODES: tuple[Mode, ...] = ("observe", "recommend", "apply")
 
 
@@ -43,13 +46,20 @@ class TuneLoop:
         mode: Mode = "observe",
         audit: AuditLog | None = None,
         *,
+        restart: RestartCommand | None = None,
         log: Callable[[str], None] = print,
         mono: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.watch, self.fifo, self.override = watch, fifo, override
         self.settings, self.mode, self.audit = settings, mode, audit
+        self.restart = restart
         self.log, self._mono, self._wall = log, mono, wall
+        self._rules = EngineState()
+        self._said: tuple[tuple[str, str, int, int], float] | None = None
+        self._listen_said: tuple[int, int | None] | None = None
+        self._listen_last: float | None = None
+        self.listen: ListenWish | None = None
         self.instance = str(watch.address)
         self.state = TunerState()
         self.stopped: str | None = None
@@ -57,6 +67,7 @@ class TuneLoop:
         if audit is not None:
             records = list(audit.records(self.instance))
             self.state, self.stopped = resume(records, self.state, wall(), mono())
+            self._listen_last = last_listen(records, wall(), mono())
             if self.stopped:
                 self.log(f"APPLY STOPPED (from the audit log): {self.stopped}")
 
@@ -67,27 +78,155 @@ class TuneLoop:
         self.last = d
         if not d.is_change:
             self.state = d.state
-            self.log(f"{self.mode}: {d.line()}")
+            self._say(f"{self.mode}: {d.line()}", d, now)
         elif self.mode != "apply":
-            # A dry run paces its advice like real changes but waits for nothing.
-            self.state = replace(d.state.failed(), last_reload=self.state.last_reload)
-            self.log(f"{self.mode}: {d.line()}{self._advice(d)}")
+            # A dry run changes nothing, so it spends no pacing: the advice stands until
+            # the numbers change, and the TUI's apply key can still act on it.
+            self.state = self._dry(d)
+            self._say(f"{self.mode}: {d.line()}{self._advice(d)}", d, now)
         elif self.stopped:
-            self.log(f"apply STOPPED ({self.stopped}); not applying: {d.line()}")
+            self._say(f"apply STOPPED ({self.stopped}); not applying: {d.line()}", d, now)
         else:
             self.log(f"apply: {d.line()}")
+            self._said = None
             self._apply(d, frame, now)
+        if frame.ok and not (d.is_change and self.mode == "apply"):
+            self._listen_step(frame, d, now)
         return d
 
-    def apply_now(self) -> Decision | None:
+    def _dry(self, d: Decision) -> TunerState:
+        """The next state of a change that was only advised: what was learned, no pacing."""
+        old = self.state
+        return replace(
+            d.state,
+            last_change=old.last_change,
+            changes=old.changes,
+            expect_live=None,
+            expect_since=None,
+            probe=old.probe,
+            last_reload=old.last_reload,
+        )
+
+    def _say(self, line: str, d: Decision, now: float) -> None:
+        """Log a decision when it differs from the last one said, or after `REPEAT_SECONDS`."""
+        key = (d.action, d.code, d.live, d.desired)
+        if self._said is not None and self._said[0] == key and now - self._said[1] < REPEAT_SECONDS:
+            return
+        self._said = (key, now)
+        self.log(line)
+
+    def _listen_step(self, frame: Frame, d: Decision, now: float) -> None:
+        """The rules' listen advice: said once per new value; applied only by a restart."""
+        frames = self.watch.window.frames()
+        if self._listen_last is not None:  # nothing from before the last restart counts
+            frames = tuple(f for f in frames if f.mono > self._listen_last)
+        findings, self._rules = evaluate(frames, state=self._rules)
+        wish = self.listen = listen_wish(findings, frame)
+        if wish is None:
+            self._listen_said = None
+            return
+        key = (wish.wanted, wish.target)
+        applying = self.mode == "apply" and self.restart is not None and wish.appliable
+        if key != self._listen_said and not applying:
+            self._listen_said = key
+            self.log(
+                f"{self.mode}: listen {wish.current} -> {wish.target or wish.wanted} "
+                f"[{wish.finding}] {wish.why}{self._listen_advice(wish)}"
+            )
+        if not applying or wish.target is None:
+            return
+        why = self._listen_held(d, now)
+        if why:
+            if key != self._listen_said:
+                self._listen_said = key
+                self.log(f"apply: listen {wish.current} -> {wish.target} [held] {why}")
+            return
+        self._apply_listen(wish, wish.target, frame, now)
+
+    def _listen_advice(self, wish: ListenWish) -> str:
+        if wish.target is None:
+            return ""
+        if not wish.appliable:
+            return "; advice only (uwsgitune applies listen for bursts, not for a short pool)"
+        if self.restart is None:
+            return "; a reload keeps the bound socket: give a restart command to apply it"
+        if self.mode == "recommend":
+            target = self.override.path if self.override else "<override.ini>"
+            return f" || write listen = {wish.target} to {target}; then run: {self.restart}"
+        return ""
+
+    def _listen_held(self, d: Decision, now: float) -> str | None:
+        if self.stopped:
+            return f"apply STOPPED ({self.stopped})"
+        if self.override is None:
+            return "no --override to write listen to"
+        if d.code in ("stale", "settling", "in-flight", "no-rates", "unreachable", "emperor"):
+            return d.reason
+        hour = [c for c in self.state.changes if now - c < 3600]
+        if len(hour) >= self.settings.max_changes_per_hour:
+            return f"{len(hour)} changes in the last hour"
+        if (
+            self._listen_last is not None
+            and now - self._listen_last < self.settings.listen_cooldown
+        ):
+            cool = self.settings.listen_cooldown
+            return f"a listen change {now - self._listen_last:.0f}s ago (cool-down {cool:g}s)"
+        return None
+
+    def _apply_listen(self, wish: ListenWish, target: int, frame: Frame, now: float) -> None:
+        assert self.override is not None and self.restart is not None
+        self._listen_last = now
+        self.state = replace(
+            self.state,
+            last_change=now,
+            changes=(*(c for c in self.state.changes if now - c < 3600), now),
+        )
+        rec: dict[str, Any] = {
+            "event": "change",
+            "action": "listen",
+            "via": "restart",
+            "before": wish.current,
+            "after": target,
+            "code": wish.finding,
+            "reason": wish.why,
+        }
+        self.log(
+            f"apply: listen {wish.current} -> {target} via restart [{wish.finding}] {wish.why}"
+        )
+        self.log(f"apply: listen [restart] running: {self.restart}")
+        applier = ListenApplier(
+            self.override.path, self.override.user_ini, self.restart, self.watch.step
+        )
+        try:
+            out = applier.apply(target, frame, self.settings.restart_deadline)
+        except (OverrideError, OSError) as exc:
+            self.log(f"ERROR: listen {wish.current} -> {target} [refused] {exc}")
+            self._audit({**rec, "result": "refused", "detail": str(exc)})
+            return
+        self.state = replace(self.state.failed(), last_reload=self._mono())
+        self._listen_last, self._rules = self._mono(), EngineState()
+        if out.ok:
+            self.log(f"apply: listen [verified] {out.detail}")
+            self._audit({**rec, "result": "verified", "detail": out.detail})
+            return
+        self.stopped = f"listen restart failed: {out.detail}"
+        self._audit({**rec, "result": "failed", "detail": out.detail})
+        self._audit({"event": "stop", "reason": self.stopped})
+        self.log(f"ERROR: {self.stopped}. STOPPED APPLYING; check the instance, then resume.")
+
+    def apply_now(self, expect: tuple[str, int] | None = None) -> Decision | None:
         """The TUI's apply key (after its confirmation): decide afresh on the latest frame
-        and apply a change through the same guards, whatever the mode. None: no frame."""
+        and apply a change through the same guards, whatever the mode. With `expect`
+        (the action and count the user confirmed), a different fresh decision is not
+        applied. None: no frame yet."""
         frame = self.watch.frame
         if frame is None:
             return None
         now = self._mono()
         d = decide(self.watch.window.frames(), self.state, self.settings, now)
         self.last = d
+        if expect is not None and (d.action, d.desired) != expect:
+            return d
         if d.is_change and not self.stopped:
             self.log(f"apply (by hand): {d.line()}")
             self._apply(d, frame, now)
@@ -153,7 +292,13 @@ class TuneLoop:
         slots = frame.workers_max if frame else d.desired
         processes = self.settings.max_workers if d.desired > slots else max(slots, d.desired)
         cheaper = max(min(self.settings.min_workers, processes - 1), 1)
-        return Override(processes, cheaper, max(d.desired, cheaper))
+        listen = None  # a listen applied by a restart stays in the file
+        if self.override is not None:
+            try:
+                listen = as_int(read_keys(self.override.path), "listen")
+            except IniError:
+                listen = None
+        return Override(processes, cheaper, max(d.desired, cheaper), listen=listen)
 
     def _apply_reload(self, d: Decision, frame: Frame) -> None:
         if self.fifo is None or self.override is None:

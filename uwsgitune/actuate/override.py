@@ -64,30 +64,36 @@ def as_int(config: Mapping[str, str], key: str, default: int | None = None) -> i
         raise IniError(f"{key} = {value!r} is not a number") from None
 
 
+def render_keys(keys: Mapping[str, str]) -> str:
+    """The override file for `keys`, in a fixed order."""
+    body = "".join(f"{k} = {v}\n" for k, v in keys.items())
+    return (
+        "; Owned by uwsgitune: rewritten on every change, the previous kept as .prev.\n"
+        f"[uwsgi]\n{body}"
+    )
+
+
 @dataclass(frozen=True)
 class Override:
     processes: int
     cheaper: int
     cheaper_initial: int
     cheaper_algo: str = "manual"
+    listen: int | None = None  # carried over from a listen change: a reload keeps the bind
 
     def render(self) -> str:
-        return (
-            "; Owned by uwsgitune: rewritten on every change, the previous kept as .prev.\n"
-            "[uwsgi]\n"
-            f"processes = {self.processes}\n"
-            f"cheaper = {self.cheaper}\n"
-            f"cheaper-initial = {self.cheaper_initial}\n"
-            f"cheaper-algo = {self.cheaper_algo}\n"
-        )
+        return render_keys(self.keys())
 
     def keys(self) -> dict[str, str]:
-        return {
+        out = {
             "processes": str(self.processes),
             "cheaper": str(self.cheaper),
             "cheaper-initial": str(self.cheaper_initial),
             "cheaper-algo": self.cheaper_algo,
         }
+        if self.listen is not None:
+            out["listen"] = str(self.listen)
+        return out
 
 
 def problems(
@@ -142,11 +148,12 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically; the old content (if any) goes to `<path>.prev`."""
+def write_atomic(path: Path, text: str, *, keep_prev: bool = True) -> None:
+    """Replace `path` with `text` atomically; the old content (if any) goes to `<path>.prev`
+    unless `keep_prev` is False (a roll-back keeps the `.prev` it found)."""
     prev = path.with_name(path.name + ".prev")
     clean_temps(path)
-    if path.exists():
+    if keep_prev and path.exists():
         _replace_with(prev, path.read_bytes())
     _replace_with(path, text.encode())
 
@@ -183,13 +190,22 @@ def restore(path: Path) -> bool:
     return True
 
 
+def read_keys(path: Path) -> dict[str, str]:
+    """Every key the override file sets ({} when it is missing or unreadable)."""
+    try:
+        return dict(parse_ini(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
 def read_override(path: Path) -> Override | None:
     """The values the current override file sets, or None when it sets none."""
+    cfg = read_keys(path)
     try:
-        cfg = dict(parse_ini(path.read_text()))
-        p, c = as_int(cfg, "processes"), as_int(cfg, "cheaper")
-    except (OSError, IniError):
+        p, c, listen = as_int(cfg, "processes"), as_int(cfg, "cheaper"), as_int(cfg, "listen")
+    except IniError:
         return None
     if p is None or c is None:
         return None
-    return Override(p, c, as_int(cfg, "cheaper-initial", c) or c, cfg.get("cheaper-algo", "manual"))
+    initial = as_int(cfg, "cheaper-initial", c) or c
+    return Override(p, c, initial, cfg.get("cheaper-algo", "manual"), listen)

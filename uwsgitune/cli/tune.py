@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.build import build_loop
+from uwsgitune.actuate.build import Built, build_loop
 from uwsgitune.actuate.fifo import FifoError, fifo_inode
-from uwsgitune.actuate.loop import MODES, TuneLoop
+from uwsgitune.actuate.listen import RestartCommand
+from uwsgitune.actuate.loop import MODES, Mode, TuneLoop
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
 
 
-def _state_dir() -> Path:
+def state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "uwsgitune"
 
@@ -44,17 +48,23 @@ def register(sub: Any) -> None:
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this")
     p.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
+    p.add_argument(
+        "--restart-command",
+        metavar="CMD",
+        help="command that restarts the instance (e.g. 'systemctl restart uwsgi@app'): the only "
+        "way listen is applied, since a reload keeps the bound socket; needs --override",
+    )
     p.add_argument("--resume-apply", action="store_true", help="clear a stop after a failed reload")
     p.set_defaults(func=run)
 
 
-def _settings(args: argparse.Namespace) -> TunerSettings:
+def settings_from(args: argparse.Namespace) -> TunerSettings:
     if args.min_workers > args.max_workers:
         raise UserError(
             f"--min-workers {args.min_workers} > --max-workers {args.max_workers}; give min <= max",
             2,
         )
-    budget = args.memory_budget * 2**20 if args.memory_budget else None
+    budget = args.memory_budget * 2**20 if getattr(args, "memory_budget", None) else None
     try:
         return TunerSettings(
             min_workers=args.min_workers,
@@ -68,34 +78,64 @@ def _settings(args: argparse.Namespace) -> TunerSettings:
         raise UserError(f"--{where.replace('_', '-')}: {first['msg']}", 2) from None
 
 
-def _log(line: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
-
-
-def run(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    (address,) = addresses([args.addr])
+def open_tuner(
+    watch: InstanceWatch,
+    args: argparse.Namespace,
+    mode: Mode,
+    log: Callable[[str], None],
+    role: str,
+    restart: RestartCommand | None = None,
+) -> Built:
+    """The TuneLoop for `args` (--fifo, --override, --ini, --audit) on a first poll of
+    `watch`; a FIFO that is not one, or stats that do not answer, end in one line."""
     try:
         fifo_inode(Path(args.fifo))
     except FifoError as exc:
         raise UserError(str(exc), 2) from None
-    watch = InstanceWatch(address, interval=args.interval)
     first = watch.step()
     if first.kind == "error":
         raise UserError(f"{first.error}", 1)
-    audit = AuditLog(args.audit or _state_dir() / "audit.jsonl")
-    built = build_loop(
+    return build_loop(
         watch,
         first,
         fifo=Path(args.fifo),
         override=Path(args.override) if args.override else None,
         ini=Path(args.ini) if args.ini else None,
-        settings=settings,
-        mode=args.mode,
-        audit=audit,
-        log=_log,
-        role="uwsgitune tune",
+        settings=settings_from(args),
+        mode=mode,
+        audit=AuditLog(args.audit or state_dir() / "audit.jsonl"),
+        log=log,
+        role=role,
+        restart=restart,
     )
+
+
+def _restart(args: argparse.Namespace) -> RestartCommand | None:
+    if args.restart_command is None:
+        return None
+    try:
+        argv = shlex.split(args.restart_command)
+    except ValueError as exc:
+        raise UserError(f"--restart-command: {exc}; quote it as one shell word", 2) from None
+    if not argv:
+        raise UserError("--restart-command is empty; give the command that restarts uWSGI", 2)
+    if args.override is None:
+        raise UserError("--restart-command needs --override (listen is written there)", 2)
+    if shutil.which(argv[0]) is None:
+        raise UserError(f"--restart-command: {argv[0]!r} not found; give a full path", 2)
+    return RestartCommand(tuple(argv))
+
+
+def _log(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings_from(args)  # bad bounds fail before anything is polled
+    restart = _restart(args)
+    (address,) = addresses([args.addr])
+    watch = InstanceWatch(address, interval=args.interval)
+    built = open_tuner(watch, args, args.mode, _log, "uwsgitune tune", restart)
     if built.lock_problem is not None:
         raise UserError(f"{built.lock_problem}; not applying", 2)
     if built.fifo_problem is not None:

@@ -45,6 +45,17 @@ def register(sub: Any) -> None:
         metavar="HOST:PORT",
         help="also serve Prometheus /metrics here (with --plain or the TUI)",
     )
+    t = p.add_argument_group(
+        "tuner (TUI, one ADDR)",
+        "With --fifo the TUI shows the tuner's advice on every poll (a dry run) and `a` applies "
+        "it after a confirmation, through the same guards as `uwsgitune tune --mode apply`.",
+    )
+    t.add_argument("--fifo", metavar="PATH", help="the instance's master FIFO")
+    t.add_argument("--override", metavar="PATH", help="override ini uwsgitune owns (reloads)")
+    t.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
+    t.add_argument("--min-workers", type=int, default=1, metavar="N")
+    t.add_argument("--max-workers", type=int, default=8, metavar="N")
+    t.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
     p.set_defaults(func=run)
 
 
@@ -55,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return _replay(args)
     if not args.addrs:
         raise UserError("no stats address; e.g. uwsgitune watch /tmp/uwsgi-stats.sock", code=2)
+    if args.fifo is not None and (args.once or args.plain or args.json):
+        raise UserError("--fifo is for the TUI; for a tuner without it: uwsgitune tune", code=2)
     watches = [
         InstanceWatch(a, interval=args.interval, timeout=args.timeout)
         for a in addresses(args.addrs)
@@ -135,7 +148,28 @@ def _tui(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
         tui = importlib.import_module("uwsgitune.tui.app")
     except ImportError:
         raise UserError("the TUI is not available in this build; use --plain", code=2) from None
-    return int(tui.run_tui(watches, args))
+    tuners = _tuners(watches, args)
+    return int(tui.run_tui(watches, args, tuners))
+
+
+def _tuners(watches: list[InstanceWatch], args: argparse.Namespace) -> dict[int, Any]:
+    """With --fifo: the tuner beside the TUI (recommend mode; `a` applies, confirmed)."""
+    tuning = (args.override, args.ini, args.audit)
+    if args.fifo is None:
+        if any(v is not None for v in tuning):
+            raise UserError("--override, --ini and --audit need --fifo (the tuner's FIFO)", 2)
+        return {}
+    if len(watches) != 1:
+        raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)
+    from uwsgitune.actuate.lock import ApplyLock
+    from uwsgitune.cli.tune import open_tuner, settings_from
+    from uwsgitune.tui.tuning import TuiTuner
+
+    settings_from(args)  # bad bounds fail before anything is polled
+    built = open_tuner(watches[0], args, "recommend", lambda _line: None, "uwsgitune watch")
+    if built.fifo_problem is not None:
+        raise UserError(built.fifo_problem, 2)
+    return {0: TuiTuner(built.loop, ApplyLock(Path(args.fifo), "uwsgitune watch"))}
 
 
 def replay_frames(polls: Iterable[Poll]) -> Iterable[Frame]:

@@ -15,6 +15,7 @@ mode = "observe"                    # observe | recommend | apply
 min_workers = 2
 max_workers = 16
 interval = 1.0
+# restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
 ```
 
 Environment overrides (applied before validation, so they are checked like the file):
@@ -26,6 +27,8 @@ every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`).
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,6 +76,19 @@ class InstanceConfig(_Frozen):
     max_workers: int | None = Field(None, ge=1, le=4096)
     interval: float = Field(1.0, ge=0.1, le=3600)
     timeout: float | None = Field(None, gt=0, le=60)
+    # argv that restarts the instance (a fresh bind): the only way `listen` is applied
+    restart_command: tuple[str, ...] | None = None
+
+    @field_validator("restart_command", mode="before")
+    @classmethod
+    def _restart(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = shlex.split(value)
+        if value is not None and not value:
+            raise ValueError("restart_command is empty; give the argv that restarts the instance")
+        if isinstance(value, list | tuple) and value and shutil.which(str(value[0])) is None:
+            raise ValueError(f"restart_command: {value[0]!r} not found; give a full path")
+        return value
 
     @field_validator("stats")
     @classmethod
@@ -89,6 +105,8 @@ class InstanceConfig(_Frozen):
             raise ValueError(f"max_workers ({self.max_workers}) < min_workers ({self.min_workers})")
         if self.mode == "apply" and self.fifo is None:
             raise ValueError("mode 'apply' needs a fifo (the master FIFO uwsgitune writes to)")
+        if self.restart_command is not None and self.override is None:
+            raise ValueError("restart_command needs an override (listen is written there)")
         return self
 
 

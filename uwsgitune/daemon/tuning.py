@@ -19,6 +19,7 @@ from typing import Any
 
 from uwsgitune.actuate.audit import AuditLog, Record
 from uwsgitune.actuate.build import Built, build_loop
+from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig
@@ -95,7 +96,9 @@ class InstanceTuner:
         role = f"uwsgitune daemon, instance {spec.name}"
         built = build_loop(self.watch, frame, fifo=spec.fifo, override=spec.override, ini=None,
                            settings=settings, mode=spec.mode, audit=audit,
-                           log=self._lines.append, role=role)  # fmt: skip
+                           log=self._lines.append, role=role,
+                           restart=RestartCommand(spec.restart_command)
+                           if spec.restart_command else None)  # fmt: skip
         if built.fifo_problem:
             event("fifo_unusable", logging.WARNING, instance=spec.name, error=built.fifo_problem,
                   effect="every write is checked again; none goes to an unproven FIFO")  # fmt: skip

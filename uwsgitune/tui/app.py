@@ -1,7 +1,8 @@
 """The `uwsgitune watch` Textual app and its entry point `run_tui`.
 
 The app owns the poll threads (one per instance) and only assigns the `Snapshot`s they post
-to the panes. Keys: q quit, ? help, p pause, s/S sort, c cores, +/- refresh, [ ] 1-9 tabs.
+to the panes. Keys: q quit, ? help, p pause, s/S sort, c cores, +/- refresh, [ ] 1-9 tabs,
+a apply the tuner's advice (with `watch --fifo`, after a confirmation).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import asyncio
 import signal
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,7 +22,10 @@ from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent, TabP
 from uwsgitune.tui.instance import InstancePane, VassalSelected, WorkerSelected
 from uwsgitune.tui.polling import Annotate, PollLoop, Snapshot, Watch
 from uwsgitune.tui.rules_bridge import default_annotator
-from uwsgitune.tui.screens import DetailScreen, HelpScreen
+from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
+
+if TYPE_CHECKING:
+    from uwsgitune.tui.tuning import TuiTuner
 from uwsgitune.tui.workers import CORE_COLUMNS, VASSAL_COLUMNS, WORKER_COLUMNS
 
 RATES = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -59,6 +63,7 @@ class WatchApp(App[int]):
         Binding("s", "sort", "sort"),
         Binding("S", "sort_reverse", "reverse", show=False),
         Binding("c", "cores", "cores"),
+        Binding("a", "apply", "apply"),
         Binding("plus,equals_sign", "rate(True)", "faster"),
         Binding("minus", "rate(False)", "slower"),
         Binding("right_square_bracket", "tab(1)", "next", show=False),
@@ -77,8 +82,10 @@ class WatchApp(App[int]):
         autopoll: bool = True,
         status: Callable[[], str] | None = None,
         handle_signals: bool = False,
+        tuners: dict[int, TuiTuner] | None = None,
     ) -> None:
         super().__init__()
+        self.tuners = dict(tuners or {})
         self.watches = list(watches)
         self.names = list(names or [str(getattr(w, "address", i)) for i, w in enumerate(watches)])
         self.annotator = annotator  # one per instance: the rules engine keeps state
@@ -112,7 +119,9 @@ class WatchApp(App[int]):
             self.set_interval(1.0, self._subtitle)
 
     def _start_loop(self, index: int, watch: Watch) -> None:
-        loop = PollLoop(index, watch, self._deliver, annotate=self.annotator())
+        loop = PollLoop(
+            index, watch, self._deliver, annotate=self.annotator(), tuner=self.tuners.get(index)
+        )
         self.loops.append(loop)
         self.run_worker(loop.run, thread=True, group="poll", name=f"poll-{index}")
 
@@ -141,6 +150,9 @@ class WatchApp(App[int]):
     def show(self, snap: Snapshot) -> None:
         """Keep the latest snapshot of each instance; display it unless paused."""
         self.latest[snap.index] = snap
+        if snap.tuner is not None and snap.tuner.outcome is not None:
+            ok = snap.tuner.outcome.startswith("applied")
+            self.notify(snap.tuner.outcome, severity="information" if ok else "error", timeout=8)
         if self.paused:
             return
         self.pane(snap.index).snapshot = snap
@@ -199,6 +211,35 @@ class WatchApp(App[int]):
         pane.query_one("#tables", ContentSwitcher).current = pane.table_id
         pane.focus_table()
 
+    def action_apply(self) -> None:
+        """Apply the tuner's advice for this instance, after a confirmation."""
+        index = self.current_pane().index
+        tuner = self.tuners.get(index)
+        if tuner is None:
+            self.notify("no tuner here: start with `uwsgitune watch ADDR --fifo PATH`", timeout=4)
+            return
+        snap = self.latest.get(index)
+        d = snap.tuner.decision if snap is not None and snap.tuner is not None else None
+        if d is None or not d.is_change:
+            why = d.reason if d is not None else "no stats yet"
+            self.notify(f"nothing to apply: {why}", timeout=4)
+            return
+        text = (
+            f"Apply: {d.action} {d.live} -> {d.desired} live workers via {d.via}?\n\n"
+            f"[{d.code}] {d.reason}\n\nThe stats are read again first; if the advice has "
+            "changed, nothing is applied."
+        )
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                tuner.request(d.action, d.desired)
+                for loop in self.loops:
+                    if loop.index == index:
+                        loop.poll_now()
+                self.notify("applying after a fresh poll...", timeout=2)
+
+        self.push_screen(ConfirmScreen(text), confirmed)
+
     def action_rate(self, faster: bool) -> None:
         self.interval = next_rate(self.interval, faster)
         for loop in self.loops:
@@ -239,8 +280,12 @@ class WatchApp(App[int]):
         return index
 
 
-def run_tui(watches: Sequence[Watch], args: argparse.Namespace | None = None) -> int:
+def run_tui(
+    watches: Sequence[Watch],
+    args: argparse.Namespace | None = None,
+    tuners: dict[int, TuiTuner] | None = None,
+) -> int:
     """Entry point of `uwsgitune watch` (TUI mode). Returns the exit code."""
-    app = WatchApp(watches, handle_signals=True)
+    app = WatchApp(watches, handle_signals=True, tuners=tuners)
     code = app.run()
     return int(code or 0)

@@ -11,10 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.tui.warnings import Annotation, builtin_warnings
+
+if TYPE_CHECKING:
+    from uwsgitune.tui.tuning import TuiTuner, TunerView
 
 MAX_WAIT = 0.5  # seconds between checks of `stop`, and the longest a rate change waits
 
@@ -49,14 +52,26 @@ class Snapshot:
     frames: tuple[Frame, ...]
     annotations: tuple[Annotation, ...] = ()
     retry_in: float | None = None  # seconds to the next attempt while disconnected
+    tuner: TunerView | None = None  # with `watch --fifo`: the tuner's advice
 
 
 def make_snapshot(
-    index: int, watch: Watch, frame: Frame, annotate: Annotate, now: float
+    index: int,
+    watch: Watch,
+    frame: Frame,
+    annotate: Annotate,
+    now: float,
+    tuner: TunerView | None = None,
 ) -> Snapshot:
+    from uwsgitune.tui.tuning import tuner_annotation
+
     frames = watch.window.frames()
     retry = max(0.0, watch.next_due - now) if frame.kind == "error" else None
-    return Snapshot(index, frame, frames, tuple(annotate(frames)), retry)
+    notes = annotate(frames)
+    extra = tuner_annotation(tuner) if tuner is not None else None
+    if extra is not None:
+        notes = [extra, *notes]
+    return Snapshot(index, frame, frames, tuple(notes), retry, tuner)
 
 
 class PollLoop:
@@ -70,8 +85,10 @@ class PollLoop:
         *,
         annotate: Annotate = builtin_warnings,
         mono: Callable[[], float] = time.monotonic,
+        tuner: TuiTuner | None = None,
     ) -> None:
         self.index = index
+        self.tuner = tuner
         self.watch = watch
         self.deliver = deliver
         self.annotate = annotate
@@ -83,10 +100,11 @@ class PollLoop:
         while not self.stop_event.is_set():
             if self.watch.due():
                 frame = self.watch.step()
+                view = self.tuner.step(frame) if self.tuner is not None else None
                 if self.stop_event.is_set():
                     break
                 self.deliver(
-                    make_snapshot(self.index, self.watch, frame, self.annotate, self._mono())
+                    make_snapshot(self.index, self.watch, frame, self.annotate, self._mono(), view)
                 )
             delay = max(0.0, self.watch.next_due - self._mono())
             self.wake.wait(min(delay, MAX_WAIT))
@@ -96,6 +114,11 @@ class PollLoop:
         """A new refresh rate, from the next poll (which comes no later than now + interval)."""
         self.watch.interval = interval
         self.watch.next_due = min(self.watch.next_due, self._mono() + interval)
+        self.wake.set()
+
+    def poll_now(self) -> None:
+        """Poll at once (the tuner's apply key: act on fresh stats, not on the last poll)."""
+        self.watch.next_due = self._mono()
         self.wake.set()
 
     def stop(self) -> None:

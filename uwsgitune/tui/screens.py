@@ -25,6 +25,7 @@ KEYS = (
     ("c", "cores view (one row per thread, as uwsgitop's) / workers view"),
     ("+ / -", "faster / slower refresh"),
     ("Enter", "worker detail; on an Emperor's vassal: drill down"),
+    ("a", "apply the tuner's advice, after a confirmation (watch --fifo)"),
     ("[ / ] or 1-9", "previous / next / n-th instance (or click a tab)"),
 )
 
@@ -52,6 +53,27 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
             yield Static(help_text())
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question: y applies, n or Escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "yes"),
+        Binding("n,escape,q", "answer(False)", "no"),
+    ]
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog"):
+            yield Static(Text(self.text))
+            yield Label("y: apply   n / Esc: cancel", classes="hlabel")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
 
 
 class DetailScreen(ModalScreen[None]):

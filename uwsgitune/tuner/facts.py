@@ -28,6 +28,9 @@ class Facts:
     x: float | None  # mean requests/s over the regime's last measure_frames polls
     w: float | None  # mean response time (ms), same polls
     noise: float  # relative throughput change below which a difference is noise
+    x_part: float | None  # x and w over fewer polls than measure_frames (a fast probe's base)
+    w_part: float | None
+    noise_part: float  # noise for x_part: at least twice min_noise
     l_recent: float | None  # Little's L, mean of the last polls
     l_window: float | None  # max Little's L over down_window
     window_covered: bool  # the down window is fully observed at this count
@@ -60,8 +63,8 @@ class Facts:
         return {
             "live": self.live,
             "workers_max": self.latest.workers_max,
-            "rps": r(self.x, 1),
-            "mean_rt_ms": r(self.w, 1),
+            "rps": r(self.x if self.x is not None else self.x_part, 1),
+            "mean_rt_ms": r(self.w if self.w is not None else self.w_part, 1),
             "noise": r(self.noise, 3),
             "littles_l": r(self.l_recent),
             "l_max_window": r(self.l_window),
@@ -129,12 +132,15 @@ def gather(
     latest = frames[-1]
     regime = _regime(frames, latest.live, regime_start)
     sample = regime[-settings.measure_frames :]
-    x = _mean([f.rps for f in sample]) if len(sample) >= settings.measure_frames else None
-    w = _mean([f.mean_rt_ms for f in sample]) if x is not None else None
+    x_part = _mean([f.rps for f in sample])
+    w_part = _mean([f.mean_rt_ms for f in sample])
     noise = settings.min_noise
-    if x and len(sample) > 1:
-        cv = pstdev([f.rps or 0.0 for f in sample]) / x
+    if x_part and len(sample) > 1:
+        cv = pstdev([f.rps or 0.0 for f in sample]) / x_part
         noise = max(noise, 3 * cv / math.sqrt(len(sample)))
+    full = len(sample) >= settings.measure_frames
+    x = x_part if full else None
+    w = w_part if full else None
     recent = regime[-RECENT:]
     edge = latest.mono - settings.down_window
     in_window = [f for f in regime if f.mono >= edge]
@@ -147,6 +153,9 @@ def gather(
         x=x,
         w=w,
         noise=noise,
+        x_part=x_part,
+        w_part=w_part,
+        noise_part=max(noise, 2 * settings.min_noise),
         l_recent=_mean([f.littles_l for f in recent]),
         l_window=max((f.littles_l or 0.0 for f in in_window), default=None),
         window_covered=covered,

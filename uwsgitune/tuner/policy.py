@@ -30,7 +30,7 @@ from dataclasses import replace
 from uwsgitune.core.frame import Frame
 from uwsgitune.tuner.facts import Facts, gather
 from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.sizing import Proposal, cpu_hot, propose
+from uwsgitune.tuner.sizing import Proposal, cpu_hot, cpu_room, propose
 from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
@@ -89,6 +89,10 @@ def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
     if desired > f.live and f.live >= s.min_workers:
         if cpu_hot(f, s):
             return Proposal(f.live, "cpu-saturated", f"{p.reason}; but CPU {f.cpu_sat:.0%} used")
+        room = cpu_room(f, s)
+        if room is not None and desired > max(room, f.live + 1):
+            desired = max(room, f.live + 1)
+            p = replace(p, reason=f"{p.reason}; the CPUs can keep about {room} busy")
         cap = max(f.mem_cap if f.mem_cap is not None else desired, f.live)
         if desired > cap:
             return replace(p, desired=cap, reason=f"{p.reason}; memory allows {cap}")
@@ -145,7 +149,7 @@ def decide(
     prop = _bound(prop, f, settings)
     if prop.desired == f.live:
         return Decision("hold", prop.code, f.live, f.live, prop.reason, evidence=ev, state=st)
-    if prop.probe and f.x is None:
+    if prop.probe and f.x is None and not prop.fast:
         return _wait("measuring", f"{prop.reason}; measuring {f.live} first", f.live, before, ev)
     why = _paced(prop, f, st, settings)
     if why:
@@ -157,7 +161,8 @@ def decide(
 
 def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidence) -> Decision:
     via = _route(p, f)
-    probe = Probe(f.live, p.desired, f.x, f.w, f.noise, f.now) if p.probe and f.x else None
+    x, w, noise = (f.x, f.w, f.noise) if f.x else (f.x_part, f.w_part, f.noise_part)
+    probe = Probe(f.live, p.desired, x, w, noise, f.now) if p.probe and x else None
     nxt = replace(
         st,
         last_change=f.now,

@@ -55,6 +55,8 @@ class TunerSettings(BaseModel):
     settle_after_reload: float = _f(3, 0, 600, "Seconds after a reload before the metrics count.")
     verify_deadline: float = _f(6, 1, 600, "Seconds a +/- has to show in the stats.")
     reload_deadline: float = _f(20, 2, 600, "Seconds a reload has to come back with new values.")
+    listen_cooldown: float = _f(3600, 60, 86400 * 7, "Seconds between two listen restarts.")
+    restart_deadline: float = _f(60, 5, 600, "Seconds a restart has to come back with the listen.")
 
     @model_validator(mode="after")
     def _check(self) -> TunerSettings:

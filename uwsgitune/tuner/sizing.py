@@ -42,10 +42,23 @@ class Proposal:
     reason: str
     probe: bool = False  # a hill-climbing step, to be judged
     urgent: bool = False  # a safety move: not held back by the cool-down
+    fast: bool = False  # a probe that need not wait for a full measurement first
 
 
 def cpu_hot(f: Facts, s: TunerSettings) -> bool:
     return f.cpu_sat is not None and f.cpu_sat >= s.cpu_saturated
+
+
+def cpu_room(f: Facts, s: TunerSettings) -> int | None:
+    """Live workers the CPUs can keep busy, extrapolated from the CPU each request in service
+    uses now (`cpu_workers_per_cpu` per CPU for a pool that only computes). None: unknown."""
+    if not f.cpus or f.cpu_used is None or f.l_recent is None or f.l_recent < 0.5:
+        return None
+    per_request = f.cpu_used / f.l_recent  # cores one request in service keeps busy
+    if per_request < 1e-3:
+        return None
+    threads = max(f.latest.threads, 1)
+    return max(math.ceil(f.cpus / per_request * s.cpu_workers_per_cpu / threads), 1)
 
 
 def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
@@ -138,15 +151,21 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
             f.live, "plateau", f"saturated, but adding above {st.plateau_up} did not help"
         )
     threads = max(f.latest.threads, 1)
-    demand = (f.l_recent or f.live * threads) + (f.queue or 0.0)
+    queue = f.queue or 0.0
+    demand = (f.l_recent or f.live * threads) + queue
     want = math.ceil(demand / (s.target_utilisation * threads))
-    cap = max(f.live + 1, math.floor(f.live * s.max_up_factor))
+    # Each queued connection is a request no worker holds: a step may always take them all,
+    # so a pool far too small reaches its size in one step.
+    cap = max(f.live + 1, math.floor(f.live * s.max_up_factor), f.live + math.ceil(queue / threads))
     desired = max(f.live + 1, min(want, cap))
     if st.plateau_up is not None:
         desired = min(desired, st.plateau_up)
     q = "?" if f.queue is None else f"{f.queue:.1f}"
     why = f"saturated (queue {q}, busy {f.busy_ratio or 0:.0%}), demand ~{demand:.1f}: step up"
-    return Proposal(desired, "saturated", why, probe=True)
+    # At least as many waiting as in service: capacity is plainly short, so step now and
+    # judge the step against the polls there are, rather than measure the backlog longer.
+    fast = queue >= f.live * threads
+    return Proposal(desired, "saturated", why, probe=True, fast=fast)
 
 
 def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:

@@ -1,0 +1,73 @@
+"""The pure side of `listen`: which recommendation is applied, capped at somaxconn; and the
+restart command's configuration. The restart itself is in test_real_listen.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.tuner.plant import Plant
+from uwsgitune.actuate.listen import listen_wish
+from uwsgitune.core.frame import SocketView
+from uwsgitune.daemon.config import validate
+from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
+
+
+def _frame(backlog: int, somaxconn: int | None):  # type: ignore[no-untyped-def]
+    f = Plant(live=2).frame(1.0)
+    sock = SocketView("127.0.0.1:9000", "http", False, 0, backlog, "stats")
+    return replace(f, sockets=(sock,), somaxconn=somaxconn)
+
+
+def _finding(rec: Recommendation, clearing: bool = False) -> Finding:
+    return Finding("listen_queue.bursts", "warning", "bursts", (), EvidenceWindow(0, 1, 2), rec,
+                   clearing=clearing)  # fmt: skip
+
+
+def test_a_listen_recommendation_is_capped_at_somaxconn() -> None:
+    rec = Recommendation("listen", "raise", 512, "restart", "holds bursts", current=100)
+    wish = listen_wish([_finding(rec)], _frame(100, 4096))
+    assert wish is not None and (wish.current, wish.wanted, wish.target) == (100, 512, 512)
+    assert wish.appliable
+    wish = listen_wish([_finding(rec)], _frame(100, 256))
+    assert wish is not None and wish.target == 256
+
+
+def test_no_room_under_somaxconn_or_an_unknown_one_applies_nothing() -> None:
+    rec = Recommendation("net.core.somaxconn", "raise", 512, "sysctl", "room",
+                         current=128, together=(("listen", 512),))  # fmt: skip
+    wish = listen_wish([_finding(rec)], _frame(128, 128))
+    assert wish is not None and wish.target is None and "raise net.core.somaxconn" in wish.why
+    rec = Recommendation("listen", "raise", 512, "restart", "holds bursts")
+    wish = listen_wish([_finding(rec)], _frame(100, None))
+    assert wish is not None and wish.target is None and "somaxconn unknown" in wish.why
+
+
+def test_only_burst_advice_is_applied() -> None:
+    rec = Recommendation("listen", "raise", 1024, "restart", "a larger backlog", current=100)
+    f = Finding("config.default_listen", "warning", "busy on the default listen", (),
+                EvidenceWindow(0, 1, 2), rec)  # fmt: skip
+    wish = listen_wish([f], _frame(100, 4096))
+    assert wish is not None and wish.target == 1024 and not wish.appliable
+
+
+def test_clearing_findings_and_other_recommendations_are_ignored() -> None:
+    listen = Recommendation("listen", "raise", 512, "restart", "holds bursts")
+    workers = Recommendation("workers", "raise", 8, "fifo", "more workers")
+    assert listen_wish([_finding(listen, clearing=True)], _frame(100, 4096)) is None
+    assert listen_wish([_finding(workers)], _frame(100, 4096)) is None
+
+
+def test_restart_command_config() -> None:
+    base = {"name": "app", "stats": "/run/app.sock", "override": "/var/lib/app.ini"}
+    cfg = validate({"instance": [{**base, "restart_command": "sh -c 'exit 0'"}]}, "t")
+    assert cfg.instance[0].restart_command == ("sh", "-c", "exit 0")
+    with pytest.raises(ConfigError, match="restart_command is empty"):
+        validate({"instance": [{**base, "restart_command": []}]}, "t")
+    with pytest.raises(ConfigError, match="'no-such-restart' not found"):
+        validate({"instance": [{**base, "restart_command": ["no-such-restart"]}]}, "t")
+    no_override = {"name": "app", "stats": "/run/app.sock", "restart_command": ["true"]}
+    with pytest.raises(ConfigError, match="needs an override"):
+        validate({"instance": [no_override]}, "t")

@@ -1,0 +1,187 @@
+"""`listen`: only a fresh bind changes it, so only a restart the user configured applies it.
+
+A reload (`r`, SIGHUP, an Emperor touch) keeps the bound sockets and their backlog, so a
+new `listen` written for a reload would silently do nothing. uwsgitune therefore never
+reloads for `listen`. With a restart command configured (`--restart-command`, or
+`restart_command` in the daemon's config: an argv, run without a shell), a listen change:
+
+1. takes the rules' `listen` recommendation (`listen_queue.bursts`: the queue fills in
+   bursts with idle gaps), capped at somaxconn: uWSGI refuses to start above it;
+2. validates the configuration uWSGI would read (the user's ini with the override on top);
+3. writes the override atomically with `listen = N` (the previous kept as `.prev`);
+4. runs the restart command (`UWSGITUNE_LISTEN` and `UWSGITUNE_OVERRIDE` in its
+   environment), which must stop the instance and start it again;
+5. waits until the stats answer with every socket's backlog at N. Otherwise it restores the
+   previous override, runs the restart command once more, and reports a failure: the caller
+   stops applying.
+
+A restart drops the connections waiting in the old backlog: that is why it is opt-in, paced
+by `listen_cooldown` and counted against the hourly change limit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from uwsgitune.actuate.override import (
+    IniError,
+    OverrideError,
+    load_config,
+    problems,
+    read_keys,
+    render_keys,
+    write_atomic,
+)
+from uwsgitune.actuate.reload import ReloadOutcome, check_include
+from uwsgitune.core.frame import Frame
+from uwsgitune.rules.finding import Finding
+
+# Findings whose listen advice may be applied: the queue overflows in bursts while the
+# workers keep up on average, which is what a larger backlog fixes. A queue that is full
+# because the workers are short (or the CPU is) needs workers or CPU: a larger backlog only
+# makes clients wait longer, so that advice is only said.
+APPLIED_BY = ("listen_queue.bursts",)
+
+
+@dataclass(frozen=True)
+class ListenWish:
+    """What the rules ask for, bounded: `target` is what may be applied (None: nothing)."""
+
+    current: int | None
+    wanted: int
+    target: int | None
+    finding: str
+    why: str
+
+    @property
+    def appliable(self) -> bool:
+        return self.target is not None and self.finding in APPLIED_BY
+
+
+def listen_wish(findings: Sequence[Finding], frame: Frame) -> ListenWish | None:
+    """The rules' listen recommendation, capped at somaxconn. Pure. None: none is standing."""
+    for f in findings:
+        rec = f.recommendation
+        if f.clearing or rec is None or not isinstance(rec.value, int):
+            continue
+        if rec.setting == "listen" or dict(rec.together).get("listen") is not None:
+            wanted = rec.value if rec.setting == "listen" else int(dict(rec.together)["listen"])
+            current = min((s.backlog for s in frame.sockets if s.backlog), default=None)
+            cap = frame.somaxconn
+            target = wanted if cap is None else min(wanted, cap)
+            why = f.reason
+            if cap is None:
+                return ListenWish(current, wanted, None, f.id, f"{why} (somaxconn unknown)")
+            if current is not None and target <= current:
+                why += f" (somaxconn {cap} leaves no room: raise net.core.somaxconn first)"
+                return ListenWish(current, wanted, None, f.id, why)
+            return ListenWish(current, wanted, target, f.id, why)
+    return None
+
+
+@dataclass(frozen=True)
+class RestartCommand:
+    argv: tuple[str, ...]
+    timeout: float = 120.0  # seconds the command itself may take
+
+    def __str__(self) -> str:
+        return " ".join(self.argv)
+
+
+def backlogs(frame: Frame) -> list[int]:
+    return [s.backlog for s in frame.sockets if s.backlog is not None]
+
+
+class ListenApplier:
+    def __init__(
+        self,
+        override_path: Path,
+        user_ini: Path | None,
+        restart: RestartCommand,
+        poll: Callable[[], Frame],
+        *,
+        interval: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(override_path)
+        self.user_ini = user_ini
+        self.restart = restart
+        self.poll = poll
+        self.interval = interval
+        self._sleep = sleep
+        self._mono = mono
+
+    def plan(self, target: int, somaxconn: int | None) -> dict[str, str]:
+        """The override keys with `listen = target`; raise OverrideError unless it is safe."""
+        if self.user_ini is None:
+            raise OverrideError("the instance's ini is unknown; pass --ini so it can be validated")
+        keys = {**read_keys(self.path), "listen": str(target)}
+        try:
+            check_include(self.user_ini, self.path)
+            config = load_config(self.user_ini)
+        except (IniError, OSError) as exc:
+            raise OverrideError(str(exc)) from None
+        found = problems({**config, **keys}, somaxconn=somaxconn)
+        if found:
+            raise OverrideError("; ".join(found))
+        return keys
+
+    def apply(self, target: int, before: Frame, deadline: float) -> ReloadOutcome:
+        """Validate, write, restart, verify; roll back on failure. Raises OverrideError (and
+        OSError) before anything is written."""
+        keys = self.plan(target, before.somaxconn)
+        existed = self.path.exists()
+        old_text = self.path.read_text() if existed else render_keys({})
+        write_atomic(self.path, render_keys(keys))
+        start = self._mono()
+        ran = self._run(target)
+        if ran is None and self._wait(target, before, start + deadline):
+            took = self._mono() - start
+            return ReloadOutcome(True, f"restarted with listen {target} in {took:.1f}s", took)
+        took = self._mono() - start
+        what = ran or f"not back with every backlog at {target} within {deadline:g}s"
+        write_atomic(self.path, old_text, keep_prev=False)
+        previous = min(backlogs(before), default=0)
+        again = self._run(previous)
+        what += "; previous override restored, restart run again"
+        what += f" ({again})" if again else ""
+        return ReloadOutcome(False, what, took, restored=True)
+
+    def _run(self, listen: int) -> str | None:
+        """Run the restart command. None: it exited 0; else what went wrong."""
+        env = {**os.environ, "UWSGITUNE_LISTEN": str(listen), "UWSGITUNE_OVERRIDE": str(self.path)}
+        try:
+            done = subprocess.run(
+                self.restart.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.restart.timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"restart command timed out after {self.restart.timeout:g}s"
+        except OSError as exc:
+            return f"restart command {self.restart.argv[0]!r} failed to run: {exc.strerror}"
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).decode(errors="replace").strip()
+            tail = tail.splitlines()[-1][:200] if tail else ""
+            return f"restart command exited {done.returncode}" + (f": {tail}" if tail else "")
+        return None
+
+    def _wait(self, target: int, before: Frame, until: float) -> bool:
+        while self._mono() < until:
+            self._sleep(self.interval)
+            frame = self.poll()
+            if frame.kind == "error" or frame.master_pid is None:
+                continue
+            found = backlogs(frame)
+            if found and all(b == target for b in found):
+                return True
+        return False
