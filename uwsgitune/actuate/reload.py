@@ -3,7 +3,10 @@
 1. Validate the configuration uWSGI would read (the user's ini, the override on top); a
    refused one is never written (a bad ini plus `r` kills the instance).
 2. Write the override atomically, keeping the previous version.
-3. Send `r`, unless the instance is an Emperor vassal: the Emperor reloads on the change.
+3. Send `r`, to a vassal of the Emperor too: the Emperor watches the vassal's own ini, not
+   the files it includes (measured: an edited include is not reloaded), so without `r` the
+   override would wait for the next unrelated reload; and since the vassal's ini itself is
+   never touched, the Emperor does not reload it a second time.
 4. Poll until the same master is back with the new `processes` and `cheaper-initial` live
    workers, before a deadline. Otherwise restore the previous file, reload it when the
    master still reads its FIFO, and report a failure: the caller stops applying.
@@ -47,8 +50,8 @@ class ReloadOutcome:
 
 
 def under_emperor(pid: int, proc: Path = Path("/proc")) -> bool:
-    """A vassal: the Emperor hands its fd down in the environment, and reloads on file
-    change itself (editing *and* sending `r` would reload twice)."""
+    """A vassal: the Emperor hands its fd down in the environment. It reloads a vassal when
+    the vassal's ini changes, not when a file that ini includes does."""
     try:
         return b"UWSGI_EMPEROR_FD=" in (proc / str(pid) / "environ").read_bytes()
     except OSError:
@@ -109,17 +112,17 @@ class Reloader:
         self.fifo.check(before.master_pid)  # before writing: the `r` must be deliverable
         write_atomic(self.path, ov.render())
         start = self._mono()
-        vassal = before.emperor or under_emperor(before.master_pid)
+        vassal = under_emperor(before.master_pid)
         try:
-            if not vassal:
-                self.fifo.send("r", before.master_pid)
+            self.fifo.send("r", before.master_pid)
         except FifoError as exc:
             restore(self.path)
             return ReloadOutcome(False, f"`r` not delivered ({exc}); override restored", 0, True)
         frame = self._wait(ov, before, start + deadline)
         took = self._mono() - start
         if frame is not None:
-            return ReloadOutcome(True, f"reloaded in {took:.1f}s", took, frame=frame)
+            what = f"reloaded in {took:.1f}s" + (" (an Emperor vassal)" if vassal else "")
+            return ReloadOutcome(True, what, took, frame=frame)
         return self._roll_back(ov, before, took, deadline)
 
     def _wait(self, ov: Override, before: Frame, until: float) -> Frame | None:
@@ -147,7 +150,7 @@ class Reloader:
         what = f"not back with processes={ov.processes}, {ov.cheaper_initial} live"
         what += f" within {deadline:g}s"
         try:
-            if restored and not (before.emperor or under_emperor(before.master_pid)):
+            if restored:
                 self.fifo.send("r", before.master_pid)
                 what += "; previous override restored and reloaded"
         except FifoError as exc:
