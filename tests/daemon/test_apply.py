@@ -62,6 +62,8 @@ def test_daemon_applies_under_load(
         )
         sent = value(samples, "uwsgitune_actions_total", stats_uri=uri, kind="fifo", result="sent")
         assert sent is not None and sent >= 1
+        why = samples.get("uwsgitune_tuner_desired_workers", [])
+        assert why and why[0].labels["code"], "the tuner's decision is exported, with why"
     finally:
         load.join()
     assert live(proc) >= 3

@@ -107,8 +107,10 @@ def test_beyond_the_exporter_and_own_metrics() -> None:
         findings=(("listen_queue.capacity_short", "critical"), ("memory.rss_growth", "warning")),
         recommended=(("processes", 12.0),),
         actions=(("fifo_add", "ok", 2), ("reload", "refused", 1)),
+        decision=("up", "saturated", 8),
     )
     samples = parse(render(snap))
+    assert value(samples, "uwsgitune_tuner_desired_workers", action="up", code="saturated") == 8
     assert (
         value(
             samples,

@@ -169,6 +169,7 @@ class InstanceRunner:
             recommended=self.findings.recommended() if recommend else (),
             actions=tuple((k, r, n) for (k, r), n in sorted(self.actions.items())),
             counts=self.counts,
+            decision=self.tuner.decision(),
         )
 
     def _log_change(self, prev: Frame | None, cur: Frame) -> None:

@@ -80,6 +80,11 @@ class InstanceTuner:
         self._log(d)
         return d
 
+    def decision(self) -> tuple[str, str, int] | None:
+        """The last decision (action, code, desired), for `uwsgitune_tuner_desired_workers`."""
+        d = self.built.loop.last if self.built is not None else None
+        return None if d is None else (d.action, d.code, d.desired)
+
     def close(self) -> None:
         if self.built is not None and self.built.lock is not None:
             self.built.lock.release()
@@ -135,6 +140,7 @@ class InstanceTuner:
         changed, self._key = key != self._key, key
         for line in self._lines:
             loud = line.startswith(("WARNING", "ERROR", "APPLY STOPPED", "apply STOPPED"))
+            loud = loud or ": listen " in line  # listen advice is said once per value
             if loud or changed:
                 level = logging.WARNING if loud else logging.INFO
                 event("tuner", level, instance=self.spec.name, action=d.action, code=d.code,

@@ -140,6 +140,10 @@ def add_own(out: Families, snap: Snapshot) -> None:
     for kind, result, n in snap.actions:
         doc = "Actions taken on the instance, by kind and result."
         out.counter("uwsgitune_actions_total", doc, uri, n, kind=kind, result=result)
+    if snap.decision is not None:
+        action, code, desired = snap.decision
+        doc = "The live worker count the tuner wants now; action and code say why."
+        out.gauge("uwsgitune_tuner_desired_workers", doc, uri, desired, action=action, code=code)
     counts = snap.counts
     if counts is not None:
         out.counter("uwsgitune_poll_errors_total", "Failed polls.", uri, counts.errors)

@@ -32,6 +32,7 @@ class Snapshot:
     findings: tuple[tuple[str, str], ...] = ()  # (rule id, severity) of active findings
     recommended: tuple[tuple[str, float], ...] = ()  # (setting, value)
     actions: tuple[tuple[str, str, int], ...] = ()  # (kind, result, count)
+    decision: tuple[str, str, int] | None = None  # the tuner's last (action, code, desired)
     counts: PollCounts | None = None
 
     @property
