@@ -7,6 +7,7 @@ reload, so a stop is FIFO `q` (graceful), then SIGINT, then SIGKILL as the last 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -52,10 +53,29 @@ def render_ini(options: Mapping[str, IniValue]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interrupt_when_parent_dies() -> None:
+    """In the child before exec: the kernel sends SIGINT (uWSGI's graceful stop) when the
+    thread that started it dies, even by SIGKILL. Only for a master started by the main
+    thread of a short-lived command (the demo): the signal follows that thread."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+
+
+PR_SET_PDEATHSIG = 1
+
+
 class UwsgiProcess:
     """One uWSGI master started from an ini we write into `workdir`."""
 
-    def __init__(self, workdir: Path, options: Mapping[str, IniValue], name: str = "app") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        options: Mapping[str, IniValue],
+        name: str = "app",
+        *,
+        die_with_parent: bool = False,
+    ) -> None:
+        self.die_with_parent = die_with_parent
         self.workdir = Path(workdir)
         self.name = name
         self.ini = self.workdir / f"{name}.ini"
@@ -86,6 +106,7 @@ class UwsgiProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_interrupt_when_parent_dies if self.die_with_parent else None,
             )
         self.wait_ready(timeout)
         return self

@@ -3,11 +3,14 @@ and `uwsgitune demo`, which must leave no process and no file behind however it 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -99,6 +102,28 @@ def test_demo_signal_stops_everything(tmux: Callable[..., Tmux], sig: signal.Sig
     os.kill(term.pid, sig)
     term.wait_dead(20)
     _assert_clean(pids, workdir)
+
+
+def test_a_killed_demo_takes_its_uwsgi_with_it(tmux: Callable[..., Tmux]) -> None:
+    """SIGKILL runs no cleanup: the kernel interrupts uWSGI (PR_SET_PDEATHSIG), which stops
+    its workers. Only the temporary directory stays behind."""
+    term = tmux(f"exec {BIN} demo --duration 30", width=100, height=30)
+    pids, workdir = _demo_tree(term)
+    os.kill(term.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    alive = pids
+    try:
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [
+                p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+            ]
+        assert alive == []
+    finally:
+        for pid in alive:  # the bug this tests for: stop what it left, by PID
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_demo_without_a_terminal_says_so() -> None:

@@ -62,7 +62,9 @@ class DemoSession:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         opts = demo_options(self.workdir, port, self.processes, self.live)
-        self.uwsgi = UwsgiProcess(self.workdir, opts, name="demo")
+        # uWSGI runs in its own session (a Ctrl-C reaches us, and we stop it in order); if we
+        # are killed outright, the kernel interrupts it for us.
+        self.uwsgi = UwsgiProcess(self.workdir, opts, name="demo", die_with_parent=True)
         self.uwsgi.start()
         if self.with_load:
             self.load = DemoLoad(self.url, self.duration).start()
