@@ -400,3 +400,29 @@ def test_record_then_replay(uwsgi: Start, tmp_path: Path) -> None:
     assert inst["requests_total"] == total and inst["kind"] == "ok"
     res = run_cli("watch", "--replay", str(out), "--once")
     assert res.returncode == 0 and "2 live / 2 max" in res.stdout
+
+
+def test_uncheaps_are_not_respawns_but_a_killed_worker_is(uwsgi: Start) -> None:
+    """A cheap slot brought back by `+` gets a new pid and respawn_count + 1 (uWSGI 2.0),
+    but nothing died: a cheaper algorithm cycling must not read as a respawn storm."""
+    proc = uwsgi(processes=4, cheaper=1, cheaper_initial=1, cheaper_algo="manual")
+    watch = Watch(proc.stats)
+    a = watch.frame()
+    assert a.live == 1
+    proc.fifo_write("+++")  # first spawns of never-used slots: respawn_count 1
+    wait_for(proc.stats, lambda d: len(d.live_workers) == 4)
+    proc.fifo_write("---")  # cheaped: same id and pid, status cheap
+    wait_for(proc.stats, lambda d: len(d.live_workers) == 1)
+    watch.frame()
+    proc.fifo_write("+++")  # uncheaped: new pids, respawn_count 2
+    wait_for(proc.stats, lambda d: len(d.live_workers) == 4)
+    b = watch.frame()
+    assert b.kind == "ok" and b.live == 4 and b.respawns_total == 3  # uWSGI counts them
+    assert b.respawns_delta == 0  # uwsgitune does not
+    victim = next(w.pid for w in b.workers if w.live and w.id == 2)
+    os.kill(victim, signal.SIGKILL)
+    wait_for(
+        proc.stats, lambda d: victim not in {w.pid for w in d.workers} and len(d.live_workers) == 4
+    )
+    c = watch.frame()
+    assert c.respawns_delta == 1

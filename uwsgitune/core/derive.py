@@ -316,7 +316,6 @@ def _with_rates(frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float) -> Frame
     littles_l = max(d_rt_s, 0.0) / dt
     capacity = frame.live * max(frame.threads, 1)
     harakiri = sum(w.harakiri_count for w in prev.workers)
-    respawns = sum(max(w.respawn_count - 1, 0) for w in prev.workers)
     return replace(
         frame,
         rps=d_req / dt,
@@ -326,8 +325,21 @@ def _with_rates(frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float) -> Frame
         busy_ratio=min(littles_l / capacity, 1.0) if capacity else None,
         static_share=(d_static / d_req) if d_req >= 1 else None,
         harakiri_delta=max(frame.harakiri_total - harakiri, 0),
-        respawns_delta=max(frame.respawns_total - respawns, 0),
+        respawns_delta=respawns_between(prev, cur),
     )
+
+
+def respawns_between(prev: StatsDoc, cur: StatsDoc) -> int:
+    """Worker respawns between two documents, not counting uncheaps: a cheap slot brought
+    back (by `+` or a cheaper algorithm) gets a new pid and `respawn_count` + 1, but nothing
+    died. A slot that was live and respawned did die (crash, harakiri, max-requests, `r`)."""
+    n = 0
+    for p, c in zip(prev.workers, cur.workers, strict=False):
+        d = max(c.respawn_count - p.respawn_count, 0)
+        if d and not p.live and c.live:
+            d -= 1  # the uncheap itself
+        n += d
+    return n
 
 
 def _with_host(
