@@ -1,4 +1,4 @@
-"""Unix listen queues from the kernel (netlink sock_diag), without uWSGI."""
+"""Unix and TCP listen queues from the kernel (netlink sock_diag), without uWSGI."""
 
 from __future__ import annotations
 
@@ -79,3 +79,55 @@ def test_netstat_counters_parse(tmp_path: Path) -> None:
     assert listen_overflows(f) == (12, 15)
     assert listen_overflows(tmp_path / "missing") == (None, None)
     assert listen_overflows() != (None, None)
+
+
+def _inet_message(family: int, addr: str, port: int, rq: int, wq: int) -> bytes:
+    raw = socket.inet_pton(family, addr)
+    sockid = struct.pack("!HH", port, 0) + raw.ljust(16, b"\0") + bytes(16) + bytes(12)
+    body = struct.pack("=BBBB", family, 10, 0, 0) + sockid + struct.pack("=IIIII", 0, rq, wq, 0, 9)
+    return struct.pack("=IHHII", 16 + len(body), netlink.SOCK_DIAG_BY_FAMILY, 2, 1, 0) + body
+
+
+def test_parse_inet_messages_v4_v6_and_done() -> None:
+    data = _inet_message(socket.AF_INET, "127.0.0.1", 9000, 5, 4)
+    data += _inet_message(socket.AF_INET6, "::", 9001, 0, 128)
+    data += struct.pack("=IHHII", 20, netlink.NLMSG_DONE, 2, 1, 0) + b"\0\0\0\0"
+    entries, done = netlink.parse_inet_messages(data)
+    assert entries == [("127.0.0.1", 9000, 5, 4), ("::", 9001, 0, 128)] and done
+
+
+def test_match_tcp_names_as_uwsgi_writes_them() -> None:
+    table = [("127.0.0.1", 9000, 5, 4), ("0.0.0.0", 9001, 1, 100), ("10.0.0.1", 9002, 0, 8),
+             ("10.0.0.2", 9002, 3, 8), ("::1", 9003, 2, 16)]  # fmt: skip
+    assert netlink.match_tcp("127.0.0.1:9000", table) == (5, 4)
+    assert netlink.match_tcp("localhost:9000", table) == (5, 4)  # the only listener there
+    assert netlink.match_tcp(":9001", table) == (1, 100)
+    assert netlink.match_tcp("0.0.0.0:9001", table) == (1, 100)
+    assert netlink.match_tcp("10.0.0.2:9002", table) == (3, 8)
+    assert netlink.match_tcp("myhost:9002", table) is None  # two could be it: do not guess
+    assert netlink.match_tcp("[::1]:9003", table) == (2, 16)
+    assert netlink.match_tcp("127.0.0.1:1", table) is None
+    assert netlink.match_tcp("/run/app.sock", table) is None
+
+
+def test_real_tcp_backlog_is_seen_at_once() -> None:
+    clients: list[socket.socket] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(3)
+        port = listener.getsockname()[1]
+        assert netlink.match_tcp(f"127.0.0.1:{port}", netlink.tcp_listen_queues()) == (0, 3)
+        try:
+            for _ in range(4):
+                clients.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            sampler = HostSampler()
+            doc = parse_stats(
+                document(workers=[worker(1, 1)], sockets=[{"name": f"127.0.0.1:{port}"}])
+            )
+            host = sampler.sample(doc)
+            assert [(q.name, q.queue, q.backlog) for q in host.tcp_queues] == [
+                (f"127.0.0.1:{port}", 4, 3)
+            ]
+        finally:
+            for c in clients:
+                c.close()

@@ -143,6 +143,7 @@ def _worker_view(
 
 def _socket_views(sockets: tuple[Socket, ...], host: HostSample | None) -> tuple[SocketView, ...]:
     kernel = {q.path: q for q in host.unix_queues} if host else {}
+    tcp = {q.name: q for q in host.tcp_queues} if host else {}
     out = []
     for s in sockets:
         if s.is_unix:
@@ -151,6 +152,8 @@ def _socket_views(sockets: tuple[Socket, ...], host: HostSample | None) -> tuple
                 out.append(SocketView(s.name, s.proto, True, q.queue, q.backlog, "kernel"))
             else:
                 out.append(SocketView(s.name, s.proto, True, None, None, "none"))
+        elif (t := tcp.get(s.name)) is not None:  # the kernel now, not the master's sample
+            out.append(SocketView(s.name, s.proto, False, t.queue, t.backlog, "kernel"))
         else:
             out.append(SocketView(s.name, s.proto, False, s.queue, s.max_queue or None, "stats"))
     return tuple(out)

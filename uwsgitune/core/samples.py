@@ -31,6 +31,16 @@ class UnixQueue:
 
 
 @dataclass(frozen=True)
+class TcpQueue:
+    """A listening TCP socket as the kernel sees it now (netlink inet_diag); uWSGI's own
+    `queue` is its master's sample from up to a second ago."""
+
+    name: str  # as uWSGI names the socket: "127.0.0.1:9000", ":9000"
+    queue: int  # connections waiting for accept()
+    backlog: int
+
+
+@dataclass(frozen=True)
 class HostSample:
     """Host facts next to one stats document. Any field the host cannot give is None."""
 
@@ -47,6 +57,7 @@ class HostSample:
     listen_drops: int | None = None  # TcpExtListenDrops, host-wide, cumulative
     procs: tuple[ProcSample, ...] = ()
     unix_queues: tuple[UnixQueue, ...] = ()
+    tcp_queues: tuple[TcpQueue, ...] = ()
 
     @property
     def available_memory(self) -> int:

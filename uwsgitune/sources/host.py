@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 
 from uwsgitune.core.model import StatsDoc
-from uwsgitune.core.samples import HostSample, ProcSample, UnixQueue
-from uwsgitune.sources.netlink import unix_listen_queues
+from uwsgitune.core.samples import HostSample, ProcSample, TcpQueue, UnixQueue
+from uwsgitune.sources.netlink import match_tcp, tcp_listen_queues, unix_listen_queues
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -140,6 +140,7 @@ class HostSampler:
     def __init__(self, *, netlink: bool = True) -> None:
         self._dirs: dict[int, list[Path]] = {}
         self._netlink = netlink
+        self._inet_diag = netlink
         self._procs: dict[int, psutil.Process] = {}
 
     def _dirs_for(self, pid: int) -> list[Path]:
@@ -163,6 +164,9 @@ class HostSampler:
         unix: tuple[UnixQueue, ...] = ()
         if doc and self._netlink and any(s.is_unix for s in doc.sockets):
             unix = self._unix_queues({s.name for s in doc.sockets if s.is_unix})
+        tcp: tuple[TcpQueue, ...] = ()
+        if doc and self._inet_diag and any(not s.is_unix for s in doc.sockets):
+            tcp = self._tcp_queues([s.name for s in doc.sockets if not s.is_unix])
         return HostSample(
             cpu_count=psutil.cpu_count() or 1,
             effective_cpus=effective_cpus(master or os.getpid(), dirs),
@@ -177,7 +181,17 @@ class HostSampler:
             listen_drops=drops,
             procs=_proc_samples(pids, self._procs),
             unix_queues=unix,
+            tcp_queues=tcp,
         )
+
+    def _tcp_queues(self, names: list[str]) -> tuple[TcpQueue, ...]:
+        try:
+            table = tcp_listen_queues()
+        except OSError:
+            self._inet_diag = False  # no inet_diag here: uWSGI's own sample will do
+            return ()
+        found = [(n, match_tcp(n, table)) for n in names]
+        return tuple(TcpQueue(n, *qb) for n, qb in found if qb is not None)
 
     def _unix_queues(self, names: set[str]) -> tuple[UnixQueue, ...]:
         try:

@@ -1,9 +1,13 @@
-"""Listening unix sockets' queue and backlog from the kernel, through netlink sock_diag.
+"""Listening sockets' queue and backlog from the kernel, through netlink sock_diag.
 
 uWSGI reads `queue`/`max_queue` with TCP_INFO, so its stats say 0/0 for every unix socket,
 even while clients get EAGAIN. The kernel knows better: `ss -lx` asks NETLINK_SOCK_DIAG for
 AF_UNIX sockets in LISTEN with UDIAG_SHOW_RQLEN, where `rqueue` is the number of connections
-waiting for accept() and `wqueue` the backlog. This is a minimal client for that one dump.
+waiting for accept() and `wqueue` the backlog.
+
+For TCP, uWSGI's figures are right but old: its master samples them about once a second.
+`ss -lt` asks inet_diag for TCP sockets in LISTEN, whose `idiag_rqueue` is the accept queue
+now and `idiag_wqueue` the backlog. This is a minimal client for those dumps.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -28,6 +36,8 @@ _NLMSGHDR = struct.Struct("=IHHII")
 _UNIX_DIAG_REQ = struct.Struct("=BBHIIIII")
 _UNIX_DIAG_MSG = struct.Struct("=BBBBIII")
 _RTATTR = struct.Struct("=HH")
+_INET_DIAG_REQ = struct.Struct("=BBBBI48s")  # family, protocol, ext, pad, states, sockid
+_INET_DIAG_MSG_SIZE = 72  # family, state, timer, retrans, sockid (48), expires, rq, wq, uid, inode
 
 
 def _align(n: int) -> int:
@@ -90,18 +100,89 @@ def parse_messages(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
     return out, False
 
 
-def unix_listen_queues(timeout: float = 1.0) -> dict[str, tuple[int, int]]:
-    """Every listening unix socket on the host (this netns): {name: (queue, backlog)}."""
-    result: dict[str, tuple[int, int]] = {}
+def build_inet_request(family: int, seq: int = 1) -> bytes:
+    body = _INET_DIAG_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN, bytes(48))
+    header = _NLMSGHDR.pack(
+        _NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
+    )
+    return header + body
+
+
+TcpEntry = tuple[str, int, int, int]  # (address, port, queue, backlog)
+
+
+def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
+    """Parse one recv() worth of inet_diag messages. Returns (entries, done)."""
+    out: list[TcpEntry] = []
+    off = 0
+    while off + _NLMSGHDR.size <= len(data):
+        length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
+        if length < _NLMSGHDR.size or kind == NLMSG_DONE:
+            return out, True
+        if kind == NLMSG_ERROR:
+            (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
+            if err:
+                raise OSError(-err, os.strerror(-err))
+            return out, True
+        start = off + _NLMSGHDR.size
+        if kind == SOCK_DIAG_BY_FAMILY and length - _NLMSGHDR.size >= _INET_DIAG_MSG_SIZE:
+            family = data[start]
+            (port,) = struct.unpack_from("!H", data, start + 4)
+            raw = data[start + 8 : start + 24]
+            addr = (
+                socket.inet_ntop(socket.AF_INET, raw[:4])
+                if family == socket.AF_INET
+                else socket.inet_ntop(socket.AF_INET6, raw)
+            )
+            rqueue, wqueue = struct.unpack_from("=II", data, start + 56)
+            out.append((addr, port, rqueue, wqueue))
+        off += _align(length)
+    return out, False
+
+
+def _dump(
+    request: bytes, parse: Callable[[bytes], tuple[list[T], bool]], timeout: float
+) -> list[T]:
+    out: list[T] = []
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as sock:
         sock.settimeout(timeout)
-        sock.sendto(build_request(), (0, 0))
+        sock.sendto(request, (0, 0))
         done = False
         while not done:
             data = sock.recv(65536)
             if not data:
                 break
-            entries, done = parse_messages(data)
-            for name, queue, backlog in entries:
-                result[name] = (queue, backlog)
-    return result
+            entries, done = parse(data)
+            out += entries
+    return out
+
+
+def tcp_listen_queues(timeout: float = 1.0) -> list[TcpEntry]:
+    """Every listening TCP socket on the host (this netns), IPv4 and IPv6."""
+    out: list[TcpEntry] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        out += _dump(build_inet_request(family), parse_inet_messages, timeout)
+    return out
+
+
+WILDCARDS = ("", "*", "0.0.0.0", "::", "[::]")
+
+
+def match_tcp(name: str, table: list[TcpEntry]) -> tuple[int, int] | None:
+    """(queue, backlog) of the listener uWSGI calls `name` ("127.0.0.1:9000", ":9000",
+    "[::1]:9000", "localhost:9000"). None when no listener, or more than one, could be it."""
+    host, _, port_s = name.rpartition(":")
+    if not port_s.isdigit():
+        return None
+    port = int(port_s)
+    host = host.strip("[]")
+    same = [e for e in table if e[1] == port]
+    wild = host in WILDCARDS
+    exact = [e for e in same if (e[0] in ("0.0.0.0", "::") if wild else e[0] == host)]
+    found = exact or (same if len(same) == 1 else [])
+    return (found[0][2], found[0][3]) if len(found) == 1 else None
+
+
+def unix_listen_queues(timeout: float = 1.0) -> dict[str, tuple[int, int]]:
+    """Every listening unix socket on the host (this netns): {name: (queue, backlog)}."""
+    return {name: (q, b) for name, q, b in _dump(build_request(), parse_messages, timeout)}

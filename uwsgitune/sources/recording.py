@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from uwsgitune import __version__
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.redact import strip_request_vars
-from uwsgitune.core.samples import HostSample, Poll, ProcSample, UnixQueue
+from uwsgitune.core.samples import HostSample, Poll, ProcSample, TcpQueue, UnixQueue
 
 FORMAT_VERSION = 1
 
@@ -53,6 +53,7 @@ def host_from_record(data: dict[str, Any]) -> HostSample:
     fields = {k: v for k, v in data.items() if k in _HOST_FIELDS}
     fields["procs"] = tuple(ProcSample(**p) for p in fields.get("procs", ()))
     fields["unix_queues"] = tuple(UnixQueue(**q) for q in fields.get("unix_queues", ()))
+    fields["tcp_queues"] = tuple(TcpQueue(**q) for q in fields.get("tcp_queues", ()))
     return HostSample(**fields)
 
 
