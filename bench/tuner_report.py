@@ -64,6 +64,9 @@ NOTES = [
     "throughput and, where the run serves few requests (bursty, drop), in p99.",
     "During this run a few short real-uWSGI tests (listen restarts, the TUI apply key) ran",
     "beside the cpu scenario's static-2 to backlog rows: those may be a few percent low.",
+    "The two tuner rows of every scenario were run again, on a quiet machine, after TCP",
+    "queues came to be read from the kernel at each poll (the version released); the",
+    "static and algorithm rows are from the full run just before.",
 ]
 
 
