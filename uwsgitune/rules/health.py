@@ -50,12 +50,17 @@ def harakiri(ctx: Context) -> list[Finding]:
     return [finding("health.harakiri", severity, reason, frames, ev(harakiri=(kills, "kills")))]
 
 
+MIN_STORM_SPAN = 1.0  # seconds of polls before a respawn rate means anything
+
+
 def respawn_storm(ctx: Context) -> list[Finding]:
     s = ctx.settings
     frames = ctx.window()
     span = sum(f.dt or 0.0 for f in frames)
     respawns = sum(f.respawns_delta or 0 for f in frames)
-    if span <= 0 or respawns * 60 / span < s.respawn_storm_per_min:
+    # A rate needs a real span: a few respawns over a sliver of time is not a storm (and
+    # a span near zero would make the rate infinite).
+    if span < MIN_STORM_SPAN or respawns * 60 / span < s.respawn_storm_per_min:
         return []
     rate = respawns * 60 / span
     reason = (

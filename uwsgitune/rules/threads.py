@@ -28,7 +28,8 @@ def gil_samples(ctx: Context, frames: Sequence[Frame]) -> tuple[int, int]:
     s = ctx.settings
     near = total = 0
     limit = s.gil_cpu_pct
-    recent = frames[-int(s.gil_window_seconds / (frame_dt(frames) or 1.0)) - 1 :]
+    dt = max(frame_dt(frames) or 1.0, 1e-3)  # a degenerate interval must not overflow
+    recent = frames[-min(int(s.gil_window_seconds / dt), len(frames)) - 1 :]
     for frame in recent:
         cpu = ctx.cpu(frame)
         if cpu is None or cpu >= s.cpu_saturated:
