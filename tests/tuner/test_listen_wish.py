@@ -71,3 +71,42 @@ def test_restart_command_config() -> None:
     no_override = {"name": "app", "stats": "/run/app.sock", "restart_command": ["true"]}
     with pytest.raises(ConfigError, match="needs an override"):
         validate({"instance": [no_override]}, "t")
+
+
+class _Window:
+    def __init__(self, frames: list) -> None:  # type: ignore[type-arg]
+        self._frames = tuple(frames)
+
+    def frames(self) -> tuple:  # type: ignore[type-arg]
+        return self._frames
+
+
+class _Watch:
+    address = "unix:///run/app-stats.sock"
+
+    def __init__(self, frames: list) -> None:  # type: ignore[type-arg]
+        self.window = _Window(frames)
+        self.frame = frames[-1]
+
+
+def test_the_loop_uses_the_callers_findings_and_does_not_run_the_rules_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The daemon runs the rules once per poll and hands the findings to the tuner."""
+    import uwsgitune.actuate.loop as loop_mod
+    from uwsgitune.tuner import TunerSettings
+
+    def no_second_run(*a: object, **k: object) -> None:
+        raise AssertionError("the rules ran twice")
+
+    monkeypatch.setattr(loop_mod, "evaluate", no_second_run)
+    frames = [replace(_frame(100, 4096), mono=float(t), t=1e9 + t) for t in range(5)]
+    lines: list[str] = []
+    loop = loop_mod.TuneLoop(_Watch(frames), None, None, TunerSettings(), "recommend",  # type: ignore[arg-type]
+                             log=lines.append, mono=lambda: 4.0)  # fmt: skip
+    rec = Recommendation("listen", "raise", 512, "restart", "holds bursts", current=100)
+    loop.step(frames[-1], [_finding(rec)])
+    assert any("listen 100 -> 512 [listen_queue.bursts]" in line for line in lines), lines
+    lines.clear()
+    loop.step(frames[-1], [])
+    assert not any("listen" in line for line in lines)

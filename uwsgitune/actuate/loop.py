@@ -9,7 +9,7 @@ a failed reload restores the previous override and stops applying until `resume_
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +21,7 @@ from uwsgitune.actuate.override import IniError, Override, OverrideError, as_int
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.engine import EngineState, evaluate
+from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.host import somaxconn
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
@@ -59,7 +60,6 @@ class TuneLoop:
         self._said: tuple[tuple[str, str, int, int], float] | None = None
         self._listen_said: tuple[int, int | None] | None = None
         self._listen_last: float | None = None
-        self.listen: ListenWish | None = None
         self.instance = str(watch.address)
         self.state = TunerState()
         self.stopped: str | None = None
@@ -71,7 +71,10 @@ class TuneLoop:
             if self.stopped:
                 self.log(f"APPLY STOPPED (from the audit log): {self.stopped}")
 
-    def step(self, frame: Frame) -> Decision:
+    def step(self, frame: Frame, findings: Sequence[Finding] | None = None) -> Decision:
+        """One poll: decide, and act as the mode allows. `findings`: the rules' findings
+        for this poll when the caller already ran them (the daemon); else the loop runs
+        the rules itself for its listen advice."""
         now = self._mono()
         self._verify(frame, now)
         d = decide(self.watch.window.frames(), self.state, self.settings, now)
@@ -91,7 +94,7 @@ class TuneLoop:
             self._said = None
             self._apply(d, frame, now)
         if frame.ok and not (d.is_change and self.mode == "apply"):
-            self._listen_step(frame, d, now)
+            self._listen_step(frame, d, now, findings)
         return d
 
     def _dry(self, d: Decision) -> TunerState:
@@ -115,13 +118,16 @@ class TuneLoop:
         self._said = (key, now)
         self.log(line)
 
-    def _listen_step(self, frame: Frame, d: Decision, now: float) -> None:
+    def _listen_step(
+        self, frame: Frame, d: Decision, now: float, findings: Sequence[Finding] | None
+    ) -> None:
         """The rules' listen advice: said once per new value; applied only by a restart."""
-        frames = self.watch.window.frames()
-        if self._listen_last is not None:  # nothing from before the last restart counts
-            frames = tuple(f for f in frames if f.mono > self._listen_last)
-        findings, self._rules = evaluate(frames, state=self._rules)
-        wish = self.listen = listen_wish(findings, frame)
+        if findings is None:
+            frames = self.watch.window.frames()
+            if self._listen_last is not None:  # nothing from before the last restart counts
+                frames = tuple(f for f in frames if f.mono > self._listen_last)
+            findings, self._rules = evaluate(frames, state=self._rules)
+        wish = listen_wish(findings, frame)
         if wish is None:
             self._listen_said = None
             return

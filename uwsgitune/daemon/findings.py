@@ -64,6 +64,7 @@ class FindingsTracker:
     ) -> None:
         self.instance = instance
         self.active: dict[str, Active] = {}
+        self.found: tuple[Any, ...] = ()  # the engine's latest findings, for the tuner
         self._state: Any = None
         self._engine = engine or _engine()
         self._facts = self._engine[1](stats_kind=stats_kind) if self._engine else None
@@ -75,6 +76,7 @@ class FindingsTracker:
         try:
             found, self._state = self._engine[0](frames, self._facts, None, self._state)
             now = {a.id: a for a in map(_active, found)}
+            self.found = tuple(found)
         except Exception as exc:
             self._failed = True
             event("rules_failed", logging.ERROR, instance=self.instance, error=repr(exc))

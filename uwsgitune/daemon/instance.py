@@ -140,7 +140,7 @@ class InstanceRunner:
         seconds = time.perf_counter() - start
         if frame.ok:
             self.findings.update(self.watch.window.last(LOOKBACK_SECONDS))
-            self.tuner.step(frame)
+            self.tuner.step(frame, self.findings.found)  # the rules run once per poll
         return frame, seconds
 
     def _after(self, frame: Frame, seconds: float) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.logs import event
+from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings
 
@@ -63,14 +64,14 @@ class InstanceTuner:
         self._lock_retry = 0.0
         self._error: str | None = None
 
-    def step(self, frame: Frame) -> Decision | None:
+    def step(self, frame: Frame, findings: Sequence[Finding] | None = None) -> Decision | None:
         if not frame.ok or self.spec.fifo is None:
             return None
         try:
             if self.built is None:
                 self.built = self._build(frame)
             self._retry_lock()
-            d = self.built.loop.step(frame)
+            d = self.built.loop.step(frame, findings)
         except Exception as exc:  # a bug must not stop the polls: log it once per kind
             self._lines.clear()
             if repr(exc) != self._error:
