@@ -64,6 +64,7 @@ class TuneLoop:
         self.state = TunerState()
         self.stopped: str | None = None
         self.last: Decision | None = None
+        self.outcome: tuple[str, str] | None = None  # (result, detail) of the last change
         if audit is not None:
             records = list(audit.records(self.instance))
             self.state, self.stopped = resume(records, self.state, wall(), mono())
@@ -338,6 +339,8 @@ class TuneLoop:
     def _change(
         self, d: Decision, result: str, detail: str, ov: Override | None = None
     ) -> dict[str, Any]:
+        """The audit record of a change, which is also its `outcome`."""
+        self.outcome = (result, detail)
         rec: dict[str, Any] = {
             "event": "change",
             "action": d.action,

@@ -57,22 +57,21 @@ class TuiTuner:
         problem = self.lock.acquire()
         if problem is not None:
             return f"not applied: {problem}"
-        mark = len(self.lines)
+        self.loop.outcome = None
         try:
             d = self.loop.apply_now(expect)
         finally:
             self.lock.release()
-        said = list(self.lines)[mark:]
         if d is None:
             return "not applied: no stats yet"
         if (d.action, d.desired) != expect:
             return f"not applied: the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
-        if self.loop.stopped:
+        if self.loop.outcome is None:
             return f"not applied: applying is stopped ({self.loop.stopped})"
-        errors = [line for line in said if line.startswith("ERROR")]
-        if errors:
-            return errors[-1]
-        return f"applied: {d.action} {d.live}->{d.desired} via {d.via}; verifying in the stats"
+        result, detail = self.loop.outcome
+        if result in ("sent", "verified"):
+            return f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({detail})"
+        return f"not applied: {result}: {detail}"
 
 
 def tuner_annotation(view: TunerView) -> Annotation | None:
