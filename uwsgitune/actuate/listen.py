@@ -39,6 +39,7 @@ from uwsgitune.actuate.override import (
 )
 from uwsgitune.actuate.reload import ReloadOutcome, check_include
 from uwsgitune.core.frame import Frame
+from uwsgitune.rules.context import backlog
 from uwsgitune.rules.finding import Finding
 
 # Findings whose listen advice may be applied: the queue overflows in bursts while the
@@ -71,7 +72,7 @@ def listen_wish(findings: Sequence[Finding], frame: Frame) -> ListenWish | None:
             continue
         if rec.setting == "listen" or dict(rec.together).get("listen") is not None:
             wanted = rec.value if rec.setting == "listen" else int(dict(rec.together)["listen"])
-            current = min((s.backlog for s in frame.sockets if s.backlog), default=None)
+            current = backlog(frame)
             cap = frame.somaxconn
             target = wanted if cap is None else min(wanted, cap)
             why = f.reason

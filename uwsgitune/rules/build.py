@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.rules.context import Context, evidence_window
+from uwsgitune.rules.context import Context, backlog, evidence_window
 from uwsgitune.rules.finding import Direction, Evidence, Finding, Recommendation, Severity
 
 MIB = 1024 * 1024
@@ -87,7 +87,7 @@ def pow2_at_least(n: float) -> int:
 
 def listen_change(f: Frame, wanted: int, effect: str) -> Recommendation:
     """A larger listen: `listen` itself (a fresh bind, so restart), or somaxconn first."""
-    current = min((s.backlog for s in f.sockets if s.backlog), default=None)
+    current = backlog(f)
     if f.somaxconn is not None and wanted > f.somaxconn:
         return Recommendation(
             "net.core.somaxconn",

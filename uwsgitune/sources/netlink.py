@@ -75,15 +75,14 @@ def _parse_attrs(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
     return name, rq
 
 
-def parse_messages(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
-    """Parse one recv() worth of netlink messages. Returns (entries, done)."""
-    out: list[tuple[str, int, int]] = []
+def _walk(data: bytes) -> tuple[list[tuple[int, int]], bool]:
+    """The SOCK_DIAG_BY_FAMILY messages in one recv(): [(payload start, payload end)], and
+    whether the dump is done. An NLMSG_ERROR with a code raises OSError."""
+    out: list[tuple[int, int]] = []
     off = 0
     while off + _NLMSGHDR.size <= len(data):
         length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if length < _NLMSGHDR.size:
-            return out, True
-        if kind == NLMSG_DONE:
+        if length < _NLMSGHDR.size or kind == NLMSG_DONE:
             return out, True
         if kind == NLMSG_ERROR:
             (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
@@ -91,13 +90,20 @@ def parse_messages(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
                 raise OSError(-err, os.strerror(-err))
             return out, True
         if kind == SOCK_DIAG_BY_FAMILY:
-            start = off + _NLMSGHDR.size
-            attrs = data[start + _UNIX_DIAG_MSG.size : off + length]
-            name, rq = _parse_attrs(attrs)
-            if name and rq is not None:
-                out.append((name, rq[0], rq[1]))
+            out.append((off + _NLMSGHDR.size, off + length))
         off += _align(length)
     return out, False
+
+
+def parse_messages(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
+    """Parse one recv() worth of unix_diag messages. Returns (entries, done)."""
+    messages, done = _walk(data)
+    out: list[tuple[str, int, int]] = []
+    for start, end in messages:
+        name, rq = _parse_attrs(data[start + _UNIX_DIAG_MSG.size : end])
+        if name and rq is not None:
+            out.append((name, rq[0], rq[1]))
+    return out, done
 
 
 def build_inet_request(family: int, seq: int = 1) -> bytes:
@@ -113,31 +119,22 @@ TcpEntry = tuple[str, int, int, int]  # (address, port, queue, backlog)
 
 def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
     """Parse one recv() worth of inet_diag messages. Returns (entries, done)."""
+    messages, done = _walk(data)
     out: list[TcpEntry] = []
-    off = 0
-    while off + _NLMSGHDR.size <= len(data):
-        length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if length < _NLMSGHDR.size or kind == NLMSG_DONE:
-            return out, True
-        if kind == NLMSG_ERROR:
-            (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
-            if err:
-                raise OSError(-err, os.strerror(-err))
-            return out, True
-        start = off + _NLMSGHDR.size
-        if kind == SOCK_DIAG_BY_FAMILY and length - _NLMSGHDR.size >= _INET_DIAG_MSG_SIZE:
-            family = data[start]
-            (port,) = struct.unpack_from("!H", data, start + 4)
-            raw = data[start + 8 : start + 24]
-            addr = (
-                socket.inet_ntop(socket.AF_INET, raw[:4])
-                if family == socket.AF_INET
-                else socket.inet_ntop(socket.AF_INET6, raw)
-            )
-            rqueue, wqueue = struct.unpack_from("=II", data, start + 56)
-            out.append((addr, port, rqueue, wqueue))
-        off += _align(length)
-    return out, False
+    for start, end in messages:
+        if end - start < _INET_DIAG_MSG_SIZE:
+            continue
+        family = data[start]
+        (port,) = struct.unpack_from("!H", data, start + 4)
+        raw = data[start + 8 : start + 24]
+        addr = (
+            socket.inet_ntop(socket.AF_INET, raw[:4])
+            if family == socket.AF_INET
+            else socket.inet_ntop(socket.AF_INET6, raw)
+        )
+        rqueue, wqueue = struct.unpack_from("=II", data, start + 56)
+        out.append((addr, port, rqueue, wqueue))
+    return out, done
 
 
 def _dump(
