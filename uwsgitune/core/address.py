@@ -50,14 +50,21 @@ def _join(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _host_port(text: str, original: str) -> tuple[str, int]:
+def split_host_port(text: str) -> tuple[str, str, str | None]:
+    """`HOST:PORT` or `[IPV6]:PORT` -> (host, port text, problem). The problem is None,
+    "unclosed" (a '[' without ']') or "no-colon"; the caller words the error."""
     if text.startswith("["):
         host, sep, rest = text[1:].partition("]")
         port_text = rest[1:] if rest.startswith(":") else ""
-        if not sep:
-            raise AddressError(f"{original}: unclosed '[' in IPv6 address; write [::1]:PORT")
-    else:
-        host, _, port_text = text.rpartition(":")
+        return host, port_text, None if sep else "unclosed"
+    host, sep, port_text = text.rpartition(":")
+    return host, port_text, None if sep else "no-colon"
+
+
+def _host_port(text: str, original: str) -> tuple[str, int]:
+    host, port_text, problem = split_host_port(text)
+    if problem == "unclosed":
+        raise AddressError(f"{original}: unclosed '[' in IPv6 address; write [::1]:PORT")
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise AddressError(f"{original}: no valid port; write HOST:PORT, e.g. 127.0.0.1:9191")
     return host or "127.0.0.1", int(port_text)

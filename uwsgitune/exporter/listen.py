@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
+from uwsgitune.core.address import split_host_port
+
 
 def split_listen(text: str) -> tuple[str, int]:
     """Parse `HOST:PORT` or `[IPV6]:PORT`. Raises ValueError with a one-line hint."""
-    raw = text.strip()
-    if raw.startswith("["):
-        host, sep, rest = raw[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-        if not sep:
-            raise ValueError(f"{text!r}: unclosed '['; write [::1]:9117")
-    else:
-        host, sep, port_text = raw.rpartition(":")
-        if not sep:
-            raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:9117")
+    host, port_text, problem = split_host_port(text.strip())
+    if problem == "unclosed":
+        raise ValueError(f"{text!r}: unclosed '['; write [::1]:9117")
+    if problem == "no-colon":
+        raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:9117")
     if not host:
         raise ValueError(
             f"{text!r}: give a host: 127.0.0.1:PORT (local) or 0.0.0.0:PORT (every interface)"

@@ -18,6 +18,8 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
+from uwsgitune.core.address import split_host_port
+
 T = TypeVar("T")
 
 NETLINK_SOCK_DIAG = 4
@@ -162,17 +164,16 @@ def tcp_listen_queues(timeout: float = 1.0) -> list[TcpEntry]:
     return out
 
 
-WILDCARDS = ("", "*", "0.0.0.0", "::", "[::]")
+WILDCARDS = ("", "*", "0.0.0.0", "::")
 
 
 def match_tcp(name: str, table: list[TcpEntry]) -> tuple[int, int] | None:
     """(queue, backlog) of the listener uWSGI calls `name` ("127.0.0.1:9000", ":9000",
     "[::1]:9000", "localhost:9000"). None when no listener, or more than one, could be it."""
-    host, _, port_s = name.rpartition(":")
-    if not port_s.isdigit():
+    host, port_s, problem = split_host_port(name)
+    if problem or not port_s.isdigit():
         return None
     port = int(port_s)
-    host = host.strip("[]")
     same = [e for e in table if e[1] == port]
     wild = host in WILDCARDS
     exact = [e for e in same if (e[0] in ("0.0.0.0", "::") if wild else e[0] == host)]
