@@ -87,7 +87,7 @@ class InstanceConfig(_Frozen):
         if value is not None and not value:
             raise ValueError("restart_command is empty; give the argv that restarts the instance")
         if isinstance(value, list | tuple) and value and shutil.which(str(value[0])) is None:
-            raise ValueError(f"restart_command: {value[0]!r} not found; give a full path")
+            raise ValueError(f"{value[0]!r} not found; give a full path")
         return value
 
     @field_validator("stats")
