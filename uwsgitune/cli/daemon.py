@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from uwsgitune.cli import exporter_flags
 from uwsgitune.cli.config import config_error
 from uwsgitune.cli.errors import UserError
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--config", type=Path, metavar="FILE.toml", help="instances and settings")
     one = p.add_argument_group("one instance without a file")
-    one.add_argument("--stats", metavar="ADDR", help="the stats address")
+    one.add_argument("--stats", metavar="ADDR", action="append", help="the stats address")
     one.add_argument("--name", default="uwsgi", help="instance name in logs (default uwsgi)")
     one.add_argument("--fifo", metavar="PATH", help="the master FIFO")
     one.add_argument("--override", metavar="PATH", help="the override ini uwsgitune owns")
@@ -41,22 +42,32 @@ def register(sub: Any) -> None:
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help=f"metrics endpoint (default {DEFAULT_LISTEN})")  # fmt: skip
     p.add_argument("--log-format", choices=["text", "json"], default=None)
+    exporter_flags.register(p)
     p.set_defaults(func=run)
 
 
+def _stats(args: argparse.Namespace) -> list[str]:
+    return [*(args.stats or []), *(args.stats_uri or [])]
+
+
 def _from_flags(args: argparse.Namespace) -> DaemonConfig:
-    keys = ("name", "stats", "fifo", "override", "mode", "min_workers", "max_workers")
-    inst = {k: getattr(args, k) for k in (*keys, "interval", "timeout")}
-    daemon = {"metrics_listen": args.metrics_listen, "log_format": args.log_format}
+    keys = ("fifo", "override", "mode", "min_workers", "max_workers", "interval", "timeout")
+    stats = _stats(args)
+    common = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if len(stats) > 1 and {"fifo", "override"} & set(common):
+        raise UserError("--fifo and --override need a single --stats; use --config", code=2)
+    names = [args.name] if len(stats) == 1 else [f"{args.name}-{i + 1}" for i in range(len(stats))]
     data: dict[str, Any] = {
-        "daemon": {k: v for k, v in daemon.items() if v is not None},
-        "instance": [{k: v for k, v in inst.items() if v is not None}],
+        "daemon": exporter_flags.daemon_overrides(args),
+        "instance": [{"name": n, "stats": s, **common} for n, s in zip(names, stats, strict=True)],
     }
     try:
         return validate(data, "command line", os.environ)
     except ConfigError as exc:  # name the flag: `--interval: must be >= 0.1 (got '0')`
-        flags = [re.sub(r"^(instance\[0\]|daemon)\.(\w+)", _flag, p) for p in exc.problems]
-        raise ConfigError(flags) from None
+        flags = [re.sub(r"^(instance\[\d+\]|daemon)\.(\w+)", _flag, p) for p in exc.problems]
+        raise ConfigError(
+            flags, source="" if exc.source == "command line" else exc.source
+        ) from None
 
 
 def _flag(m: re.Match[str]) -> str:
@@ -64,9 +75,8 @@ def _flag(m: re.Match[str]) -> str:
 
 
 def _overrides(config: DaemonConfig, args: argparse.Namespace) -> DaemonConfig:
-    """--metrics-listen / --log-format beside --config win over the file."""
-    update = {"metrics_listen": args.metrics_listen, "log_format": args.log_format}
-    update = {k: v for k, v in update.items() if v is not None}
+    """--metrics-listen, --log-format and the exporter's flags beside --config win."""
+    update = exporter_flags.daemon_overrides(args)
     if not update:
         return config
     data = config.model_dump(mode="json")
@@ -76,10 +86,10 @@ def _overrides(config: DaemonConfig, args: argparse.Namespace) -> DaemonConfig:
 
 def load(args: argparse.Namespace) -> DaemonConfig:
     if args.config is not None:
-        if args.stats is not None:
+        if _stats(args):
             raise UserError("give either --config FILE or --stats ADDR, not both", code=2)
         return _overrides(load_config(args.config, os.environ), args)
-    if args.stats is None:
+    if not _stats(args):
         raise UserError(
             "no instances: give --config /etc/uwsgitune/uwsgitune.toml or --stats ADDR", code=2
         )
@@ -94,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         config = load(args)
     except ConfigError as exc:
         raise config_error(exc) from None
-    logs.setup(config.daemon.log_format)
+    logs.setup(config.daemon.log_format, level=config.daemon.log_level)
     daemon = Daemon(config, config_path=args.config)
     try:
         return asyncio.run(daemon.serve())

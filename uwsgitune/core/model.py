@@ -116,6 +116,15 @@ class Metric(_Model):
     value: float = 0
 
 
+class Cache(_Model):
+    name: str = ""
+    hits: int = 0
+    miss: int = 0
+    full: int = 0
+    items: int = 0
+    max_items: int = 0
+
+
 class Vassal(_Model):
     id: str = ""
     pid: int = 0
@@ -141,6 +150,7 @@ class StatsDoc(_Model):
     sockets: tuple[Socket, ...] = ()
     workers: tuple[Worker, ...] = ()
     metrics: dict[str, Metric] | None = None
+    caches: tuple[Cache, ...] = ()
     # Emperor documents carry vassals and no workers.
     vassals: tuple[Vassal, ...] | None = None
     emperor: tuple[str, ...] | None = None

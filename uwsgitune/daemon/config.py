@@ -5,6 +5,8 @@
 metrics_listen = "127.0.0.1:9117"   # uwsgi_exporter's port: uwsgitune replaces it
 log_format = "text"                 # or "json"
 state_dir = "/var/lib/uwsgitune"
+# web_config_file = "/etc/uwsgitune/web.yml"   # TLS and basic auth (exporter-toolkit's file)
+# probe_targets = ["tcp://10.0.0.5:1717"]       # /probe's allow-list; /probe is off without
 
 [[instance]]
 name = "app"
@@ -55,15 +57,49 @@ class _Frozen(BaseModel):
 
 
 class DaemonSection(_Frozen):
-    metrics_listen: str = DEFAULT_LISTEN
-    log_format: Literal["text", "json"] = "text"
+    # One address, or a list (uwsgi_exporter's repeatable --web.listen-address).
+    metrics_listen: str | tuple[str, ...] = DEFAULT_LISTEN
+    log_format: Literal["text", "json", "logfmt"] = "text"  # logfmt is text
+    log_level: Literal["debug", "info", "warn", "error"] = "info"
     state_dir: Path = Path("/var/lib/uwsgitune")
+    # The scrape target, as uwsgi_exporter's flags set it (docs/migrating-from-uwsgi_exporter.md)
+    telemetry_path: str = Field("/metrics", pattern=r"^/[A-Za-z0-9_./-]*$")
+    web_config_file: Path | None = None  # exporter-toolkit's TLS and basic-auth file
+    collect_cores: bool = False
+    scrape_timeout_offset: float = Field(0.25, ge=0, le=60)
+    probe_targets: tuple[str, ...] = ()  # /probe's allow-list; empty: /probe is off
+    uwsgi_metrics_max_series: int = Field(500, ge=0, le=100_000)
 
     @field_validator("metrics_listen")
     @classmethod
-    def _listen(cls, value: str) -> str:
-        split_listen(value)
+    def _listen(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        for text in (value,) if isinstance(value, str) else value:
+            split_listen(text)
+        if not value:
+            raise ValueError("give at least one HOST:PORT")
         return value
+
+    @field_validator("probe_targets")
+    @classmethod
+    def _targets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            try:
+                parse_address(text)
+            except AddressError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("telemetry_path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if value == "/probe" or value.startswith("/-/"):
+            raise ValueError(f"{value} is taken by the exporter's own endpoints")
+        return value
+
+    @property
+    def listens(self) -> tuple[str, ...]:
+        value = self.metrics_listen
+        return (value,) if isinstance(value, str) else value
 
 
 class InstanceConfig(_Frozen):
@@ -112,11 +148,11 @@ class InstanceConfig(_Frozen):
 
 class DaemonConfig(_Frozen):
     daemon: DaemonSection = DaemonSection()
-    instance: tuple[InstanceConfig, ...]
+    instance: tuple[InstanceConfig, ...] = ()
 
     @model_validator(mode="after")
     def _unique(self) -> DaemonConfig:
-        if not self.instance:
+        if not self.instance and not self.daemon.probe_targets:
             raise ValueError("no [[instance]]: give at least one, with name and stats")
         for attr in ("name", "stats"):
             seen: set[str] = set()
@@ -183,11 +219,17 @@ def validate(
     """Validate a parsed document (after env overrides). Raises ConfigError naming every key."""
     try:
         origins = apply_env(data, env or {})
-        return DaemonConfig.model_validate(data)
+        config = DaemonConfig.model_validate(data)
     except ConfigError as exc:
         raise ConfigError(exc.problems, source=source) from None
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, origins), source=source) from None
+    web = config.daemon.web_config_file
+    if web is not None:  # checked here so that `config check` reports its problems too
+        from uwsgitune.exporter.webconfig import load_web_config
+
+        load_web_config(web)
+    return config
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> DaemonConfig:

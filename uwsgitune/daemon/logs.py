@@ -59,8 +59,14 @@ class EventFormatter(logging.Formatter):
         return f"{stamp} {level} {body}"
 
 
-def setup(fmt: str = "text", stream: TextIO | None = None) -> logging.Logger:
-    """(Re)configure the daemon's logger; called again on SIGHUP when log_format changes."""
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+          "error": logging.ERROR}  # fmt: skip
+
+
+def setup(fmt: str = "text", stream: TextIO | None = None, level: str = "info") -> logging.Logger:
+    """(Re)configure the daemon's logger; called again on SIGHUP when log_format changes.
+    `logfmt` (uwsgi_exporter's name) is `text`; `level` is uwsgi_exporter's --log.level."""
+    fmt = "text" if fmt == "logfmt" else fmt
     stream = stream or sys.stderr
     log = logging.getLogger(LOGGER)
     for handler in list(log.handlers):
@@ -68,7 +74,7 @@ def setup(fmt: str = "text", stream: TextIO | None = None) -> logging.Logger:
     handler = logging.StreamHandler(stream)
     handler.setFormatter(EventFormatter(fmt, journal=fmt == "text" and on_journal(stream)))
     log.addHandler(handler)
-    log.setLevel(logging.INFO)
+    log.setLevel(LEVELS.get(level, logging.INFO))
     log.propagate = False
     return log
 

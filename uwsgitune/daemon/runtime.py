@@ -25,6 +25,7 @@ from uwsgitune.daemon.instance import InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.exporter.collector import registry_for
+from uwsgitune.exporter.endpoint import build_site
 from uwsgitune.exporter.http import MetricsServer
 from uwsgitune.exporter.snapshot import Snapshot
 
@@ -59,6 +60,10 @@ class Daemon:
     def snapshots(self) -> list[Snapshot]:
         return [r.snapshot for r in self.runners.values()]
 
+    def ready(self) -> bool:
+        """`/-/ready`: every instance has been polled at least once."""
+        return all(r.counts.polls > 0 for r in self.runners.values())
+
     def on_signal(self, signum: int) -> None:
         """Record only; the main loop acts."""
         if signum == signal.SIGHUP:
@@ -79,16 +84,24 @@ class Daemon:
         return 0
 
     async def startup(self) -> None:
-        listen = self.config.daemon.metrics_listen
         try:
-            await self.server.start(listen)
-        except (OSError, ValueError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc)
-            raise StartupError(f"cannot serve metrics on {listen}: {reason}") from None
-        host, port = self.server.address
+            self.server.handler, self.server.tls = build_site(
+                self.config.daemon, self.snapshots, self.ready
+            )
+        except ConfigError as exc:
+            raise StartupError(str(exc).replace("\n", "; ")) from None
+        for listen in self.config.daemon.listens:
+            try:
+                await self.server.start(listen)
+            except (OSError, ValueError) as exc:
+                reason = getattr(exc, "strerror", None) or str(exc)
+                await self.server.close()
+                raise StartupError(f"cannot serve metrics on {listen}: {reason}") from None
         self._apply(self.config, first=True)
-        event("started", version=__version__, pid=os.getpid(), metrics=f"{host}:{port}",
-              instances=len(self.runners), config=self.config_path)  # fmt: skip
+        metrics = ",".join(f"{h}:{p}" for h, p in self.server.addresses)
+        event("started", version=__version__, pid=os.getpid(), metrics=metrics,
+              tls=self.server.tls is not None, instances=len(self.runners),
+              config=self.config_path)  # fmt: skip
         self.notifier.ready(self._status())
 
     def _status(self) -> str:
@@ -132,8 +145,13 @@ class Daemon:
 
     def _apply(self, new: DaemonConfig, first: bool = False) -> None:
         old = self.config
-        if new.daemon.log_format != old.daemon.log_format:
-            logs.setup(new.daemon.log_format)
+        if (new.daemon.log_format, new.daemon.log_level) != (
+            old.daemon.log_format,
+            old.daemon.log_level,
+        ):
+            logs.setup(new.daemon.log_format, level=new.daemon.log_level)
+        if not first:
+            new = self._apply_web(new)
         if new.daemon.metrics_listen != old.daemon.metrics_listen:
             event("metrics_listen_kept", logging.WARNING, listen=old.daemon.metrics_listen,
                   reason="a new metrics_listen takes a restart")  # fmt: skip
@@ -160,6 +178,19 @@ class Daemon:
                 event("instance_removed", instance=name)
         self.runners = runners
         self.config = new
+
+    def _apply_web(self, new: DaemonConfig) -> DaemonConfig:
+        """Routes, auth, probe list and export options apply now; TLS on or off, a restart."""
+        try:
+            site, tls = build_site(new.daemon, self.snapshots, self.ready)
+        except ConfigError as exc:
+            event("web_config_kept", logging.ERROR, error=str(exc).replace("\n", "; "))
+            return new.model_copy(update={"daemon": new.daemon.model_copy(
+                update={"web_config_file": self.config.daemon.web_config_file})})  # fmt: skip
+        if (tls is None) != (self.server.tls is None):
+            event("web_tls_kept", logging.WARNING, reason="turning TLS on or off takes a restart")
+        self.server.handler = site
+        return new
 
     async def shutdown(self) -> None:
         self.notifier.stopping()

@@ -10,14 +10,18 @@ findings, actions) stay.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
+from prometheus_client import ProcessCollector
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.exporter import compat
+from uwsgitune.exporter import compat, optional
 from uwsgitune.exporter.families import Families
+from uwsgitune.exporter.selfmetrics import BuildInfo, add_self
 from uwsgitune.exporter.snapshot import Snapshot
+from uwsgitune.exporter.uwsgi_metrics import add_uwsgi_metrics
 
 SnapshotSource = Callable[[], Iterable[Snapshot]]
 
@@ -58,22 +62,32 @@ FRAME_GAUGES: tuple[tuple[str, str, Callable[[Frame], float | None]], ...] = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ExportOptions:
+    collect_cores: bool = False  # uwsgi_exporter's --collect.cores
+    uwsgi_metrics_max_series: int = 500  # cap on uwsgi_metric{name} series per instance
+
+
 class UwsgiCollector(Collector):
     """Yields every family from `source()`, called once per scrape."""
 
-    def __init__(self, source: SnapshotSource) -> None:
+    def __init__(self, source: SnapshotSource, options: ExportOptions | None = None) -> None:
         self._source = source
+        self.options = options or ExportOptions()
 
     def collect(self) -> Iterator[Metric]:
         out = Families()
+        options = self.options
         for snap in self._source():
-            add_snapshot(out, snap)
+            add_snapshot(out, snap, options)
         yield from out
 
 
-def add_snapshot(out: Families, snap: Snapshot) -> None:
+def add_snapshot(out: Families, snap: Snapshot, options: ExportOptions | None = None) -> None:
+    options = options or ExportOptions()
     uri = snap.stats_uri
     compat.add_up(out, uri, snap.up)
+    add_self(out, snap)
     add_own(out, snap)
     doc, frame = snap.doc, snap.frame
     if not snap.up or doc is None or frame is None:
@@ -81,6 +95,10 @@ def add_snapshot(out: Families, snap: Snapshot) -> None:
     compat.add_main(out, uri, doc)
     compat.add_sockets(out, uri, doc)
     compat.add_workers(out, uri, doc, frame.workers)
+    if options.collect_cores:
+        optional.add_cores(out, uri, doc)
+    optional.add_caches(out, uri, doc)
+    add_uwsgi_metrics(out, uri, doc, options.uwsgi_metrics_max_series)
     add_frame(out, uri, frame)
     add_host(out, snap)
 
@@ -151,8 +169,14 @@ def add_own(out: Families, snap: Snapshot) -> None:
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
 
 
-def registry_for(source: SnapshotSource) -> CollectorRegistry:
-    """A private registry holding only this collector (no process/platform collectors)."""
+def registry_for(
+    source: SnapshotSource, options: ExportOptions | None = None, *, process: bool = False
+) -> CollectorRegistry:
+    """A private registry: this collector and the build info; `process_*` when asked (the
+    daemon: uwsgi_exporter has them too). No Python platform or GC collectors."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(UwsgiCollector(source))
+    registry.register(UwsgiCollector(source, options))
+    registry.register(BuildInfo())
+    if process:
+        registry.register(ProcessCollector(registry=None))
     return registry

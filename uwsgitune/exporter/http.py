@@ -1,41 +1,39 @@
-"""A small asyncio HTTP server for the scrape target: `GET /metrics` (and HEAD), nothing else.
+"""A small asyncio HTTP server for the scrape target. Each connection answers one request
+and closes.
 
-Other paths are 404, other methods 405. Each connection answers one request and closes.
 The request head is bounded (16 KiB) and must arrive within `read_timeout`; at most
 `max_clients` connections are served at once; a client that does not read its answer is
-dropped after `read_timeout`. So a slow or hostile client cannot hold the endpoint.
-The exposition is rendered in a thread, so a scrape never stalls the daemon's event loop.
+dropped after `read_timeout`. So a slow or hostile client cannot hold the endpoint. With a
+TLS context the handshake is part of that budget, and a refused handshake (no client
+certificate, wrong CA) closes the connection without a word to the log per attempt.
+
+What is served is the `handler`'s business (`site.Site` for the daemon). Without one, the
+server answers `GET /metrics` (and HEAD) with `render()`, 404 elsewhere and 405 for other
+methods, which is all `watch --metrics-listen` needs. Rendering runs in a thread, so a
+scrape never stalls the daemon's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.exporter.listen import split_listen
+from uwsgitune.exporter.request import Request, Response, parse_head, text
 from uwsgitune.exporter.text import render as render_text
 
 MAX_HEAD = 16 * 1024
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error"}  # fmt: skip
-
-
-def response(status: int, body: bytes = b"", content_type: str = "text/plain; charset=utf-8",
-             head_only: bool = False, extra: str = "") -> bytes:  # fmt: skip
-    head = (
-        f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
-    )
-    return head.encode("latin-1") + (b"" if head_only else body)
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 class MetricsServer:
-    """Serves `render()` (default: the registry in the text format) at /metrics."""
+    """Serves `handler` (default: `render()`, the registry in the text format, at /metrics)."""
 
     def __init__(
         self,
@@ -44,30 +42,42 @@ class MetricsServer:
         read_timeout: float = 5.0,
         max_clients: int = 16,
         render: Callable[[], bytes] | None = None,
+        handler: Handler | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.registry = registry
         self.read_timeout = read_timeout
         self.max_clients = max_clients
         self._render = render or (lambda: render_text(self.registry))
-        self._server: asyncio.AbstractServer | None = None
+        self.handler: Handler = handler or self._metrics_only
+        self.tls = tls
+        self._servers: list[asyncio.AbstractServer] = []
         self._clients = 0
         self.failures = 0
-        self.address: tuple[str, int] = ("", 0)
+        self.addresses: list[tuple[str, int]] = []
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.addresses[0] if self.addresses else ("", 0)
 
     async def start(self, listen: str) -> None:
+        """Bind one more address (call once per `--web.listen-address`)."""
         host, port = split_listen(listen)
-        self._server = await asyncio.start_server(
-            self._handle, host.strip("[]"), port, limit=MAX_HEAD, reuse_address=True
-        )
-        sockname = self._server.sockets[0].getsockname()
-        self.address = (str(sockname[0]), int(sockname[1]))
+        server = await asyncio.start_server(
+            self._handle, host.strip("[]"), port, limit=MAX_HEAD, reuse_address=True,
+            ssl=self.tls, ssl_handshake_timeout=self.read_timeout if self.tls else None,
+        )  # fmt: skip
+        self._servers.append(server)
+        sockname = server.sockets[0].getsockname()
+        self.addresses.append((str(sockname[0]), int(sockname[1])))
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for server in servers:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), self.read_timeout)
-            self._server = None
+                await asyncio.wait_for(server.wait_closed(), self.read_timeout)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._clients >= self.max_clients:
@@ -79,33 +89,37 @@ class MetricsServer:
             if answer:
                 writer.write(answer)
                 await asyncio.wait_for(writer.drain(), self.read_timeout)
-        except (OSError, asyncio.TimeoutError):
+        except (OSError, asyncio.TimeoutError, ssl.SSLError):
             pass
         finally:
             self._clients -= 1
-            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+                writer.close()
 
     async def _answer(self, reader: asyncio.StreamReader) -> bytes:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.read_timeout)
         except asyncio.LimitOverrunError:
-            return response(431, b"request head too large\n")
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+            return text(431, "request head too large").encode()
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, OSError):
             return b""  # a client that sent nothing, too little, or too slowly: just close
-        parts = head.split(b"\r\n", 1)[0].split()
-        if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
-            return response(400, b"bad request line\n")
-        method, target = parts[0], parts[1].split(b"?", 1)[0]
-        if target != b"/metrics":
-            return response(404, b"not found; metrics are at /metrics\n")
-        if method not in (b"GET", b"HEAD"):
-            return response(405, b"method not allowed\n", extra="Allow: GET, HEAD\r\n")
+        request = parse_head(head)
+        if request is None:
+            return text(400, "bad request line").encode()
         try:
-            body = await asyncio.to_thread(self._render)
+            answer = await self.handler(request)
         except Exception as exc:  # a collector bug must not take the endpoint down
             self.failures += 1
-            return response(500, f"collector failed: {exc!r}\n".encode())
-        return response(200, body, CONTENT_TYPE_PLAIN_0_0_4, head_only=method == b"HEAD")
+            answer = text(500, f"collector failed: {exc!r}")
+        return answer.encode(head_only=request.method == "HEAD")
+
+    async def _metrics_only(self, request: Request) -> Response:
+        if request.path != "/metrics":
+            return text(404, "not found; metrics are at /metrics")
+        if request.method not in ("GET", "HEAD"):
+            return text(405, "method not allowed", ("Allow", "GET, HEAD"))
+        body = await asyncio.to_thread(self._render)
+        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4)
 
 
 class ThreadedMetricsServer:

@@ -1,0 +1,32 @@
+"""The daemon's endpoint from its `[daemon]` settings: the site (routes, auth, probe) and the
+TLS context, both built from one checked web config."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+
+from uwsgitune.daemon.config import DaemonSection
+from uwsgitune.exporter.auth import BasicAuth
+from uwsgitune.exporter.collector import ExportOptions, SnapshotSource, registry_for
+from uwsgitune.exporter.site import Site, SiteConfig
+from uwsgitune.exporter.text import render
+from uwsgitune.exporter.webconfig import WebConfig, load_web_config
+
+
+def build_site(
+    daemon: DaemonSection, source: SnapshotSource, ready: Callable[[], bool]
+) -> tuple[Site, ssl.SSLContext | None]:
+    """Raises ConfigError (one line per problem) when the web config does not load."""
+    web = WebConfig() if daemon.web_config_file is None else load_web_config(daemon.web_config_file)
+    options = ExportOptions(daemon.collect_cores, daemon.uwsgi_metrics_max_series)
+    registry = registry_for(source, options, process=True)
+    config = SiteConfig(
+        telemetry_path=daemon.telemetry_path,
+        probe_targets=daemon.probe_targets,
+        timeout_offset=daemon.scrape_timeout_offset,
+        headers=web.headers,
+        options=options,
+    )
+    site = Site(lambda: render(registry), config=config, auth=BasicAuth(web.users), ready=ready)
+    return site, web.tls

@@ -1,0 +1,63 @@
+"""`/probe?target=URI`: one read of one instance from the allow-list, rendered at once.
+
+uwsgi_exporter's multi-target mode, for one Prometheus job over many instances. It is off
+unless the config lists `probe_targets`, and only those targets are read: the endpoint is
+never an open proxy to whatever address a client names. A target is compared by its parsed
+form (`127.0.0.1:1717`, `tcp://127.0.0.1:1717` are the same). A failed read is a 200 with
+`uwsgi_up 0` and the error counted, as the exporter answers, so Prometheus records it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.registry import CollectorRegistry
+
+from uwsgitune.core.address import AddressError, StatsAddress, parse_address
+from uwsgitune.core.derive import Tracker
+from uwsgitune.core.model import ValidationError, parse_stats
+from uwsgitune.core.samples import Poll
+from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
+from uwsgitune.exporter.snapshot import PollCounts, Snapshot
+from uwsgitune.exporter.text import render
+from uwsgitune.sources.stats import StatsError, read_stats
+
+
+class AllowList:
+    def __init__(self, targets: tuple[str, ...]) -> None:
+        self.targets = {parse_address(t).uri: parse_address(t) for t in targets}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.targets)
+
+    def find(self, target: str) -> StatsAddress | None:
+        """The allowed address `target` names, or None (unparsable or not listed)."""
+        try:
+            return self.targets.get(parse_address(target).uri)
+        except AddressError:
+            return None
+
+
+def probe_snapshot(addr: StatsAddress, timeout: float) -> Snapshot:
+    """Read the stats once (the connection is closed before this returns)."""
+    start = time.perf_counter()
+    source = str(addr)
+    try:
+        doc = parse_stats(read_stats(addr, timeout=timeout))
+        poll = Poll(source, time.time(), time.monotonic(), doc=doc)
+    except StatsError as exc:
+        poll = Poll(source, time.time(), time.monotonic(), error=str(exc))
+    except ValidationError:
+        poll = Poll(source, time.time(), time.monotonic(), error=f"{source}: invalid stats")
+    seconds = time.perf_counter() - start
+    frame = Tracker(source).update(poll)
+    counts = PollCounts(1, 0 if poll.ok else 1, seconds, seconds)
+    return Snapshot(addr.uri, frame=frame, poll=poll if poll.ok else None, counts=counts)
+
+
+def probe_text(addr: StatsAddress, timeout: float, options: ExportOptions) -> bytes:
+    snap = probe_snapshot(addr, timeout)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(UwsgiCollector(lambda: [snap], options))
+    return render(registry)

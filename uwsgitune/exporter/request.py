@@ -1,0 +1,67 @@
+"""One HTTP/1.x request head in, one response out: the parsing and the bytes, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote
+
+REASONS = {
+    200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+    405: "Method Not Allowed", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+}  # fmt: skip
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def param(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else None
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = TEXT
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def encode(self, head_only: bool = False, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+        lines = [
+            f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}",
+            f"Content-Type: {self.content_type}",
+            f"Content-Length: {len(self.body)}",
+            "Connection: close",
+            *(f"{k}: {v}" for k, v in (*self.headers, *extra)),
+        ]
+        head = "\r\n".join(lines) + "\r\n\r\n"
+        return head.encode("latin-1") + (b"" if head_only else self.body)
+
+
+def text(status: int, message: str, *headers: tuple[str, str]) -> Response:
+    return Response(status, (message + "\n").encode(), TEXT, headers)
+
+
+def parse_head(head: bytes) -> Request | None:
+    """The request line and headers; None when the request line is not HTTP."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        return None
+    target = parts[1]
+    path, _, query = target.partition("?")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return Request(parts[0], unquote(path), parse_qs(query), headers)

@@ -1,0 +1,147 @@
+"""What the daemon's endpoint serves, as uwsgi_exporter (and exporter-toolkit) serve it.
+
+- `/` a landing page linking to the metrics (unless the metrics are at `/`);
+- the telemetry path (`/metrics`): every instance's latest snapshot, gzip when asked;
+- `/probe?target=URI`: one read of an allow-listed instance (`probe.py`); 404 when off;
+- `/-/healthy` (the process answers) and `/-/ready` (every instance polled at least once);
+- anything else 404, methods other than GET and HEAD 405.
+
+Basic auth (web config) guards everything but the two health paths, which say nothing about
+uWSGI and which kubelet probes must reach without credentials; TLS guards all of them.
+`X-Prometheus-Scrape-Timeout-Seconds` minus `timeout_offset` bounds the work of a scrape:
+past it the answer is a 503 rather than one Prometheus has stopped waiting for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from uwsgitune import __version__
+from uwsgitune.exporter.auth import BasicAuth
+from uwsgitune.exporter.collector import ExportOptions
+from uwsgitune.exporter.probe import AllowList, probe_text
+from uwsgitune.exporter.request import Request, Response, text
+
+DEFAULT_TIMEOUT = 120.0  # uwsgi_exporter's, when Prometheus sends no header
+HEALTH = ("/-/healthy", "/-/ready")
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    telemetry_path: str = "/metrics"
+    probe_targets: tuple[str, ...] = ()
+    timeout_offset: float = 0.25
+    headers: dict[str, str] = field(default_factory=dict)
+    options: ExportOptions = field(default_factory=ExportOptions)
+
+
+def deadline(request: Request, offset: float) -> float:
+    """Seconds this request may take. Raises ValueError on a bad header."""
+    value = request.header("X-Prometheus-Scrape-Timeout-Seconds")
+    seconds = DEFAULT_TIMEOUT
+    if value:
+        seconds = float(value)
+        if not 0 < seconds < 86400:
+            raise ValueError(value)
+    return seconds - offset if offset < seconds else seconds
+
+
+def compressed(body: bytes, request: Request) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    accept = request.header("Accept-Encoding") or ""
+    if "gzip" not in {part.split(";")[0].strip() for part in accept.split(",")}:
+        return body, ()
+    return gzip.compress(body, compresslevel=1, mtime=0), (("Content-Encoding", "gzip"),)
+
+
+class Site:
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        *,
+        config: SiteConfig | None = None,
+        auth: BasicAuth | None = None,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.render = render
+        self.config = config or SiteConfig()
+        self.auth = auth or BasicAuth({})
+        self.ready = ready
+        self.allow = AllowList(self.config.probe_targets)
+
+    async def __call__(self, request: Request) -> Response:
+        answer = await self._route(request)
+        if self.config.headers:
+            extra = tuple(self.config.headers.items())
+            answer = Response(answer.status, answer.body, answer.content_type,
+                              answer.headers + extra)  # fmt: skip
+        return answer
+
+    async def _route(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return text(405, "method not allowed", ("Allow", "GET, HEAD"))
+        path = request.path
+        if path not in HEALTH and self.auth.enabled:
+            ok = await asyncio.to_thread(self.auth.check, request.header("Authorization"))
+            if not ok:
+                return text(401, "unauthorized", ("WWW-Authenticate", 'Basic realm="uwsgitune"'))
+        if path == self.config.telemetry_path:
+            return await self._scrape(request, self.render)
+        if path == "/probe":
+            return await self._probe(request)
+        if path == "/-/healthy":
+            return text(200, "ok")
+        if path == "/-/ready":
+            return text(200, "ready") if self.ready() else text(503, "not ready: first polls")
+        if path == "/":
+            return self._landing()
+        return text(404, f"not found; metrics are at {self.config.telemetry_path}")
+
+    async def _scrape(self, request: Request, render: Callable[[], bytes]) -> Response:
+        try:
+            seconds = deadline(request, self.config.timeout_offset)
+        except ValueError:
+            return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
+
+        def work() -> tuple[bytes, tuple[tuple[str, str], ...]]:
+            return compressed(render(), request)
+
+        try:
+            body, headers = await asyncio.wait_for(asyncio.to_thread(work), seconds)
+        except asyncio.TimeoutError:
+            return text(503, f"scrape took longer than its {seconds:g} s deadline")
+        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, headers)
+
+    async def _probe(self, request: Request) -> Response:
+        if not self.allow.enabled:
+            return text(404, "/probe is off; list the allowed targets in probe_targets")
+        target = request.param("target")
+        if not target:
+            return text(400, "target is required: /probe?target=URI")
+        addr = self.allow.find(target)
+        if addr is None:
+            return text(403, f"target {target!r} is not in probe_targets (the allow-list)")
+        try:
+            seconds = deadline(request, self.config.timeout_offset)
+        except ValueError:
+            return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
+        read_timeout = max(0.05, min(seconds, 10.0) * 0.9)
+        options = self.config.options
+        return await self._scrape(request, lambda: probe_text(addr, read_timeout, options))
+
+    def _landing(self) -> Response:
+        path = html.escape(self.config.telemetry_path, quote=True)
+        probe = '<li><a href="/probe">/probe?target=URI</a></li>' if self.allow.enabled else ""
+        page = (
+            "<!DOCTYPE html><html><head><title>uwsgitune</title></head><body>"
+            f"<h1>uwsgitune {__version__}</h1><p>uWSGI metrics, uwsgi_exporter-compatible.</p>"
+            f'<ul><li><a href="{path}">Metrics</a></li>{probe}'
+            '<li><a href="/-/healthy">/-/healthy</a></li><li><a href="/-/ready">/-/ready</a></li>'
+            "</ul></body></html>\n"
+        )
+        return Response(200, page.encode(), "text/html; charset=utf-8")
