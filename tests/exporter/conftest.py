@@ -1,0 +1,154 @@
+"""Shared by the exporter tests: certificates made with the openssl CLI, web configs, and the
+real Prometheus server from Debian's `prometheus` package."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+PASSWORD = "s3cret-scraper"
+# cost 4: the tests check many times; the daemon caches a good check anyway
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+
+
+@dataclass(frozen=True)
+class Certs:
+    dir: Path
+    ca: Path
+    server_crt: Path
+    server_key: Path
+    client_crt: Path
+    client_key: Path
+    other_ca: Path  # a CA that signed nothing the server trusts
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _signed(d: Path, name: str, cn: str, ext: str) -> None:
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        f"/CN={cn}",
+        cwd=d,
+    )
+    (d / f"{name}.ext").write_text(ext)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-extfile",
+        f"{name}.ext",
+        cwd=d,
+    )
+
+
+def _ca(d: Path, name: str) -> None:
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name}",
+        cwd=d,
+    )
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A self-signed CA, a server certificate for 127.0.0.1/localhost and a client one."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is not installed (apt-get install openssl)")
+    d = tmp_path_factory.mktemp("certs")
+    _ca(d, "ca")
+    _ca(d, "other")
+    _signed(d, "server", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _signed(d, "client", "prometheus", "extendedKeyUsage=clientAuth\n")
+    return Certs(
+        d,
+        d / "ca.crt",
+        d / "server.crt",
+        d / "server.key",
+        d / "client.crt",
+        d / "client.key",
+        d / "other.crt",
+    )
+
+
+def web_config(certs: Certs, *, client_auth: str = "RequireAndVerifyClientCert") -> str:
+    return (
+        "tls_server_config:\n"
+        f"  cert_file: {certs.server_crt}\n"
+        f"  key_file: {certs.server_key}\n"
+        f"  client_auth_type: {client_auth}\n"
+        f"  client_ca_file: {certs.ca}\n"
+        "  min_version: TLS12\n"
+        "http_server_config:\n"
+        "  headers:\n"
+        "    X-Content-Type-Options: nosniff\n"
+        "basic_auth_users:\n"
+        f"  prometheus: '{HASH}'\n"
+    )
+
+
+def _install_prometheus() -> str | None:
+    """Debian's prometheus package, installed when missing and we may (root, apt-get)."""
+    found = shutil.which("prometheus")
+    if found or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return found
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"]
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=600)
+    if done.returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
+        subprocess.run(cmd, env=env, capture_output=True, timeout=600)
+    # the package starts a service on :9090 where systemd runs; the tests use their own
+    return shutil.which("prometheus")
+
+
+@pytest.fixture(scope="session")
+def prometheus_bin() -> Iterator[str]:
+    found = _install_prometheus()
+    if found is None:
+        pytest.skip(
+            "Prometheus is not installed and cannot be here (needs root and apt-get: "
+            "apt-get install -y prometheus)"
+        )
+    yield found
