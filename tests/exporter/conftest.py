@@ -152,3 +152,9 @@ def prometheus_bin() -> Iterator[str]:
             "apt-get install -y prometheus)"
         )
     yield found
+
+
+# The real daemon, as tests/daemon starts it.
+from tests.daemon.conftest import DaemonProc, start_daemon  # noqa: E402
+
+__all__ = ["DaemonProc", "start_daemon"]
