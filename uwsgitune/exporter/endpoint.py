@@ -9,6 +9,7 @@ from collections.abc import Callable
 from uwsgitune.daemon.config import DaemonSection
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.collector import ExportOptions, SnapshotSource, registry_for
+from uwsgitune.exporter.selfmetrics import HandlerCollector, HandlerStats
 from uwsgitune.exporter.site import Site, SiteConfig
 from uwsgitune.exporter.text import render
 from uwsgitune.exporter.webconfig import WebConfig, load_web_config
@@ -21,6 +22,8 @@ def build_site(
     web = WebConfig() if daemon.web_config_file is None else load_web_config(daemon.web_config_file)
     options = ExportOptions(daemon.collect_cores, daemon.uwsgi_metrics_max_series)
     registry = registry_for(source, options, process=True)
+    stats = HandlerStats()
+    registry.register(HandlerCollector(stats))
     config = SiteConfig(
         telemetry_path=daemon.telemetry_path,
         probe_targets=daemon.probe_targets,
@@ -28,5 +31,6 @@ def build_site(
         headers=web.headers,
         options=options,
     )
-    site = Site(lambda: render(registry), config=config, auth=BasicAuth(web.users), ready=ready)
+    auth = BasicAuth(web.users)
+    site = Site(lambda: render(registry), config=config, auth=auth, ready=ready, stats=stats)
     return site, web.tls

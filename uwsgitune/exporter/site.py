@@ -27,6 +27,7 @@ from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.probe import AllowList, probe_text
 from uwsgitune.exporter.request import Request, Response, text
+from uwsgitune.exporter.selfmetrics import HandlerStats
 
 DEFAULT_TIMEOUT = 120.0  # uwsgi_exporter's, when Prometheus sends no header
 HEALTH = ("/-/healthy", "/-/ready")
@@ -67,8 +68,10 @@ class Site:
         config: SiteConfig | None = None,
         auth: BasicAuth | None = None,
         ready: Callable[[], bool] = lambda: True,
+        stats: HandlerStats | None = None,
     ) -> None:
         self.render = render
+        self.stats = stats or HandlerStats()
         self.config = config or SiteConfig()
         self.auth = auth or BasicAuth({})
         self.ready = ready
@@ -91,7 +94,7 @@ class Site:
             if not ok:
                 return text(401, "unauthorized", ("WWW-Authenticate", 'Basic realm="uwsgitune"'))
         if path == self.config.telemetry_path:
-            return await self._scrape(request, self.render)
+            return await self._counted(request)
         if path == "/probe":
             return await self._probe(request)
         if path == "/-/healthy":
@@ -101,6 +104,17 @@ class Site:
         if path == "/":
             return self._landing()
         return text(404, f"not found; metrics are at {self.config.telemetry_path}")
+
+    async def _counted(self, request: Request) -> Response:
+        """A metrics scrape, counted as promhttp counts it (after it is answered)."""
+        self.stats.in_flight += 1
+        try:
+            answer = await self._scrape(request, self.render)
+        finally:
+            self.stats.in_flight -= 1
+        codes = self.stats.codes
+        codes[answer.status] = codes.get(answer.status, 0) + 1
+        return answer
 
     async def _scrape(self, request: Request, render: Callable[[], bytes]) -> Response:
         try:
