@@ -18,6 +18,7 @@ from uwsgitune.exporter.collector import registry_for
 from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
 
 URI = "unix:///run/uwsgi/app.sock"
+OWN = ("uwsgi_exporter_", "uwsgi_metric")  # the exporter's self-metrics; uWSGI's metrics
 
 
 def snapshot(*docs: str, **extra: object) -> Snapshot:
@@ -36,7 +37,7 @@ def render(*snaps: Snapshot) -> str:
 
 
 def exporter_names(text: str) -> set[str]:
-    return {n for n in types(text) if n.startswith("uwsgi_")}
+    return {n for n in types(text) if n.startswith("uwsgi_") and not n.startswith(OWN)}
 
 
 def test_every_exporter_metric_with_its_type_and_labels() -> None:
@@ -93,7 +94,9 @@ def test_a_failed_poll_leaves_up_zero_and_only_own_metrics() -> None:
     down = replace(good, frame=replace(good.frame, kind="error", error="refused"), poll=None)
     samples = parse(render(down))
     assert value(samples, "uwsgi_up") == 0
-    assert not [n for n in samples if n.startswith("uwsgi_") and n != "uwsgi_up"]
+    left = [n for n in samples if n.startswith("uwsgi_") and not n.startswith(OWN)]
+    assert left == ["uwsgi_up"]
+    assert value(samples, "uwsgi_exporter_last_scrape_error") == 1
     assert value(samples, "uwsgitune_poll_errors_total") == 1
     assert value(samples, "uwsgitune_poll_duration_seconds_count") == 3
     never = parse(render(Snapshot("tcp://127.0.0.1:1")))

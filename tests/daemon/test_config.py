@@ -88,7 +88,7 @@ def test_each_mistake_is_one_clear_line(
 
 
 def test_no_instance_and_bad_toml_and_missing_file(tmp_path: Path) -> None:
-    assert "instance: required key is missing" in errors(write(tmp_path, "[daemon]\n"))[0]
+    assert "no [[instance]]" in errors(write(tmp_path, "[daemon]\n"))[0]
     assert "invalid TOML" in errors(write(tmp_path, "[daemon\n"))[0]
     assert "No such file" in errors(tmp_path / "absent.toml")[0]
 
