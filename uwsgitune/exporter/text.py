@@ -29,16 +29,20 @@ def _escape_value(value: str) -> str:
 def _labels(sample: Sample, cache: dict[tuple[tuple[str, str], ...], str]) -> str:
     if not sample.labels:
         return ""
-    key = tuple(sorted(sample.labels.items()))
+    key = tuple(sample.labels.items())  # as inserted: one call site always inserts alike
     text = cache.get(key)
     if text is None:
-        text = "{" + ",".join(f'{k}="{_escape_value(v)}"' for k, v in key) + "}"
+        items = sorted(key)
+        text = "{" + ",".join(f'{k}="{_escape_value(v)}"' for k, v in items) + "}"
         cache[key] = text
     return text
 
 
 def _family_lines(
-    metric: object, out: list[str], cache: dict[tuple[tuple[str, str], ...], str]
+    metric: object,
+    out: list[str],
+    cache: dict[tuple[tuple[str, str], ...], str],
+    values: dict[float, str],
 ) -> None:
     mtype = _TYPES.get(getattr(metric, "type", ""))
     if mtype is None:
@@ -49,16 +53,19 @@ def _family_lines(
     for s in metric.samples:  # type: ignore[attr-defined]
         if s.timestamp is not None or s.exemplar is not None or s.name.endswith("_created"):
             raise _Unexpected
-        value = floatToGoString(s.value)  # type: ignore[no-untyped-call]
+        value = values.get(s.value)
+        if value is None:  # most values repeat (0, 1): format each once per scrape
+            value = values[s.value] = floatToGoString(s.value)  # type: ignore[no-untyped-call]
         out.append(f"{s.name}{_labels(s, cache)} {value}\n")
 
 
 def render(registry: Collector) -> bytes:
     out: list[str] = []
     cache: dict[tuple[tuple[str, str], ...], str] = {}
+    values: dict[float, str] = {}
     try:
         for metric in registry.collect():
-            _family_lines(metric, out, cache)
+            _family_lines(metric, out, cache, values)
     except _Unexpected:
         return generate_latest(registry)
     return "".join(out).encode("utf-8")
