@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import bcrypt
 import pytest
+
+from tests.daemon.helpers import wait_for
+from uwsgitune.launch import free_port
 
 PASSWORD = "s3cret-scraper"
 # cost 4: the tests check many times; the daemon caches a good check anyway
@@ -152,6 +157,36 @@ def prometheus_bin() -> Iterator[str]:
             "apt-get install -y prometheus)"
         )
     yield found
+
+
+@pytest.fixture
+def prometheus(prometheus_bin: str, tmp_path: Path) -> Iterator[Callable[[str], int]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(config: str) -> int:
+        port = free_port()
+        path = tmp_path / "prometheus.yml"
+        path.write_text(config)
+        argv = [prometheus_bin, f"--config.file={path}", f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}", "--log.level=warn"]  # fmt: skip
+        with (tmp_path / "prometheus.log").open("wb") as log:
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=log))
+        wait_for(lambda: _ready(port, "/-/ready") == "ready", timeout=60, step=0.3)
+        return port
+
+    yield start
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+
+
+def _ready(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        return resp.read().decode().strip().split()[-1].lower().rstrip(".")
 
 
 # The real daemon, as tests/daemon starts it.

@@ -37,7 +37,7 @@ def test_tls_basic_auth_and_the_allow_list(
     assert b.stats == b_stats
     d = tls_daemon(start_daemon, certs, tmp_path, a.stats, probe=(f"tcp://{b_stats}",))
     a_uri = f"unix://{a.stats}"
-    wait_for(lambda: up(d, certs, a_uri) == 1)
+    wait_for(lambda: up(d, certs, a_uri) == 1, timeout=60)
     assert https_get(d.port, "/-/ready", certs, password=None)[0] == 200
 
     # A wrong password, or none: 401. The instance is still served to the right one.
