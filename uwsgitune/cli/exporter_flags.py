@@ -59,59 +59,33 @@ class _Refuse(argparse.Action):
                      f"{UNSUPPORTED[flag]}")  # fmt: skip
 
 
+# (flag, argparse keywords): the aliases, each onto the dest uwsgitune's own option uses.
+FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--stats.uri", dict(dest="stats_uri", action="append", metavar="URI",
+     help="a stats address (repeatable): unix:///path, tcp://host:port, http://...")),
+    ("--stats.timeout", dict(dest="timeout", type=go_duration, metavar="DURATION",
+     help="the poll deadline (e.g. 5s)")),
+    ("--timeout-offset", dict(dest="scrape_timeout_offset", type=float, metavar="SECONDS",
+     help="subtracted from the scrape timeout (default 0.25)")),
+    ("--web.listen-address", dict(dest="listen_addresses", action="append",
+     type=listen_address, metavar="[HOST]:PORT",
+     help="metrics address (repeatable; default :9117 with --stats.uri)")),
+    ("--web.telemetry-path", dict(dest="telemetry_path", metavar="PATH",
+     help="path of the metrics (default /metrics)")),
+    ("--web.config.file", dict(dest="web_config_file", metavar="FILE.yml",
+     help="exporter-toolkit web config: TLS and basic auth")),
+    ("--collect.cores", dict(dest="collect_cores", action="store_true", default=None,
+     help="per-core series (off by default)")),
+    ("--no-collect.cores", dict(dest="collect_cores", action="store_false")),
+    ("--log.level", dict(dest="log_level", choices=["debug", "info", "warn", "error"])),
+    ("--log.format", dict(dest="log_format", choices=["logfmt", "json"])),
+)  # fmt: skip
+
+
 def register(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("uwsgi_exporter 1.3 flags (aliases; see the migration page)")
-    g.add_argument(
-        "--stats.uri",
-        dest="stats_uri",
-        action="append",
-        metavar="URI",
-        help="a stats address (repeatable): unix:///path, tcp://host:port, http://...",
-    )
-    g.add_argument(
-        "--stats.timeout",
-        dest="timeout",
-        type=go_duration,
-        metavar="DURATION",
-        help="the poll deadline (e.g. 5s)",
-    )
-    g.add_argument(
-        "--timeout-offset",
-        dest="scrape_timeout_offset",
-        type=float,
-        metavar="SECONDS",
-        help="subtracted from the scrape timeout (default 0.25)",
-    )
-    g.add_argument(
-        "--web.listen-address",
-        dest="listen_addresses",
-        action="append",
-        type=listen_address,
-        metavar="[HOST]:PORT",
-        help="metrics address (repeatable; default :9117 with --stats.uri)",
-    )
-    g.add_argument(
-        "--web.telemetry-path",
-        dest="telemetry_path",
-        metavar="PATH",
-        help="path of the metrics (default /metrics)",
-    )
-    g.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="FILE.yml",
-        help="exporter-toolkit web config: TLS and basic auth",
-    )
-    g.add_argument(
-        "--collect.cores",
-        dest="collect_cores",
-        action="store_true",
-        default=None,
-        help="per-core series (off by default)",
-    )
-    g.add_argument("--no-collect.cores", dest="collect_cores", action="store_false")
-    g.add_argument("--log.level", dest="log_level", choices=["debug", "info", "warn", "error"])
-    g.add_argument("--log.format", dest="log_format", choices=["logfmt", "json"])
+    for flag, kwargs in FLAGS:
+        g.add_argument(flag, **kwargs)
     for flag in UNSUPPORTED:
         g.add_argument(flag, nargs=0, action=_Refuse, help=argparse.SUPPRESS)
 
