@@ -4,15 +4,17 @@ target off the allow-list each get refused, and none of them disturbs the instan
 
 from __future__ import annotations
 
+import signal
 import ssl
 from collections.abc import Callable
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 from tests.daemon.conftest import DaemonProc
 from tests.daemon.helpers import parse, value, wait_for
-from tests.exporter.conftest import Certs
+from tests.exporter.conftest import HASH, Certs
 from tests.exporter.real import https_get, tls_daemon
 from uwsgitune.launch import UwsgiProcess, free_port
 
@@ -75,3 +77,34 @@ def test_tls_basic_auth_and_the_allow_list(
     assert d.stop() == 0
     log = d.log.read_text()
     assert "Traceback" not in log and "tls=True" in log, log
+
+
+def test_sighup_reloads_users_and_a_bad_web_config_keeps_the_old(
+    uwsgi: Callable[..., UwsgiProcess],
+    start_daemon: Callable[..., DaemonProc],
+    certs: Certs,
+    tmp_path: Path,
+) -> None:
+    a = uwsgi(processes=1)
+    d = tls_daemon(start_daemon, certs, tmp_path, a.stats)
+    a_uri = f"unix://{a.stats}"
+    wait_for(lambda: up(d, certs, a_uri) == 1, timeout=60)
+    web = tmp_path / "web.yml"
+    good = web.read_text()
+
+    # A broken file: the reload is refused with one line per problem; the old users still work.
+    web.write_text(good + "rate_limit: {interval: 1s}\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: d.events("reload_failed"), timeout=30)
+    assert "rate_limit: not supported" in d.events("reload_failed")[0]
+    assert up(d, certs, a_uri) == 1
+
+    # A new password: it applies at SIGHUP, and the old one stops working.
+    new_hash = bcrypt.hashpw(b"rotated", bcrypt.gensalt(4)).decode()
+    web.write_text(good.replace(HASH, new_hash))
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: d.events("reloaded"), timeout=30)
+    assert https_get(d.port, "/metrics", certs)[0] == 401
+    status, body = https_get(d.port, "/metrics", certs, password="rotated")
+    assert status == 200 and value(parse(body), "uwsgi_up", stats_uri=a_uri) == 1
+    assert d.stop() == 0 and "Traceback" not in d.log.read_text()
