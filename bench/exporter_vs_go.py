@@ -53,6 +53,22 @@ def scrape(port: int) -> tuple[float, int, str]:
     return took, len(raw), body.decode()
 
 
+def wait_ready(port: int, timeout: float = 60.0) -> None:
+    """Until the exporter answers and, for uwsgitune, has polled the instance once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if "uwsgi_up{stats_uri=" not in (text := scrape(port)[2]) and "uwsgi_up 1" in text:
+                return
+            if 'uwsgi_up{stats_uri="' in text and '"} 1.0' in text.split("uwsgi_up{", 1)[1]:
+                return
+        except (OSError, IndexError):
+            pass
+        if time.monotonic() > deadline:
+            sys.exit(f"the exporter on port {port} did not come up in {timeout:g} s")
+        time.sleep(0.5)
+
+
 def cpu(p: psutil.Process) -> float:
     t = p.cpu_times()
     return float(t.user + t.system)
@@ -79,6 +95,23 @@ def measure(ports: dict[str, int], procs: dict[str, psutil.Process], n: int, rat
         rss = procs[name].memory_info().rss / 2**20
         print(f"| {name} | {statistics.median(data):.2f} | {data[int(0.9 * len(data))]:.2f} "
               f"| {data[-1]:.2f} | {cpu_ms:.2f} | {sizes[name]} | {rss:.1f} |")  # fmt: skip
+
+
+def steady(ports: dict[str, int], procs: dict[str, psutil.Process], seconds: float) -> None:
+    """CPU of each process over `seconds` with Prometheus's default 15 s scrape interval:
+    the Go exporter reads uWSGI per scrape, uwsgitune polls every second whatever the scrapes."""
+    cpu0 = {k: cpu(p) for k, p in procs.items()}
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        for port in ports.values():
+            scrape(port)
+        time.sleep(min(15.0, max(0.0, seconds - (time.monotonic() - t0))))
+    elapsed = time.monotonic() - t0
+    print(f"\nSteady state, one scrape every 15 s for {elapsed:.0f} s (uwsgitune polls at 1 s):\n")
+    print("| exporter | CPU s | % of a core |\n|---|---|---|")
+    for name, p in procs.items():
+        used = cpu(p) - cpu0[name]
+        print(f"| {name} | {used:.2f} | {100 * used / elapsed:.2f} |")
 
 
 def families(text: str) -> dict[str, tuple[str, dict[tuple[tuple[str, str], ...], float]]]:
@@ -125,6 +158,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=64)
     parser.add_argument("--scrapes", type=int, default=200)
     parser.add_argument("--rate", type=float, default=5.0, help="scrape rounds per second")
+    parser.add_argument("--steady", type=float, default=60.0, help="seconds (0: skip)")
     args = parser.parse_args()
     if not GO.exists():
         sys.exit(f"the Go exporter is not at {GO}")
@@ -141,12 +175,13 @@ def main() -> None:
                              stderr=subprocess.DEVNULL),
         ]  # fmt: skip
         try:
-            time.sleep(4)  # imports and the first polls
             for port in ports.values():
-                scrape(port)
+                wait_ready(port)
             ps = {k: psutil.Process(p.pid) for k, p in zip(ports, procs, strict=True)}
             print(f"uWSGI {args.workers} workers, unix stats socket; {time.strftime('%F %T')}\n")
             measure(ports, ps, args.scrapes, args.rate)
+            if args.steady > 0:
+                steady(ports, ps, args.steady)
             compare(scrape(go_port)[2], scrape(our_port)[2])
         finally:
             for p in procs:
