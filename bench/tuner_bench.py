@@ -1,15 +1,21 @@
-"""Benchmark the tuner against static worker counts and uWSGI's cheaper algorithms.
+"""Benchmark the tuner on production-sized pools against static counts and uWSGI's algorithms.
 
-For each scenario (a bounded, non-keepalive closed-loop load on a real uWSGI, in phases) and
-each setup: static grid (the reference), spare/backlog/busyness with the same bounds, and
-uwsgitune in apply mode started from too many and too few workers. Writes
-bench/results/tuner.md (table), tuner.json (raw) and tuner.svg (live workers over time).
+For each scenario (a bounded, non-keepalive load on a real uWSGI, in phases) and each setup:
+- the static grid (`static-N`: `processes = N`), whose best is the reference and whose best
+  per phase is the oracle;
+- uWSGI's cheaper algorithms with the same bounds (`cheaper 2`, `processes 64`), at their
+  defaults (`spare`, `backlog`, `busyness`) and with the settings uWSGI's docs suggest
+  (`spare-docs`, `backlog-docs`, `busyness-docs`);
+- uwsgitune in apply mode (manual cheaper algorithm, its override included last) started
+  from 64 live workers (`tuner-64`) and from 2 (`tuner-2`).
 
-    .venv/bin/python bench/tuner_bench.py [--seconds 60] [--warmup 15] [--scenarios cpu,io]
-        [--grid 1,2,3,4,8] [--setups tuner-low,tuner-high]
+Writes bench/results/tuner64.json (raw) and, through tuner_report.py, tuner64.md and one
+SVG chart per scenario. Rows of a later run replace the same rows of an earlier one.
 
-Each run is measured twice: over the whole run (the ramp included) and in steady state,
-over the requests that finished after `--warmup` seconds (the same window for every setup).
+    .venv/bin/python bench/tuner_bench.py [--scenarios cpu,io] [--setups grid,algos,tuner]
+        [--max 64] [--scale 1.0]
+
+`--setups` takes setup names or the groups `grid`, `algos` and `tuner`.
 """
 
 from __future__ import annotations
@@ -18,85 +24,150 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.actuate.audit import AuditLog  # noqa: E402
 from uwsgitune.actuate.fifo import MasterFifo  # noqa: E402
 from uwsgitune.actuate.loop import OverrideTarget, TuneLoop  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
+from uwsgitune.launch import IniValue  # noqa: E402
 from uwsgitune.loadgen import LoadResult, LoadRun  # noqa: E402
 from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
 from uwsgitune.tuner import TunerSettings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-MAX = 8
-# phase: (path, clients (closed loop) or None, rate (open loop) or None, share of the run)
-Phase = tuple[str, int | None, float | None, float]
-SCENARIOS: dict[str, list[Phase]] = {
-    "cpu": [("/cpu/10", 6, None, 1.0)],
-    "io": [("/io/40", 10, None, 1.0)],
-    "mixed": [("/mixed/4/20", 8, None, 1.0)],
-    "bursty": [("/io/40", 10, None, 1 / 6), ("/io/40", 2, None, 1 / 6)] * 3,
-    "drop": [
-        ("/mixed/3/30", 8, None, 1 / 3),
-        ("/io/5", None, 2.0, 1 / 3),
-        ("/mixed/3/30", 8, None, 1 / 3),
-    ],
+APP = ROOT / "bench" / "scenario_app.py"
+RAW = RESULTS / "tuner64.json"
+FLOOR = 2
+LOADGEN_NICE = -10  # this thread only (Linux); needs root, as the bench runs here
+
+
+@dataclass(frozen=True)
+class Phase:
+    path: str
+    clients: int | None  # closed loop: this many clients, each one request at a time
+    rate: float | None  # open loop: requests/s
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    phases: tuple[Phase, ...]
+    grid: tuple[int, ...]
+    grid_seconds: float | None = None  # a stationary load: shorter grid runs will do
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.phases)
+
+
+def _p(path: str, clients: int | None, seconds: float, rate: float | None = None) -> Phase:
+    return Phase(path, clients, rate, seconds)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    # CPU-bound, 3 ms of CPU a request: the best is near the CPU count.
+    "cpu": Scenario((_p("/cpu/3", 64, 75),), (2, 3, 4, 8, 64), 40),
+    # 2 ms CPU + 12 ms IO (the mixed case of issue 12): the best lies in between.
+    "mixed": Scenario((_p("/mixed/2/12", 64, 75),), (8, 12, 16, 24, 32, 64), 40),
+    # IO-bound: 50 ms of waiting; 40 clients need about 40 workers.
+    "io": Scenario((_p("/io/50", 40, 75),), (16, 32, 40, 48, 64), 40),
+    # the load doubles, then halves
+    "step": Scenario(tuple(_p("/mixed/1/30", c, 25) for c in (16, 32, 16)), (8, 16, 24, 32, 48)),
+    # a drop to near zero and back
+    "drop": Scenario(
+        (
+            _p("/mixed/2/12", 48, 25),
+            _p("/io/5", None, 25, rate=2.0),
+            _p("/mixed/2/12", 48, 25),
+        ),
+        (8, 16, 24, 32, 64),
+    ),
+    "bursty": Scenario(
+        (_p("/mixed/1/25", 48, 10), _p("/mixed/1/25", 4, 10)) * 3, (8, 16, 32, 48, 64)
+    ),
+    # The seed's pathology: fixed work over a 32 MiB per-worker heap (bench/scenario_app.py),
+    # so 64 runnable workers thrash the caches. Noisy on a shared VM: run interleaved, 3 times.
+    "thrash": Scenario((_p("/ws/20000/32", 64, 45),), (3, 64), 45),
 }
+DOCS_IN = ("cpu", "mixed", "step")  # the scenarios that also run the docs' settings
+NO_ALGOS = ("thrash",)
+
+ALGOS: dict[str, dict[str, IniValue]] = {
+    "spare": {"cheaper-algo": "spare"},
+    "backlog": {"cheaper-algo": "backlog"},
+    "busyness": {"cheaper-algo": "busyness"},
+    # The settings uWSGI's cheaper docs suggest for a large pool: spawn several workers at a
+    # time, react after a short overload, and (busyness) the backlog alert.
+    "spare-docs": {"cheaper-algo": "spare", "cheaper-step": 4, "cheaper-overload": 1},
+    "backlog-docs": {"cheaper-algo": "backlog", "cheaper-step": 4, "cheaper-overload": 4},
+    "busyness-docs": {
+        "cheaper-algo": "busyness",
+        "cheaper-step": 8,
+        "cheaper-overload": 10,
+        "busyness-min": 20,
+        "busyness-max": 70,
+        "busyness-backlog-alert": 16,
+        "busyness-backlog-step": 2,
+    },
+}
+TUNERS = {"tuner-64": 64, "tuner-2": 2}
 
 
 @dataclass
 class Run:
     setup: str
+    seconds: float
     rps: float = 0.0
+    p50_ms: float = 0.0
     p99_ms: float = 0.0
     failed: int = 0
     ok: int = 0
+    phase_rps: list[float] = field(default_factory=list)
+    per_second: list[int] = field(default_factory=list)  # requests finished in each second
     live: list[tuple[float, int]] = field(default_factory=list)
+    worker_seconds: float = 0.0
+    reloads: int = 0
+    fifo_moves: int = 0
     changes: int = 0
-    converged_s: float | None = None
-    late_changes: int | None = None  # live-count moves in the second half of the run
-    steady_rps: float = 0.0  # requests finished after the warm-up, per second
+    steady_rps: float = 0.0
     steady_p99_ms: float = 0.0
     warmup_s: float = 0.0
+    decisions: list[str] = field(default_factory=list)
+    wall: tuple[float, float] = (0.0, 0.0)  # epoch seconds the run started and ended
 
 
-async def _load(u: Callable[[str], str], phases: list[Phase], seconds: float) -> LoadResult:
-    total = LoadResult(started=time.monotonic())
-    for path, clients, rate, share in phases:
-        run = LoadRun(u(path), duration=seconds * share, max_requests=200_000, timeout=30)
-        r = await (run.closed_loop(clients) if clients else run.open_loop(rate or 1.0))
-        total.ok += r.ok
-        total.errors += r.errors
-        total.latencies += r.latencies
-        total.finished += r.finished
-    total.ended = time.monotonic()
-    return total
+async def _load(u: Callable[[str], str], phases: tuple[Phase, ...]) -> list[LoadResult]:
+    out = []
+    for ph in phases:
+        run = LoadRun(u(ph.path), duration=ph.seconds, max_requests=200_000, timeout=30)
+        out.append(
+            await (run.closed_loop(ph.clients) if ph.clients else run.open_loop(ph.rate or 1))
+        )
+    return out
 
 
-def _options(setup: str, override: Path) -> dict[str, Any]:
+def _options(setup: str, override: Path, top: int) -> dict[str, IniValue]:
+    base: dict[str, IniValue] = {"listen": 128, "wsgi-file": str(APP)}
     if setup.startswith("static-"):
-        return {"processes": int(setup.split("-")[1])}
-    if setup.startswith("tuner-"):
-        initial = MAX if setup == "tuner-high" else 1
-        return {
-            "processes": MAX,
-            "cheaper": 1,
-            "cheaper_initial": initial,
-            "cheaper_algo": "manual",
-            "ini": str(override),
-        }
-    return {"processes": MAX, "cheaper": 1, "cheaper_initial": 2, "cheaper_algo": setup}
+        return {**base, "processes": int(setup.split("-")[1])}
+    pool: dict[str, IniValue] = {**base, "processes": top, "cheaper": FLOOR}
+    if setup in TUNERS:
+        start = min(TUNERS[setup], top)
+        return {**pool, "cheaper-initial": start, "cheaper-algo": "manual", "ini": str(override)}
+    return {**pool, "cheaper-initial": FLOOR, **ALGOS[setup]}
 
 
 def _observe(
@@ -117,119 +188,137 @@ def _observe(
         stop.wait(max(0.0, watch.next_due - time.monotonic()))
 
 
-def _steady(result: LoadResult, warmup: float) -> tuple[float, float]:
-    """(requests/s, p99 ms) over the requests that finished after `warmup` seconds."""
-    edge = result.started + warmup
-    lat = sorted(x for x, end in zip(result.latencies, result.finished, strict=True) if end >= edge)
-    span = result.ended - edge
-    if not lat or span <= 0:
-        return 0.0, 0.0
-    p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
-    return len(lat) / span, p99 * 1000
+def _merge(results: list[LoadResult]) -> LoadResult:
+    total = LoadResult(started=results[0].started, ended=results[-1].ended)
+    for r in results:
+        total.ok += r.ok
+        total.errors += r.errors
+        total.latencies += r.latencies
+        total.finished += r.finished
+    return total
 
 
-def run_setup(
-    setup: str, phases: list[Phase], seconds: float, log: Path, warmup: float = 15.0
-) -> Run:
-    run = Run(setup, warmup_s=warmup)
+def _pct(lat: list[float], q: float) -> float:
+    if not lat:
+        return 0.0
+    s = sorted(lat)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))] * 1000
+
+
+def _measure(run: Run, results: list[LoadResult], warmup: float) -> None:
+    total = _merge(results)
+    run.rps, run.ok, run.failed = total.throughput, total.ok, total.errors
+    run.p50_ms, run.p99_ms = _pct(total.latencies, 0.5), _pct(total.latencies, 0.99)
+    run.phase_rps = [r.throughput for r in results]
+    span = int(total.ended - total.started) + 1
+    run.per_second = [0] * span
+    for end in total.finished:
+        run.per_second[min(int(end - total.started), span - 1)] += 1
+    edge = total.started + warmup
+    lat = [x for x, end in zip(total.latencies, total.finished, strict=True) if end >= edge]
+    run.steady_rps = len(lat) / max(total.ended - edge, 1e-9)
+    run.steady_p99_ms = _pct(lat, 0.99)
+    run.warmup_s = warmup
+    pts = [(t, n) for t, n in run.live if t <= run.seconds]
+    run.worker_seconds = sum(n * (b[0] - a[0]) for a, b in itertools.pairwise(pts) for n in [a[1]])
+
+
+def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Run:
+    phases = sc.phases
+    if setup.startswith("static-") and sc.grid_seconds:
+        phases = (Phase(phases[0].path, phases[0].clients, phases[0].rate, sc.grid_seconds),)
+    phases = tuple(Phase(p.path, p.clients, p.rate, p.seconds * scale) for p in phases)
+    seconds = sum(p.seconds for p in phases)
+    run = Run(setup, seconds)
+    began = time.time()
     override = Path(f"/tmp/uwt-bench-{setup}.ini")
     override.write_text("[uwsgi]\n")
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
     audit.path.unlink(missing_ok=True)
-    with uwsgi_instance(**_options(setup, override)) as proc, log.open("a") as out:
-        out.write(f"=== {setup}\n")
+    with uwsgi_instance(**_options(setup, override, top)) as proc:
 
         def loop_for(watch: InstanceWatch) -> TuneLoop | None:
-            if not setup.startswith("tuner-"):
+            if setup not in TUNERS:
                 return None
-            settings = TunerSettings(min_workers=1, max_workers=MAX)
+            settings = TunerSettings(min_workers=FLOOR, max_workers=top)
             target = OverrideTarget(override, proc.ini)
-            return TuneLoop(
-                watch,
-                MasterFifo(proc.fifo),
-                target,
-                settings,
-                "apply",
-                audit,
-                log=lambda s: out.write(s + "\n"),
-            )
+            fifo = MasterFifo(proc.fifo)
+            return TuneLoop(watch, fifo, target, settings, "apply", audit, log=run.decisions.append)
 
         stop, t0 = threading.Event(), time.monotonic()
         th = threading.Thread(target=_observe, args=(proc.stats, stop, run, t0, loop_for))
         th.start()
-        result = asyncio.run(_load(lambda p: url(proc, p), phases, seconds))
-        stop.set()
-        th.join()
-    run.rps, run.ok, run.failed = result.throughput, result.ok, result.errors
-    run.p99_ms = (result.percentile(99) or 0) * 1000
-    run.steady_rps, run.steady_p99_ms = _steady(result, warmup)
-    run.changes = sum(1 for r in audit.records() if r.get("event") == "change")
-    run.converged_s = _converged(run.live)
-    late = [n for t, n in run.live if t > seconds / 2]
-    run.late_changes = sum(1 for a, b in itertools.pairwise(late) if a != b)
+        # The generator shares the 2 CPUs with uWSGI: run it ahead of the workers, so that 64
+        # runnable workers starve the app, not the load that measures it.
+        os.setpriority(os.PRIO_PROCESS, 0, LOADGEN_NICE)
+        try:
+            results = asyncio.run(_load(lambda p: url(proc, p), phases))
+        finally:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+            stop.set()
+            th.join()
+    warmup = min(30.0, seconds / 3) if len(phases) == 1 else 0.0
+    _measure(run, results, warmup)
+    changes = [r for r in audit.records() if r.get("event") == "change"]
+    run.changes = len(changes)
+    run.reloads = sum(1 for r in changes if r.get("via") == "reload")
+    run.fifo_moves = sum(1 for r in changes if r.get("via") == "fifo")
+    if setup not in TUNERS:  # the algorithms move through the master itself
+        run.fifo_moves = sum(
+            1 for a, b in zip(run.live, run.live[1:], strict=False) if a[1] != b[1]
+        )
     override.unlink(missing_ok=True)
+    run.wall = (began, time.time())
     return run
 
 
-def _converged(live: list[tuple[float, int]]) -> float | None:
-    """The time after which the live count stayed within one of its final value."""
-    if not live:
-        return None
-    final = live[-1][1]
-    t = 0.0
-    for ts, n in live:
-        if abs(n - final) > 1:
-            t = ts
-    return t
+def _setups(spec: str, name: str, sc: Scenario) -> list[str]:
+    out: list[str] = []
+    for part in spec.split(","):
+        if part == "grid":
+            out += [f"static-{n}" for n in sc.grid]
+        elif part == "algos" and name not in NO_ALGOS:
+            out += [a for a in ALGOS if not a.endswith("-docs") or name in DOCS_IN]
+        elif part == "tuner":
+            out += list(TUNERS)
+        else:
+            out.append(part)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--warmup", type=float, default=15)
-    ap.add_argument("--scenarios", default="cpu,io,mixed,bursty,drop")
-    ap.add_argument("--grid", default="1,2,3,4,8")
-    ap.add_argument("--setups", help="only these setups, merged into the existing results")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--setups", default="grid,algos,tuner")
+    ap.add_argument("--max", type=int, default=64)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every phase's length")
+    ap.add_argument("--raw", type=Path, default=RAW)
+    ap.add_argument("--repeat", type=int, default=1, help="run the setups this many times, in turn")
     args = ap.parse_args()
-    setups = [f"static-{n}" for n in args.grid.split(",")] + [
-        "spare",
-        "backlog",
-        "busyness",
-        "tuner-high",
-        "tuner-low",
-    ]
-    if args.setups:
-        setups = args.setups.split(",")
-    raw_path = RESULTS / "tuner.json"
-    raw: dict[str, Any] = json.loads(raw_path.read_text()) if raw_path.exists() else {}
+    raw: dict[str, Any] = json.loads(args.raw.read_text()) if args.raw.exists() else {}
     for name in args.scenarios.split(","):
-        runs = []
-        for setup in setups:
-            r = run_setup(
-                setup, SCENARIOS[name], args.seconds, RESULTS / "tuner-log.txt", args.warmup
-            )
+        sc = SCENARIOS[name]
+        entry = raw.setdefault(name, {"runs": {}})
+        entry["phases"] = [asdict(p) for p in sc.phases]
+        if args.repeat > 1:
+            entry["repeats"] = {}
+        for setup in _setups(args.setups, name, sc) * args.repeat:
+            r = run_setup(name, setup, sc, args.max, args.scale)
+            if args.repeat > 1:
+                entry["repeats"].setdefault(setup, []).append(
+                    {k: getattr(r, k) for k in ("rps", "p99_ms", "steady_rps", "worker_seconds")}
+                )
+            last = r.live[-1][1] if r.live else "?"
             print(
-                f"{name:7} {setup:11} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
-                f"steady {r.steady_rps:7.1f} {r.steady_p99_ms:7.1f}ms failed {r.failed} "
-                f"changes {r.changes} live {r.live[-1][1] if r.live else '?'}",
+                f"{name:7} {setup:14} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
+                f"steady {r.steady_rps:7.1f} phases {[round(x) for x in r.phase_rps]} "
+                f"failed {r.failed} reloads {r.reloads} fifo {r.fifo_moves} live {last} "
+                f"w-s {r.worker_seconds:.0f}",
                 flush=True,
             )
-            runs.append(r.__dict__)
-        if args.setups and name in raw:  # replace just these rows, keep the order
-            by = {r["setup"]: r for r in raw[name]["runs"]}
-            by.update({r["setup"]: r for r in runs})
-            runs = list(by.values())
-        raw[name] = {
-            "seconds": args.seconds,
-            "warmup": args.warmup,
-            "phases": SCENARIOS[name],
-            "runs": runs,
-        }
-        raw_path.write_text(json.dumps(raw, indent=1))
-    sys.path.insert(0, str(ROOT / "bench"))
-    from tuner_report import write_report
-
-    write_report(raw, RESULTS)
+            entry["runs"][setup] = asdict(r)
+            args.raw.write_text(json.dumps(raw, indent=1))
+    print(f"raw results in {args.raw}; render them with bench/tuner_report.py")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class Plant:
     mem_available: int = 8 * 1024 * MiB  # with no worker running
     seed: int = 1
     reload_at: float | None = None
+    schedstat: bool = True  # the run-queue wait is known
+    contention_above: int | None = None  # past this count a lock costs 5% per worker
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -39,8 +41,10 @@ class Plant:
     def steady(self, n: int) -> tuple[float, float, float]:
         """(throughput/s, requests in service, queued) at `n` live workers."""
         s = (self.cpu_ms + self.io_ms) / 1000
-        cpu_cap = self.cpus / (self.cpu_ms / 1000) if self.cpu_ms else float("inf")
-        cpu_cap *= 1 - 0.01 * max(n - self.cpus, 0)  # context switches cost a little
+        cpu = self.cpu_ms_at(n)
+        cpu_cap = self.cpus / (cpu / 1000) if cpu else float("inf")
+        if self.contention_above is not None and n > self.contention_above:
+            cpu_cap = min(cpu_cap, self.contention_above / s * 0.95 ** (n - self.contention_above))
         if self.clients is not None:
             in_service = float(min(n, self.clients))
             x = min(in_service / s, cpu_cap)
@@ -51,11 +55,19 @@ class Plant:
             return self.rate, min(self.rate * s, n), 0.0
         return capacity, float(n), 20.0
 
+    def cpu_ms_at(self, n: int) -> float:
+        """CPU per request at `n` live workers: context switches and cold caches cost 1% more
+        CPU per worker beyond the CPUs."""
+        return self.cpu_ms * (1 + 0.01 * max(n - self.cpus, 0))
+
     def frame(self, t: float) -> Frame:
         x, in_service, queue = self.steady(self.live)
         x *= 1 + self.rng.gauss(0, self.noise)
         kind = "reload" if self.reload_at == t else "ok"
         busy = round(in_service)
+        cores = x * self.cpu_ms_at(self.live) / 1000
+        # Processor sharing: requests not waiting on IO are on a CPU or in its run queue.
+        runq = max(in_service - x * self.io_ms / 1000 - cores, 0.0)
         return Frame(
             source="plant",
             t=1_700_000_000 + t,
@@ -72,7 +84,8 @@ class Plant:
             busy_ratio=in_service / self.live if kind == "ok" and self.live else None,
             sockets=(SocketView("127.0.0.1:9000", "http", False, round(queue), 100, "stats"),),
             effective_cpus=self.cpus,
-            instance_cpu_cores=x * self.cpu_ms / 1000,
+            instance_cpu_cores=cores,
+            runq_cores=runq if self.schedstat else None,
             mem_per_worker=self.mem_per_worker,
             mem_available=max(self.mem_available - self.live * self.mem_per_worker, 0),
             loaded_at=1_700_000_000 + (self.reload_at or -1000.0),

@@ -107,7 +107,10 @@ def _include(f: DoctorFacts) -> Check:
         return Check("override", False, f"last line includes {f.include}, not {f.override}", fix)
     if not inc.exists():
         return Check(
-            "override", False, f"{inc} does not exist (uWSGI fails to start)", f"touch {inc}"
+            "override",
+            False,
+            f"{inc} does not exist (uWSGI fails to start)",
+            f"printf '[uwsgi]\\n' > {inc}",
         )
     return Check("override", True, f"{f.ini} ends with `ini = {f.include}`")
 

@@ -24,6 +24,10 @@ class FifoError(Exception):
     """A write that was refused or failed; the message names the path and the fix."""
 
 
+class FifoSetupError(FifoError):
+    """The path is not a usable FIFO at all (missing, a symlink, another file type)."""
+
+
 class FifoNotHeld(FifoError):
     """No master holds the FIFO open right now. Also seen for ~10 ms after each write: the
     master closes and reopens its end when a writer closes, so a quick second write retries."""
@@ -47,13 +51,15 @@ def fifo_inode(path: Path) -> tuple[int, int]:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        raise FifoError(f"{path}: no such file; add `master-fifo = {path}` to the ini") from None
+        raise FifoSetupError(
+            f"{path}: no such file; add `master-fifo = {path}` to the ini"
+        ) from None
     except OSError as exc:
         raise FifoError(f"{path}: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise FifoError(f"{path}: a symlink, refused; give the FIFO's real path")
+        raise FifoSetupError(f"{path}: a symlink, refused; give the FIFO's real path")
     if not stat.S_ISFIFO(st.st_mode):
-        raise FifoError(f"{path}: not a FIFO; give the path of uWSGI's `master-fifo`")
+        raise FifoSetupError(f"{path}: not a FIFO; give the path of uWSGI's `master-fifo`")
     return st.st_dev, st.st_ino
 
 

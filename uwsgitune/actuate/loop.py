@@ -15,9 +15,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from uwsgitune.actuate.audit import AuditLog, last_listen, resume
-from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.fifo import FifoError, FifoSetupError, MasterFifo
 from uwsgitune.actuate.listen import ListenApplier, ListenWish, RestartCommand, listen_wish
-from uwsgitune.actuate.override import IniError, Override, OverrideError, as_int, read_keys
+from uwsgitune.actuate.override import (
+    IniError,
+    Override,
+    OverrideError,
+    SetupError,
+    as_int,
+    read_keys,
+)
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.engine import EngineState, evaluate
@@ -65,6 +72,7 @@ class TuneLoop:
         self.stopped: str | None = None
         self.last: Decision | None = None
         self.outcome: tuple[str, str] | None = None  # (result, detail) of the last change
+        self.moves: dict[str, int] = {"fifo": 0, "reload": 0, "restart": 0}  # changes applied
         if audit is not None:
             records = list(audit.records(self.instance))
             self.state, self.stopped = resume(records, self.state, wall(), mono())
@@ -211,6 +219,7 @@ class TuneLoop:
             self._audit({**rec, "result": "refused", "detail": str(exc)})
             return
         self.state = replace(self.state.failed(), last_reload=self._mono())
+        self.moves["restart"] += 1
         self._listen_last, self._rules = self._mono(), EngineState()
         if out.ok:
             self.log(f"apply: listen [verified] {out.detail}")
@@ -285,14 +294,17 @@ class TuneLoop:
 
     def _apply_fifo(self, d: Decision, frame: Frame, now: float) -> None:
         if self.fifo is None:
-            return self._refused(d, "no FIFO given")
+            return self._setup_stop(d, "no FIFO given; pass --fifo")
         try:
             sent = self.fifo.scale(
                 frame.live, d.desired, self.settings.min_workers, frame.master_pid, now
             )
+        except FifoSetupError as exc:
+            return self._setup_stop(d, str(exc))
         except FifoError as exc:
             return self._refused(d, str(exc))
         self.state = d.state
+        self.moves["fifo"] += 1
         self._audit(self._change(d, "sent", f"wrote {sent!r} to {self.fifo.path}"))
 
     def _override_for(self, d: Decision, frame: Frame | None) -> Override:
@@ -309,7 +321,7 @@ class TuneLoop:
 
     def _apply_reload(self, d: Decision, frame: Frame) -> None:
         if self.fifo is None or self.override is None:
-            return self._refused(d, "a reload needs --fifo and --override")
+            return self._setup_stop(d, "a reload needs --fifo and --override")
         ov = self._override_for(d, frame)
         reloader = Reloader(self.fifo, self.override.path, self.override.user_ini, self.watch.step)
         limits = Limits(
@@ -317,8 +329,11 @@ class TuneLoop:
         )
         try:
             out = reloader.apply(ov, frame, limits, self.settings.reload_deadline)
+        except (SetupError, FifoSetupError) as exc:
+            return self._setup_stop(d, str(exc))
         except (OverrideError, FifoError, OSError) as exc:
             return self._refused(d, f"override not written: {exc}")
+        self.moves["reload"] += 1
         if out.ok:
             self.state = replace(d.state.confirmed(), last_reload=self._mono())
             self._audit(self._change(d, "verified", out.detail, ov))
@@ -333,8 +348,30 @@ class TuneLoop:
 
     def _refused(self, d: Decision, why: str) -> None:
         self.log(f"ERROR: {d.action} {d.live}->{d.desired} refused: {why}")
-        self.state = d.state.failed()  # paced like a change: no retry storm
+        # Paced like a change (no retry storm), but nothing was reloaded: nothing settles.
+        self.state = replace(d.state.failed(), last_reload=self.state.last_reload)
         self._audit(self._change(d, "refused", why))
+
+    def _setup_stop(self, d: Decision, why: str) -> None:
+        """A setup error: no retry can succeed, so stop applying now and name the fix."""
+        self.stopped = f"setup: {why}"
+        self.state = replace(d.state.failed(), last_reload=self.state.last_reload)
+        self._audit(self._change(d, "refused", why))
+        self._audit({"event": "stop", "reason": self.stopped})
+        self.log(
+            f"ERROR: {d.action} {d.live}->{d.desired} refused: {why}. STOPPED APPLYING; "
+            f"check the setup with `{self.doctor_command()}`, then resume."
+        )
+
+    def doctor_command(self) -> str:
+        parts = ["uwsgitune", "doctor", self.instance]
+        if self.fifo is not None:
+            parts += ["--fifo", str(self.fifo.path)]
+        if self.override is not None:
+            parts += ["--override", str(self.override.path)]
+            if self.override.user_ini is not None:
+                parts += ["--ini", str(self.override.user_ini)]
+        return " ".join(parts)
 
     def _change(
         self, d: Decision, result: str, detail: str, ov: Override | None = None
@@ -352,6 +389,7 @@ class TuneLoop:
             "evidence": d.evidence,
             "result": result,
             "detail": detail,
+            "moves": dict(self.moves),  # changes applied so far, by route
         }
         if ov is not None:
             rec["override"] = ov.keys()

@@ -26,6 +26,11 @@ class OverrideError(ValueError):
     """An override that must not be written; the message lists every problem."""
 
 
+class SetupError(OverrideError):
+    """The setup itself is wrong (a file missing, an include absent): no retry can succeed,
+    so the tuner stops applying and says what to fix."""
+
+
 class IniError(ValueError):
     """An ini that cannot be read or holds a bad number; the message names it."""
 

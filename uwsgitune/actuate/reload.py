@@ -23,7 +23,7 @@ from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.override import (
     IniError,
     Override,
-    OverrideError,
+    SetupError,
     last_include,
     load_config,
     restore,
@@ -63,20 +63,29 @@ def check_include(user_ini: Path, override: Path) -> None:
     target = last_include(user_ini.read_text())
     resolved = None if target is None else (user_ini.parent / target).resolve()
     if resolved != override.resolve():
-        raise OverrideError(
+        raise SetupError(
             f"{user_ini} does not end with `ini = {override}`; add it as its last line"
         )
 
 
 def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limits) -> None:
-    """Raise OverrideError unless writing `ov` and reloading is safe."""
+    """Raise OverrideError unless writing `ov` and reloading is safe (SetupError when the
+    files themselves are wrong, which no later attempt can change)."""
     if user_ini is None:
-        raise OverrideError("the instance's ini is unknown; pass --ini so it can be validated")
+        raise SetupError("the instance's ini is unknown; pass --ini so it can be validated")
     try:
         check_include(user_ini, override_path)
+    except OSError as exc:
+        raise SetupError(f"{user_ini}: cannot read ({exc.strerror})") from None
+    if not override_path.exists():
+        raise SetupError(
+            f"{override_path} is included by {user_ini} but missing; create it with "
+            f"`printf '[uwsgi]\\n' > {override_path}` (owned by uWSGI's user)"
+        )
+    try:
         config = load_config(user_ini)
     except (IniError, OSError) as exc:
-        raise OverrideError(str(exc)) from None
+        raise SetupError(str(exc)) from None
     validate(
         config,
         ov,

@@ -43,7 +43,12 @@ def register(sub: Any) -> None:
     p.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
     p.add_argument("--mode", choices=MODES, default="observe")
     p.add_argument("--min-workers", type=int, default=1, metavar="N")
-    p.add_argument("--max-workers", type=int, default=8, metavar="N")
+    p.add_argument(
+        "--max-workers",
+        type=int,
+        metavar="N",
+        help="the ceiling (default: the instance's `processes`)",
+    )
     p.add_argument("--memory-budget", type=int, metavar="MIB", help="MiB all workers may use")
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this")
@@ -58,17 +63,20 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def settings_from(args: argparse.Namespace) -> TunerSettings:
-    if args.min_workers > args.max_workers:
+def settings_from(args: argparse.Namespace, workers_max: int | None = None) -> TunerSettings:
+    """The tuner's settings from the flags; without --max-workers the ceiling is the
+    instance's `processes` (`workers_max`), or the floor when that is not known yet."""
+    if args.max_workers is not None and args.min_workers > args.max_workers:
         raise UserError(
             f"--min-workers {args.min_workers} > --max-workers {args.max_workers}; give min <= max",
             2,
         )
+    top = args.max_workers or max(workers_max or 0, args.min_workers)
     budget = args.memory_budget * 2**20 if getattr(args, "memory_budget", None) else None
     try:
         return TunerSettings(
             min_workers=args.min_workers,
-            max_workers=args.max_workers,
+            max_workers=top,
             interval=args.interval,
             memory_budget=budget,
         )
@@ -101,7 +109,7 @@ def open_tuner(
         fifo=Path(args.fifo),
         override=Path(args.override) if args.override else None,
         ini=Path(args.ini) if args.ini else None,
-        settings=settings_from(args),
+        settings=settings_from(args, first.workers_max),
         mode=mode,
         audit=AuditLog(args.audit or state_dir() / "audit.jsonl"),
         log=log,
@@ -156,4 +164,7 @@ def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> i
             loop.step(watch.step())
     except KeyboardInterrupt:
         pass
+    if loop.mode == "apply":
+        m = loop.moves
+        _log(f"applied: {m['fifo']} FIFO moves, {m['reload']} reloads, {m['restart']} restarts")
     return 0

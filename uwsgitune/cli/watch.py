@@ -54,7 +54,12 @@ def register(sub: Any) -> None:
     t.add_argument("--override", metavar="PATH", help="override ini uwsgitune owns (reloads)")
     t.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
     t.add_argument("--min-workers", type=int, default=1, metavar="N")
-    t.add_argument("--max-workers", type=int, default=8, metavar="N")
+    t.add_argument(
+        "--max-workers",
+        type=int,
+        metavar="N",
+        help="the ceiling (default: the instance's `processes`)",
+    )
     t.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
     p.set_defaults(func=run)
 

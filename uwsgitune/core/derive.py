@@ -367,17 +367,22 @@ def _with_host(
         return frame
     total = host.cpu_total_seconds - prev.cpu_total_seconds
     busy = host.cpu_busy_seconds - prev.cpu_busy_seconds
-    inst = 0.0
+    inst, runq, runq_known = 0.0, 0.0, True
     pids = {doc.pid} | {w.pid for w in doc.workers if w.pid > 0}
     before = _procs(prev)
     for p in host.procs:
         q = before.get(p.pid)
         if p.pid in pids and q is not None:
             inst += max(p.cpu_seconds - q.cpu_seconds, 0.0)
+            if p.runq_seconds is None or q.runq_seconds is None:
+                runq_known = False
+            else:
+                runq += max(p.runq_seconds - q.runq_seconds, 0.0)
     return replace(
         frame,
         host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
         instance_cpu_cores=inst / dt,
+        runq_cores=runq / dt if runq_known else None,
         listen_overflows_delta=_delta(host.listen_overflows, prev.listen_overflows),
         listen_drops_delta=_delta(host.listen_drops, prev.listen_drops),
     )

@@ -131,6 +131,8 @@ class Frame:
     effective_cpus: float | None = None
     host_cpu_pct: float | None = None  # of all host CPUs, 0-100
     instance_cpu_cores: float | None = None  # cores the instance used (1.0 = one full core)
+    # mean number of the instance's threads waiting for a CPU (run-queue wait / Δt)
+    runq_cores: float | None = None
     somaxconn: int | None = None
     mem_total_rss: int | None = None
     mem_per_worker: int | None = None
@@ -161,6 +163,20 @@ class Frame:
     @property
     def since_reload(self) -> float | None:
         return None if self.loaded_at is None else max(0.0, self.t - self.loaded_at)
+
+    @property
+    def cpu_ms_per_request(self) -> float | None:
+        """CPU milliseconds the instance spent per request served."""
+        if not self.rps or self.instance_cpu_cores is None:
+            return None
+        return self.instance_cpu_cores / self.rps * 1000
+
+    @property
+    def runq_ms_per_request(self) -> float | None:
+        """Milliseconds per request the workers waited for a CPU (the kernel's run queue)."""
+        if not self.rps or self.runq_cores is None:
+            return None
+        return self.runq_cores / self.rps * 1000
 
     @property
     def cpu_saturation(self) -> float | None:

@@ -19,6 +19,8 @@ class ProcSample:
     cpu_seconds: float  # user + system, cumulative
     rss: int  # bytes
     num_threads: int = 1
+    # seconds its threads waited for a CPU, cumulative (/proc/PID/schedstat); None: unknown
+    runq_seconds: float | None = None
 
 
 @dataclass(frozen=True)

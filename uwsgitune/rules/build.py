@@ -8,6 +8,11 @@ from collections.abc import Sequence
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.context import Context, backlog, evidence_window
 from uwsgitune.rules.finding import Direction, Evidence, Finding, Recommendation, Severity
+from uwsgitune.tuner.model import Estimate, estimate, workers_for
+from uwsgitune.tuner.settings import TunerSettings
+
+# The tuner's sizing, so that a finding and the tuner's decision agree on every count.
+SIZING = TunerSettings()
 
 MIB = 1024 * 1024
 Num = float | int | str | bool | None
@@ -44,6 +49,19 @@ def cheaper_mode(ctx: Context) -> bool:
     return ctx.latest.cheap > 0 or bool(ctx.facts.config.cheaper)
 
 
+def model_estimate(frames: Sequence[Frame]) -> Estimate | None:
+    """The tuner's sizing model over the frames at the latest live count."""
+    if not frames:
+        return None
+    live = frames[-1].live
+    return estimate([f for f in frames if f.live == live and f.rps], SIZING.cpu_workers_per_cpu)
+
+
+def demand_workers(in_service: float, queued: float, threads: int) -> int:
+    """Workers for the requests in service plus those waiting (square-root staffing)."""
+    return workers_for(in_service + queued, threads, SIZING.staffing_beta)
+
+
 def worker_change(
     ctx: Context, target: int, effect: str, *, saturated: bool = False
 ) -> Recommendation:
@@ -53,6 +71,12 @@ def worker_change(
     """
     f = ctx.latest
     direction: Direction = "raise" if target > f.live else "lower"
+    if direction == "raise" and f.cheap > 0 and target > f.workers_max:
+        # Cheap slots first: `+` through the FIFO now, the larger pool only if still short.
+        effect += f"; if still short, processes {f.workers_max} -> {target} (reload)"
+        return Recommendation(
+            "cheaper-initial", direction, f.workers_max, "fifo", effect, current=f.live
+        )
     if cheaper_mode(ctx) and target <= f.workers_max and not (saturated and direction == "lower"):
         setting = "cheaper-initial" if direction == "raise" else "cheaper"
         return Recommendation(setting, direction, target, "fifo", effect, current=f.live)

@@ -17,7 +17,14 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.rules.build import MIB, ev, finding, worker_change
+from uwsgitune.rules.build import (
+    MIB,
+    demand_workers,
+    ev,
+    finding,
+    model_estimate,
+    worker_change,
+)
 from uwsgitune.rules.context import Context, all_busy, mean, quantile, share, values
 from uwsgitune.rules.finding import Finding
 from uwsgitune.rules.listen import sized_target
@@ -47,7 +54,12 @@ def oversubscribed_cpu(ctx: Context) -> list[Finding]:
     stretch = mean(rt_ms) / mean(cpu_ms)
     if stretch < s.oversub_stretch:
         return []
+    model = model_estimate(frames)
     target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
+    if model is not None and model.workers is not None:
+        target = model.workers  # the tuner's count: the IO share of a request included
+    if f.live <= target:
+        return []
     expected_rt = mean(cpu_ms) * max(target / eff, 1.0)
     reason = (
         f"{f.live} workers share {eff:g} CPUs that are {cpu:.0%} used, so each request spends "
@@ -138,7 +150,7 @@ def idle_overprovisioned(ctx: Context) -> list[Finding]:
     if not frames or not busy or mean(busy) > s.idle_busy_max:
         return []
     peak = quantile(values(frames, lambda x: x.littles_l), 0.95)
-    need = math.ceil(peak / (max(f.threads, 1) * s.target_utilisation)) + 1
+    need = demand_workers(peak, 0.0, max(f.threads, 1))  # the tuner's sizing
     target = max(need, s.idle_min_workers)
     if f.live - target < s.idle_min_reduction:
         return []

@@ -22,10 +22,12 @@ from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import (
+    demand_workers,
     ev,
     finding,
     listen_change,
     memory_cap,
+    model_estimate,
     pow2_at_least,
     worker_change,
 )
@@ -61,8 +63,7 @@ def littles_target(ctx: Context, frames: Sequence[Frame]) -> int:
     """
     in_service = mean(values(frames, lambda f: f.littles_l))
     waiting = mean(values(frames, ctx.depth))
-    threads = max(frames[-1].threads, 1)
-    return math.ceil((in_service + waiting) / (threads * ctx.settings.target_utilisation))
+    return demand_workers(in_service, waiting, max(frames[-1].threads, 1))
 
 
 def cpu_cap(frames: Sequence[Frame], s: RuleSettings, cpu: float | None) -> int | None:
@@ -86,10 +87,19 @@ def sized_target(ctx: Context, frames: Sequence[Frame]) -> tuple[int, str]:
     cpus = values(frames, ctx.cpu)
     cpu = quantile(cpus, 0.5) if cpus else None
     bounds = {"littles_law": littles_target(ctx, frames)}
-    bounds["step"] = max(f.live + 1, math.floor(f.live * s.max_scale_factor))
-    by_cpu = cpu_cap(frames, s, cpu)
-    if by_cpu is not None:
-        bounds["cpu"] = by_cpu
+    queued = mean(values(frames, ctx.depth))
+    bounds["step"] = max(
+        f.live + 1,
+        math.floor(f.live * s.max_scale_factor),
+        f.live + math.ceil(queued / max(f.threads, 1)),
+    )
+    model = model_estimate(frames)
+    if model is not None and model.workers is not None:
+        bounds["cpu"] = model.workers  # what the CPUs and the IO share need (the tuner's)
+    else:
+        by_cpu = cpu_cap(frames, s, cpu)
+        if by_cpu is not None:
+            bounds["cpu"] = by_cpu
     mem = memory_cap(f, s.memory_headroom)
     if mem is not None:
         bounds["memory"] = mem

@@ -110,6 +110,22 @@ def somaxconn() -> int | None:
     return int(text) if text and text.isdigit() else None
 
 
+def runq_seconds(pid: int, threads: int = 1, proc: Path = Path("/proc")) -> float | None:
+    """Seconds the process's threads spent waiting on a run queue: the second field of
+    schedstat (/proc/PID/schedstat is the main thread's; threads are summed from task/)."""
+    paths = [proc / str(pid) / "schedstat"]
+    if threads > 1:
+        paths = list((proc / str(pid) / "task").glob("*/schedstat"))
+    total = 0.0
+    for path in paths:
+        text = _read(path)
+        fields = text.split() if text else []
+        if len(fields) < 2 or not fields[1].isdigit():
+            return None
+        total += int(fields[1]) / 1e9
+    return total if paths else None
+
+
 def _proc_samples(
     pids: list[int], cache: dict[int, psutil.Process] | None = None
 ) -> tuple[ProcSample, ...]:
@@ -123,7 +139,9 @@ def _proc_samples(
                 p = psutil.Process(pid)
             with p.oneshot():
                 t = p.cpu_times()
-                out.append(ProcSample(pid, t.user + t.system, p.memory_info().rss, p.num_threads()))
+                threads = p.num_threads()
+                rss = p.memory_info().rss
+            out.append(ProcSample(pid, t.user + t.system, rss, threads, runq_seconds(pid, threads)))
         except (psutil.Error, OSError):
             continue
         if cache is not None:

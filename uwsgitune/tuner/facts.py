@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from statistics import fmean, pstdev
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.tuner.model import Estimate, estimate
 from uwsgitune.tuner.settings import TunerSettings
 
 RECENT = 3  # polls behind the short-term means
@@ -40,10 +41,17 @@ class Facts:
     cpu_used: float | None  # cores the instance itself used, mean of the last polls
     cpus: float | None
     mem_cap: int | None  # most live workers the memory budget allows
+    model: Estimate | None  # the count the CPUs and the IO share need (tuner/model.py)
+    queue_now: float | None = None  # the latest poll's queue and busy ratio
+    busy_now: float | None = None
+    demand_peak: float | None = None  # most requests in service + queued, last polls
 
     @property
     def saturated(self) -> bool:
-        return self.queued or self.all_busy
+        """Saturated over the last polls, and still at the latest one (a load that just
+        stopped leaves a queue in the means)."""
+        now = (self.queue_now or 0.0) >= self.queue_min or (self.busy_now or 0.0) >= self.busy_full
+        return (self.queued or self.all_busy) and now
 
     @property
     def queued(self) -> bool:
@@ -72,6 +80,8 @@ class Facts:
             "busy_ratio": r(self.busy_ratio),
             "cpu_sat": r(self.cpu_sat),
             "mem_cap": self.mem_cap,
+            "threads": self.latest.threads,
+            **(self.model.evidence() if self.model else {}),
         }
 
 
@@ -165,6 +175,10 @@ def gather(
         cpu_used=_mean([f.instance_cpu_cores for f in recent]),
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
+        model=estimate(sample, settings.cpu_workers_per_cpu),
+        queue_now=_queue(latest),
+        busy_now=latest.busy_ratio,
+        demand_peak=max(((f.littles_l or 0.0) + (_queue(f) or 0.0) for f in recent), default=None),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
     )

@@ -14,8 +14,9 @@ Theory of operation
    at most `max_changes_per_hour`. Floor, ceiling and memory moves, and the revert of a
    step that made things worse, skip the cool-down.
 5. The route: `+` through the FIFO up to the slots uWSGI has (`workers_max`), a reload
-   beyond; `-` through the FIFO only when a worker is idle, since uWSGI's `-` stays pending
-   on a saturated pool; a reload with a lower `cheaper-initial` otherwise.
+   beyond; `-` through the FIFO only when workers are idle and the new count still holds
+   every request in service, since uWSGI's `-` stays pending on busy workers; a reload with
+   a lower `cheaper-initial` otherwise (one reload, however far the count moves).
 
 The caller passes `now` (its monotonic clock) and the frames; nothing here reads a clock.
 The returned Decision carries the next state, to adopt once the change was sent.
@@ -30,7 +31,7 @@ from dataclasses import replace
 from uwsgitune.core.frame import Frame
 from uwsgitune.tuner.facts import Facts, gather
 from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.sizing import Proposal, cpu_hot, cpu_room, propose
+from uwsgitune.tuner.sizing import Proposal, cpu_hot, propose
 from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
@@ -87,12 +88,8 @@ def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
     if desired == f.live and p.desired > f.live:
         return replace(p, desired=desired, reason=f"{p.reason}; at the ceiling {s.max_workers}")
     if desired > f.live and f.live >= s.min_workers:
-        if cpu_hot(f, s):
+        if cpu_hot(f, s) and p.code != "revert":  # a revert goes back to what was better
             return Proposal(f.live, "cpu-saturated", f"{p.reason}; but CPU {f.cpu_sat:.0%} used")
-        room = cpu_room(f, s)
-        if room is not None and desired > max(room, f.live + 1):
-            desired = max(room, f.live + 1)
-            p = replace(p, reason=f"{p.reason}; the CPUs can keep about {room} busy")
         cap = max(f.mem_cap if f.mem_cap is not None else desired, f.live)
         if desired > cap:
             return replace(p, desired=cap, reason=f"{p.reason}; memory allows {cap}")
@@ -102,7 +99,10 @@ def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
 def _route(p: Proposal, f: Facts) -> Via:
     if p.desired > f.live:
         return "fifo" if p.desired <= f.latest.workers_max else "reload"
-    idle = f.latest.idle > 0 and not f.all_busy
+    # uWSGI's `-` cheaps only a worker idle at its check, else it stays pending: the FIFO
+    # serves a shrink that keeps at least the requests in service (the peak of the window).
+    in_service = max(f.l_recent or 0.0, f.l_window or 0.0) / max(f.latest.threads, 1)
+    idle = f.latest.idle > 0 and not f.all_busy and p.desired >= math.ceil(in_service)
     return "fifo" if idle else "reload"
 
 

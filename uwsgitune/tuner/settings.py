@@ -31,16 +31,26 @@ class TunerSettings(BaseModel):
     memory_headroom: float = _f(0.8, 0.1, 1, "Share of available memory new workers may take.")
     # sizing
     interval: float = _f(1.0, 0.05, 3600, "Seconds between polls; staleness counts in these.")
-    target_utilisation: float = _f(0.7, 0.1, 0.95, "Busy ratio Little's-law sizing aims at.")
-    down_margin: float = _f(0.1, 0, 0.5, "Shrink only to a busy ratio this far below the target.")
+    staffing_beta: float = _f(
+        2.0, 0, 10, "Spare workers per square root of the requests in service (L + beta√L)."
+    )
     busy_full: float = _f(0.9, 0.5, 1, "Busy ratio meaning every worker is busy (saturated).")
     queue_min: float = _f(0.5, 0, 1e6, "Mean queued connections that count as a queue.")
     cpu_saturated: float = _f(0.85, 0.1, 1, "CPU saturation at or above which no worker is added.")
     cpu_workers_per_cpu: float = _f(
-        1.5, 0.5, 8, "Workers per CPU above which a CPU-bound pool shrinks."
+        1.5,
+        0.5,
+        8,
+        "Requests in service per CPU the sizing model aims at (x the IO share of a request).",
     )
     max_up_factor: float = _f(4.0, 1.1, 16, "A step up at most multiplies the live count by this.")
-    max_down_share: float = _f(0.25, 0.05, 1, "A demand step down removes at most this share.")
+    model_band: float = _f(
+        0.25, 0, 4, "Hold while live workers are within this share above the model's count."
+    )
+    probe_step: float = _f(0.25, 0.01, 4, "A probe past the model's count adds this share.")
+    uncertain: float = _f(
+        0.15, 0.01, 10, "Relative error of the model's count above which it is probed around."
+    )
     # hill climbing
     measure_frames: int = _i(4, 2, 600, "Polls at one count before judging it (and its noise).")
     min_noise: float = _f(0.05, 0.0, 1, "Smallest relative change of throughput taken as real.")

@@ -2,24 +2,37 @@
 
 Theory of operation
 -------------------
-Not saturated (no queue, not every worker busy): Little's law. L, the mean number of
-requests in service, needs L / target_utilisation workers. Scale-ups use the mean of the
-last polls; scale-downs the *maximum* over `down_window`, and only to a count whose busy
-ratio stays `down_margin` below the target, so a load on the boundary never oscillates.
+The sizing model (model.py) says how many workers keep the CPUs busy given the IO share of
+a request: its `workers`, the capacity. Demand says how many the load needs: Little's L
+with square-root staffing (L + beta√L) when nothing waits, in-service plus queued when
+something does. The
+tuner goes to min(capacity, demand) in one move, and holds while the count is within
+`model_band` of it, so a load that doubles or halves is met by one decision, and a pool of
+64 workers on 2 CPUs goes to its size in one reload rather than a halving per cool-down.
 
-Saturated (a queue, or every worker busy): the queue hides the demand, so the tuner
-climbs. Each step is a *probe*: it records the throughput X and true mean response time W
-before, and is judged after `measure_frames` settled polls at the new count. A gain beyond
-the noise keeps the direction (judged only while still saturated: otherwise the load,
-not the step, moved the throughput); a loss reverts the step and remembers the count as a plateau
-(not probed again for `reprobe_after`, or until the saturation ends); a tie keeps the count
-and stops the climb. A step that was not worse is not undone by the opposite rule
-later (the plateaus), so the climb and the CPU rule never ping-pong. Noise is the larger
-of `min_noise` and 3 standard errors of X.
+Not saturated (no queue, not every worker busy): Little's law up at once; down only to what
+the *maximum* L over `down_window` needs, and only by more than the band, so a load on the
+boundary never oscillates.
 
-CPU: with the instance's CPUs saturated, adding workers only shares the same CPUs, so no
-rule may add; a pool that itself keeps the CPUs busy with more than `cpu_workers_per_cpu`
-workers per CPU probes downwards instead (halving towards that count), saturated or not.
+Saturated (a queue, or every worker busy): the queue hides the demand. Below the capacity
+the tuner moves to it (or to the demand, if smaller) in one step. At the capacity, with the
+CPUs still not saturated, the model was wrong or uncertain: it probes up by `probe_step`.
+Each step is a *probe*: throughput X and true mean response time W before it are judged
+after `measure_frames` settled polls at the new count. A loss reverts it and remembers the
+count as a plateau (not probed again for `reprobe_after`, or until the saturation ends); a
+step that was not worse is never undone by the opposite rule (the plateaus), so the climb
+and the capacity rule cannot ping-pong. Noise is the larger of `min_noise` and 3 standard
+errors of X.
+
+Over capacity: a pool that keeps its CPUs saturated with more than the capacity plus the
+band goes straight to the capacity, saturated or not (under contention Little's L counts
+requests waiting for a CPU, so L alone would ask for ever more workers). The move is judged
+like any probe; when the polls disagree on the estimate by more than `uncertain`, it halves
+towards it instead, judged at each step. Without an estimate (no requests, no host data),
+the old rule stands: halve towards `cpu_workers_per_cpu` per CPU.
+
+What probing learned (the plateaus) holds for one load: it is forgotten when the pool stops
+being saturated, or when a request's CPU or IO time moves by more than the band.
 
 The first matching rule wins (`RULES`); bounds (floor, ceiling, memory) apply afterwards.
 """
@@ -31,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from uwsgitune.tuner.facts import Facts
+from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
 
@@ -49,16 +63,13 @@ def cpu_hot(f: Facts, s: TunerSettings) -> bool:
     return f.cpu_sat is not None and f.cpu_sat >= s.cpu_saturated
 
 
-def cpu_room(f: Facts, s: TunerSettings) -> int | None:
-    """Live workers the CPUs can keep busy, extrapolated from the CPU each request in service
-    uses now (`cpu_workers_per_cpu` per CPU for a pool that only computes). None: unknown."""
-    if not f.cpus or f.cpu_used is None or f.l_recent is None or f.l_recent < 0.5:
-        return None
-    per_request = f.cpu_used / f.l_recent  # cores one request in service keeps busy
-    if per_request < 1e-3:
-        return None
-    threads = max(f.latest.threads, 1)
-    return max(math.ceil(f.cpus / per_request * s.cpu_workers_per_cpu / threads), 1)
+def capacity(f: Facts) -> int | None:
+    """The model's count (None: unknown, or the CPUs set no bound)."""
+    return f.model.workers if f.model is not None else None
+
+
+def _band(n: int, s: TunerSettings) -> int:
+    return max(1, math.ceil(n * s.model_band))
 
 
 def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
@@ -82,20 +93,20 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
     what += f", noise {noise:.0%})"
     if worse:
         if p.up:
-            st = replace(st, plateau_up=p.from_live, learned_at=f.now)
+            st = replace(st, plateau_up=p.from_live, learned_at=f.now, learned_request=None)
         else:
-            st = replace(st, plateau_down=p.from_live, learned_at=f.now)
+            st = replace(st, plateau_down=p.from_live, learned_at=f.now, learned_request=None)
         why = f"step {what} made it worse; back to {p.from_live}"
         return st, Proposal(p.from_live, "revert", why, urgent=True)
     # Not worse: do not undo the step later. A climb that was not worse puts the floor of
     # later down-probes above where it came from; a descent that was not worse caps later
     # climbs; a tie ends a climb.
     if p.up:
-        st = replace(st, plateau_down=p.from_live + 1, learned_at=f.now)
+        st = replace(st, plateau_down=p.from_live + 1, learned_at=f.now, learned_request=None)
         if not better:
             st = replace(st, plateau_up=p.to_live)
     else:
-        st = replace(st, plateau_up=p.to_live, learned_at=f.now)
+        st = replace(st, plateau_up=p.to_live, learned_at=f.now, learned_request=None)
     return st, None
 
 
@@ -122,21 +133,44 @@ def memory_over(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     )
 
 
-def cpu_oversubscribed(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def _cpu_bound(f: Facts, s: TunerSettings) -> bool:
     # The instance itself must be using the CPUs: a host kept busy by others does not make
-    # an IO-bound pool oversubscribed. Saturated or not: under CPU contention Little's L
-    # counts requests waiting for a CPU, so L would ask for ever more workers.
-    if not (cpu_hot(f, s) and f.cpus and (f.cpu_used or 0) >= 0.5 * f.cpus):
+    # an IO-bound pool oversubscribed.
+    return cpu_hot(f, s) and bool(f.cpus) and (f.cpu_used or 0) >= 0.5 * (f.cpus or 0)
+
+
+def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+    if not _cpu_bound(f, s):
         return None
-    target = max(math.ceil(f.cpus * s.cpu_workers_per_cpu), s.min_workers, st.plateau_down or 0)
-    if f.live <= target:
+    cap = capacity(f)
+    if cap is None and f.model is not None:
+        return None  # next to no CPU per request: the CPUs bound nothing
+    floor = max(s.min_workers, st.plateau_down or 0)
+    if cap is None:  # no estimate yet: halve towards the plain CPU count
+        assert f.cpus is not None
+        target = max(math.ceil(f.cpus * s.cpu_workers_per_cpu), floor)
+        if f.live <= target:
+            return None
+        desired = max(target, f.live - f.live // 2)
+        why = f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {f.cpus:g} CPUs; try {desired}"
+        return Proposal(desired, "cpu-oversubscribed", why, probe=True)
+    target = max(cap, floor)
+    if f.live <= target + _band(target, s):
         return None
-    desired = max(target, f.live - f.live // 2)
+    m = f.model
+    assert m is not None
     why = (
-        f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {f.cpus:g} CPUs: "
-        f"more workers only share them; try {desired}"
+        f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {m.cpus:.2g} CPUs; a request uses "
+        f"{m.cpu_ms:.1f} ms CPU and waits {m.io_ms:.1f} ms on IO, so about {target} keep "
+        "the CPUs busy: more only share them"
     )
-    return Proposal(desired, "cpu-oversubscribed", why, probe=True)
+    if m.spread > s.uncertain:  # the polls disagree: halve towards it, judged each time
+        desired = max(target, f.live - f.live // 2)
+        why += f" (uncertain: ±{m.spread:.0%}; try {desired})"
+        return Proposal(desired, "cpu-oversubscribed", why, probe=True)
+    # Twice the count or more: plainly oversubscribed, so move now and judge the move against
+    # the polls there are (every second at 64 workers costs throughput and memory).
+    return Proposal(target, "cpu-oversubscribed", why, probe=True, fast=f.live >= 2 * target)
 
 
 def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
@@ -152,36 +186,49 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
         )
     threads = max(f.latest.threads, 1)
     queue = f.queue or 0.0
-    demand = (f.l_recent or f.live * threads) + queue
-    want = math.ceil(demand / (s.target_utilisation * threads))
+    demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + queue)
+    want = workers_for(demand, threads, s.staffing_beta)
+    cap = capacity(f)
+    q = "?" if f.queue is None else f"{f.queue:.1f}"
+    head = f"saturated (queue {q}, busy {f.busy_ratio or 0:.0%})"
+    if cap is not None and f.live >= cap:
+        # At the model's count with the CPUs not saturated: the model may be wrong. Probe.
+        desired = f.live + max(1, math.ceil(f.live * s.probe_step))
+        why = f"{head} at the model's {cap} with CPU {f.cpu_sat or 0:.0%}: probe {desired}"
+        return _capped(Proposal(desired, "probe-up", why, probe=True), st)
     # Each queued connection is a request no worker holds: a step may always take them all,
     # so a pool far too small reaches its size in one step.
-    cap = max(f.live + 1, math.floor(f.live * s.max_up_factor), f.live + math.ceil(queue / threads))
-    desired = max(f.live + 1, min(want, cap))
-    if st.plateau_up is not None:
-        desired = min(desired, st.plateau_up)
-    q = "?" if f.queue is None else f"{f.queue:.1f}"
-    why = f"saturated (queue {q}, busy {f.busy_ratio or 0:.0%}), demand ~{demand:.1f}: step up"
+    top = max(f.live + 1, math.floor(f.live * s.max_up_factor), f.live + math.ceil(queue / threads))
+    desired = max(f.live + 1, min(want, top, cap if cap is not None else want))
+    why = f"{head}, demand ~{demand:.1f}"
+    why += f", the CPUs keep about {cap} busy" if cap is not None and cap < want else ""
     # At least as many waiting as in service: capacity is plainly short, so step now and
     # judge the step against the polls there are, rather than measure the backlog longer.
     fast = queue >= f.live * threads
-    return Proposal(desired, "saturated", why, probe=True, fast=fast)
+    return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
+
+
+def _capped(p: Proposal, st: TunerState) -> Proposal:
+    if st.plateau_up is not None and p.desired > st.plateau_up:
+        return replace(p, desired=st.plateau_up)
+    return p
 
 
 def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     threads = max(f.latest.threads, 1)
     l_now = f.l_recent or 0.0
-    need = max(math.ceil(l_now / (s.target_utilisation * threads)), s.min_workers)
+    need = max(workers_for(l_now, threads, s.staffing_beta), s.min_workers)
+    cap = capacity(f)
+    if cap is not None and _cpu_bound(f, s):
+        need = min(need, max(cap, f.live))  # L counts requests waiting for a CPU
     if need > f.live:
-        why = f"L={l_now:.2f} in service needs {need} workers at {s.target_utilisation:.0%} busy"
+        why = f"L={l_now:.2f} in service needs {need} workers (L + {s.staffing_beta:g}√L)"
         return Proposal(need, "littles-law-up", why)
     if f.window_covered and f.l_window is not None:
-        util = max(s.target_utilisation - s.down_margin, 0.05)
-        down = max(math.ceil(f.l_window / (util * threads)), s.min_workers)
-        if down < f.live:
-            desired = max(down, f.live - max(1, math.ceil(f.live * s.max_down_share)))
-            why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers: step down"
-            return Proposal(desired, "littles-law-down", why)
+        down = max(workers_for(f.l_window, threads, s.staffing_beta), s.min_workers)
+        if down < f.live - _band(down, s) // 2:
+            why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers"
+            return Proposal(down, "littles-law-down", why)
     return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
 
 
@@ -192,15 +239,34 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("floor", below_floor),
     ("ceiling", above_ceiling),
     ("memory-cap", memory_over),
-    ("cpu-oversubscribed", cpu_oversubscribed),
+    ("cpu-oversubscribed", over_capacity),
     ("saturated", saturated_up),
     ("littles-law", littles_law),
 )
 
 
+def _request(f: Facts) -> tuple[float, float] | None:
+    return (f.model.cpu_ms, f.model.io_ms) if f.model is not None else None
+
+
+def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
+    """What a request costs moved beyond the band since the plateaus were learned."""
+    then, now = st.learned_request, _request(f)
+    if then is None or now is None:
+        return False
+    scale = max(then[0] + then[1], 1e-3)
+    return abs(now[0] - then[0]) / max(then[0], 1e-3) > s.model_band or (
+        abs(now[1] - then[1]) / scale > s.model_band
+    )
+
+
 def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
-    if not f.saturated and (st.plateau_up or st.plateau_down):
-        st = replace(st, plateau_up=None, plateau_down=None)  # demand fell below capacity
+    # What probing learned holds for this load only: forget it when demand fell below
+    # capacity, or a request's CPU or IO time moved (a new release, a slower database).
+    if (st.plateau_up or st.plateau_down) and (not f.saturated or _load_changed(f, st, s)):
+        st = st.unlearned()
+    if (st.plateau_up or st.plateau_down) and st.learned_request is None:
+        st = replace(st, learned_request=_request(f))  # the cost at the count it settled on
     st, revert = judge(f, st)
     if revert is not None:
         return st, revert

@@ -40,6 +40,7 @@ class TunerState:
     plateau_up: int | None = None  # adding above this did not raise throughput
     plateau_down: int | None = None  # removing below this lowered throughput
     learned_at: float | None = None
+    learned_request: tuple[float, float] | None = None  # (cpu ms, io ms) a request took then
 
     def regime_start(self, s: TunerSettings) -> float:
         """Frames before this are from an earlier count, or not settled yet."""
@@ -58,10 +59,15 @@ class TunerState:
         """The change in flight did not happen: forget it and its probe."""
         return replace(self, expect_live=None, expect_since=None, probe=None)
 
+    def unlearned(self) -> TunerState:
+        return replace(
+            self, plateau_up=None, plateau_down=None, learned_at=None, learned_request=None
+        )
+
     def forget(self, now: float, s: TunerSettings) -> TunerState:
         """Plateaus are dropped after `reprobe_after`: loads change."""
         if self.learned_at is not None and now - self.learned_at > s.reprobe_after:
-            return replace(self, plateau_up=None, plateau_down=None, learned_at=None)
+            return self.unlearned()
         return self
 
 

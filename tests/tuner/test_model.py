@@ -1,0 +1,95 @@
+"""The sizing model (tuner/model.py): pure, from frames with known figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tuner.plant import Plant
+from uwsgitune.core.frame import Frame
+from uwsgitune.rules.build import worker_change
+from uwsgitune.sources.host import runq_seconds
+from uwsgitune.tuner.model import available_cpus, estimate, workers_for
+
+
+def _frames(plant: Plant, n: int = 4) -> list[Frame]:
+    return [plant.frame(float(t)) for t in range(n)]
+
+
+def test_a_cpu_bound_pool_needs_the_cpus_times_the_spare_concurrency() -> None:
+    e = estimate(_frames(Plant(live=64, workers_max=64, cpu_ms=3, clients=64)), 1.5)
+    assert e is not None and e.workers == 3
+    assert e.io_ms == pytest.approx(0, abs=0.01)
+    assert e.runq_ms is not None and e.runq_ms > 10 * e.cpu_ms  # 64 share 2 CPUs
+
+
+def test_the_io_share_raises_the_count() -> None:
+    # 2 ms CPU + 12 ms IO: 2 CPUs x 14 / 2 = 14 in service, 21 with 1.5 spare.
+    e = estimate(_frames(Plant(live=48, workers_max=64, cpu_ms=2, io_ms=12, clients=64)), 1.5)
+    assert e is not None and e.io_ms == pytest.approx(12, rel=0.02)
+    assert 19 <= (e.workers or 0) <= 23
+    assert e.cpu_share == pytest.approx(e.cpu_ms / (e.cpu_ms + e.io_ms))
+
+
+def test_waiting_for_a_cpu_is_not_io_unless_schedstat_is_missing() -> None:
+    plant = Plant(live=32, workers_max=64, cpu_ms=5, clients=32)
+    known = estimate(_frames(plant), 1.5)
+    assert known is not None and known.workers == 3
+    plant.schedstat = False
+    frames = [f.__class__(**{**f.__dict__, "host_cpu_pct": 100.0, "cpu_count": 2}) for f in
+              _frames(plant)]  # fmt: skip
+    assert estimate(frames, 1.5) is None  # a saturated host: no honest split, no estimate
+
+
+def test_threads_count_in_processes_with_a_gil_each() -> None:
+    plant = Plant(live=8, workers_max=16, cpu_ms=5, io_ms=45, clients=40)
+    frames = [f.__class__(**{**f.__dict__, "threads": 4}) for f in _frames(plant)]
+    e = estimate(frames, 1.5)
+    # 2 CPUs x 50 / 5 = 20 requests in service, x 1.5 = 30 threads: 8 processes of 4.
+    assert e is not None and e.threads == 4 and e.workers == 8
+    cpu = [f.__class__(**{**f.__dict__, "threads": 4}) for f in _frames(Plant(live=8, cpu_ms=5))]
+    e = estimate(cpu, 1.5)
+    assert e is not None and e.workers == 2  # never fewer processes than CPUs
+
+
+def test_too_few_requests_give_no_estimate_and_no_cpu_gives_no_bound() -> None:
+    assert estimate(_frames(Plant(live=2, cpu_ms=5, clients=0)), 1.5) is None
+    e = estimate(_frames(Plant(live=8, cpu_ms=0.001, io_ms=50, clients=8)), 1.5)
+    assert e is not None and e.workers is None
+
+
+def test_square_root_staffing() -> None:
+    assert [workers_for(x, 1, 2.0) for x in (0, 1, 4, 40, 100)] == [0, 3, 8, 53, 120]
+    assert workers_for(40, 4, 2.0) == 14
+
+
+def test_the_cpus_others_use_are_not_available() -> None:
+    f = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=75.0,
+              instance_cpu_cores=1.0)  # fmt: skip
+    assert available_cpus(f) == pytest.approx(1.5)  # 1.5 busy in all, 0.5 of it others'
+
+
+def test_run_queue_wait_is_read_from_schedstat(tmp_path: Path) -> None:
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "schedstat").write_text("1000 2500000000 12\n")
+    assert runq_seconds(7, 1, proc=tmp_path) == 2.5
+    for tid, wait in (("7", "1000000000"), ("8", "500000000")):
+        (tmp_path / "7" / "task" / tid).mkdir(parents=True)
+        (tmp_path / "7" / "task" / tid / "schedstat").write_text(f"1 {wait} 1\n")
+    assert runq_seconds(7, 2, proc=tmp_path) == 1.5
+    assert runq_seconds(9, 1, proc=tmp_path) is None
+
+
+def test_a_finding_uses_cheap_slots_before_a_larger_pool() -> None:
+    # The demo's overload: 4 of 8 slots cheap, 16 wanted: `+4` through the FIFO first.
+    from tests.rules.frames import series
+    from uwsgitune.rules.context import Context
+    from uwsgitune.rules.facts import NO_FACTS
+    from uwsgitune.rules.settings import DEFAULT_SETTINGS
+
+    frames = series(10, live=4, workers_max=8, cheap=4)
+    ctx = Context(tuple(frames), NO_FACTS, DEFAULT_SETTINGS)
+    rec = worker_change(ctx, 16, "the queue drains")
+    assert (rec.setting, rec.value, rec.apply) == ("cheaper-initial", 8, "fifo")
+    assert "processes 8 -> 16 (reload)" in rec.effect

@@ -1,0 +1,146 @@
+"""The tuner on production-sized pools, against a real uWSGI.
+
+- The run-queue wait comes from the kernel (schedstat): requests of a pool far larger than
+  its CPUs wait for a CPU, and the model does not read that wait as IO.
+- A saturated CPU-bound pool of 24 workers goes to the model's count in one reload (a `-`
+  would stay pending on busy workers) and stays there.
+- A threaded pool is sized in processes, and says how many threads each has.
+- A setup error (the included override missing) stops applying at once, with one line
+  that names the file to create and the doctor command; nothing is retried, and the
+  refused reload does not count as a reload (no "settling").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.tuner.real import live, manual
+from tests.uwsgi_harness import url
+from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.fifo import MasterFifo
+from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
+from uwsgitune.core.address import parse_address
+from uwsgitune.launch import UwsgiProcess
+from uwsgitune.loadgen import LoadResult, LoadRun
+from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner import Decision, TunerSettings
+
+pytestmark = [pytest.mark.uwsgi, pytest.mark.slow]
+QUICK = TunerSettings(min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1)
+
+
+def _loop(
+    proc: UwsgiProcess, tmp_path: Path, settings: TunerSettings = QUICK
+) -> tuple[TuneLoop, list[str]]:
+    lines: list[str] = []
+    watch = InstanceWatch(parse_address(proc.stats), interval=0.5)
+    target = OverrideTarget(tmp_path / "o.ini", proc.ini)
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    loop = TuneLoop(
+        watch, MasterFifo(proc.fifo), target, settings, "apply", audit, log=lines.append
+    )
+    return loop, lines
+
+
+def _drive(loop: TuneLoop, seconds: float) -> list[Decision]:
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
+        out.append(loop.step(loop.watch.step()))
+    return out
+
+
+def _load(u: str, clients: int, seconds: float) -> tuple[threading.Thread, list[LoadResult]]:
+    out: list[LoadResult] = []
+    run = LoadRun(u, duration=seconds, timeout=30)
+    th = threading.Thread(target=lambda: out.append(asyncio.run(run.closed_loop(clients))))
+    th.start()
+    return th, out
+
+
+def test_the_run_queue_wait_is_measured_and_not_read_as_io(
+    uwsgi: Callable[..., UwsgiProcess],
+) -> None:
+    proc = uwsgi(processes=12)
+    th, _ = _load(url(proc, "/cpu/10"), 12, 6)
+    watch = InstanceWatch(parse_address(proc.stats), interval=1.0)
+    frames = []
+    for _ in range(6):
+        frames.append(watch.step())
+        time.sleep(max(0.0, watch.next_due - time.monotonic()))
+    th.join()
+    rated = [f for f in frames if f.rps and f.runq_ms_per_request is not None]
+    assert rated, [f.kind for f in frames]
+    f = rated[-1]
+    assert f.cpu_ms_per_request is not None and f.mean_rt_ms is not None
+    # 12 requests of 10 ms CPU on 2 CPUs: each waits for a CPU most of its time.
+    assert f.runq_ms_per_request > f.cpu_ms_per_request
+    io = f.mean_rt_ms - f.cpu_ms_per_request - f.runq_ms_per_request
+    assert io < 0.5 * f.mean_rt_ms, (f.mean_rt_ms, f.cpu_ms_per_request, f.runq_ms_per_request)
+
+
+def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_one_reload(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+) -> None:
+    proc = uwsgi(**manual(tmp_path / "o.ini", processes=24, initial=24))
+    loop, lines = _loop(proc, tmp_path)
+    th, result = _load(url(proc, "/cpu/5"), 32, 30)
+    decisions = _drive(loop, 28)
+    th.join()
+    log = "\n".join(lines)
+    changes = [d for d in decisions if d.is_change]
+    assert changes, log
+    first = changes[0]
+    assert (first.code, first.via) == ("cpu-oversubscribed", "reload"), log
+    assert first.desired <= 5, log  # about 2 CPUs x 1.5, whatever the generator takes
+    assert loop.moves["reload"] == 1, log  # one reload, not a halving per cool-down
+    assert all(d.desired <= 6 for d in changes), log
+    assert live(proc) <= 6
+    assert result[0].errors == 0 and result[0].ok > 100
+    records = [r for r in loop.audit.records() if r.get("event") == "change"]  # type: ignore[union-attr]
+    assert records[0]["moves"]["reload"] == 1 and records[0]["evidence"]["estimate"] <= 5
+
+
+def test_a_threaded_pool_is_sized_in_processes(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+) -> None:
+    opts = manual(tmp_path / "o.ini", processes=12, initial=12)
+    proc = uwsgi(**opts, threads=4, enable_threads=True)
+    loop, lines = _loop(proc, tmp_path)
+    th, _ = _load(url(proc, "/cpu/5"), 40, 24)
+    decisions = _drive(loop, 22)
+    th.join()
+    change = next((d for d in decisions if d.is_change), None)
+    assert change is not None, "\n".join(lines)
+    assert change.evidence["threads"] == 4
+    # CPU-bound: no more processes than about the CPUs, whatever the threads.
+    assert change.action == "down" and 2 <= change.desired <= 4, change.line()
+
+
+def test_a_missing_override_stops_applying_at_once_and_names_the_fix(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+) -> None:
+    override = tmp_path / "o.ini"
+    proc = uwsgi(**manual(override, processes=16, initial=16))
+    override.unlink()  # the ini includes it; it was deleted after the start
+    loop, lines = _loop(proc, tmp_path)
+    th, _ = _load(url(proc, "/cpu/5"), 24, 20)
+    decisions = _drive(loop, 18)
+    th.join()
+    errors = [line for line in lines if line.startswith("ERROR")]
+    assert len(errors) == 1, "\n".join(lines)
+    assert "included by" in errors[0] and "missing" in errors[0]
+    assert f"printf '[uwsgi]\\n' > {override}" in errors[0]
+    assert "uwsgitune doctor" in errors[0] and "STOPPED APPLYING" in errors[0]
+    assert loop.stopped is not None and loop.moves == {"fifo": 0, "reload": 0, "restart": 0}
+    after = decisions[decisions.index(next(d for d in decisions if d.is_change)) + 1 :]
+    assert all(d.code != "settling" for d in after)  # nothing was reloaded
+    records = list(loop.audit.records())  # type: ignore[union-attr]
+    assert [r["event"] for r in records] == ["change", "stop"]
+    assert not override.exists() and live(proc) == 16
