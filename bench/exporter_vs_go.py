@@ -43,7 +43,7 @@ MOVING = ("uwsgi_exporter_", "process_", "go_", "promhttp_", "uwsgi_worker_rss_b
 
 def scrape(port: int) -> tuple[float, int, str]:
     t0 = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", "/metrics", headers=HEADERS)
     resp = conn.getresponse()
     raw = resp.read()
@@ -186,7 +186,12 @@ def main() -> None:
         finally:
             for p in procs:
                 p.send_signal(2)
-                p.wait(10)
+            for p in procs:
+                try:
+                    p.wait(60)  # a starved nice-19 process can take a while
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 
 if __name__ == "__main__":

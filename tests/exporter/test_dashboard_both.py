@@ -64,16 +64,18 @@ def test_the_compat_dashboard_answers_for_both_exporters(
         load = threading.Thread(target=run_open, args=(url(a, "/"), 30.0, 7.0, 300))
         load.start()
         time.sleep(6)
-        for expr in exprs():
+        for expr in exprs():  # a wide window: a starved test machine can miss scrapes
             for job in ("uwsgi_go", "uwsgi"):
-                promql = expr.replace("$job", job).replace("$__rate_interval", "4s")
+                promql = expr.replace("$job", job).replace("$__rate_interval", "30s")
                 assert query(prom, promql), (job, promql)
-        rates = [
-            scalar(prom, f'sum(rate(uwsgi_worker_requests_total{{job="{j}"}}[4s]))')
-            for j in ("uwsgi_go", "uwsgi")
-        ]
         load.join()
-        assert rates[0] and rates[1] and abs(rates[0] - rates[1]) <= 0.2 * rates[0], rates
+
+        def same_count() -> bool:  # both have scraped the instance since the load ended
+            counts = [scalar(prom, f'sum(uwsgi_worker_requests_total{{job="{j}"}})')
+                      for j in ("uwsgi_go", "uwsgi")]  # fmt: skip
+            return bool(counts[0]) and counts[0] == counts[1]
+
+        wait_for(same_count, timeout=30, step=0.5)
     finally:
         go.send_signal(2)
         go.wait(10)

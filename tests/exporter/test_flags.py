@@ -89,7 +89,7 @@ def test_several_stats_with_a_fifo_is_refused() -> None:
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(argv: list[str], needle: str) -> None:
-    out = subprocess.run([UWSGITUNE, "daemon", *argv], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([UWSGITUNE, "daemon", *argv], capture_output=True, text=True, timeout=180)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("uwsgitune: ") and needle in last, out.stderr

@@ -99,7 +99,7 @@ def test_a_key_that_does_not_match_the_cert(certs: Certs, tmp_path: Path) -> Non
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([UWSGITUNE, *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run([UWSGITUNE, *args], capture_output=True, text=True, timeout=180)
 
 
 def test_config_check_and_daemon_report_a_bad_web_config(tmp_path: Path) -> None:
