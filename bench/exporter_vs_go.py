@@ -7,7 +7,8 @@ Both serve the same instance on loopback; scrapes alternate between them, each a
 Prometheus sends it (`Accept-Encoding: gzip`, `X-Prometheus-Scrape-Timeout-Seconds`), at
 `--rate` per second. For each: the wall time of a scrape (median, p90, max), the CPU the
 process used over the run divided by the scrapes (uwsgitune's includes its own polls at
-1 s, which the Go exporter does on every scrape instead), the bytes on the wire and the RSS.
+1 s, which the Go exporter does on every scrape instead; the next column takes off what the
+process uses in 20 s without scrapes), the bytes on the wire and the RSS.
 Then the two outputs are compared name by name, label set by label set, and value by value
 for the values that cannot move between two reads of an idle instance.
 """
@@ -74,7 +75,15 @@ def cpu(p: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
+def idle_cpu(procs: dict[str, psutil.Process], seconds: float) -> dict[str, float]:
+    """CPU seconds per second of each process with no scrape at all (uwsgitune's polls)."""
+    cpu0 = {k: cpu(p) for k, p in procs.items()}
+    time.sleep(seconds)
+    return {k: (cpu(p) - cpu0[k]) / seconds for k, p in procs.items()}
+
+
 def measure(ports: dict[str, int], procs: dict[str, psutil.Process], n: int, rate: float) -> None:
+    base = idle_cpu(procs, 20.0)
     times: dict[str, list[float]] = {k: [] for k in ports}
     sizes: dict[str, int] = {}
     cpu0 = {k: cpu(p) for k, p in procs.items()}
@@ -87,14 +96,19 @@ def measure(ports: dict[str, int], procs: dict[str, psutil.Process], n: int, rat
         time.sleep(max(0.0, t0 + (i + 1) / rate - time.monotonic()))
     elapsed = time.monotonic() - t0
     print(f"{n} scrapes each over {elapsed:.1f} s\n")
-    print("| exporter | median ms | p90 ms | max ms | CPU ms/scrape | gzip bytes | RSS MiB |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| exporter | median ms | p90 ms | max ms | CPU ms/scrape | CPU ms/scrape net of "
+        "idle | gzip bytes | RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, data in times.items():
         data.sort()
-        cpu_ms = (cpu(procs[name]) - cpu0[name]) * 1000 / n
+        used = cpu(procs[name]) - cpu0[name]
+        net = max(0.0, used - base[name] * elapsed)  # uwsgitune's polls go on without scrapes
         rss = procs[name].memory_info().rss / 2**20
         print(f"| {name} | {statistics.median(data):.2f} | {data[int(0.9 * len(data))]:.2f} "
-              f"| {data[-1]:.2f} | {cpu_ms:.2f} | {sizes[name]} | {rss:.1f} |")  # fmt: skip
+              f"| {data[-1]:.2f} | {used * 1000 / n:.2f} | {net * 1000 / n:.2f} "
+              f"| {sizes[name]} | {rss:.1f} |")  # fmt: skip
 
 
 def steady(ports: dict[str, int], procs: dict[str, psutil.Process], seconds: float) -> None:
