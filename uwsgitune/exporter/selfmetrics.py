@@ -5,7 +5,7 @@ uwsgi_exporter reads the stats once per scrape; uwsgitune reads them once per po
 `..._scrape_errors_total` the failed ones, `..._scrape_duration_seconds` their wall time and
 `uwsgi_exporter_last_scrape_error` whether the latest failed. Each carries `stats_uri`
 (the exporter's have no label: with one instance per process it needed none, and its
-/probe shared one set across every target, a known bug).
+/probe shared one set across every target: `handleProbe` gets one `NewMetrics()`).
 
 The Go exporter's process also exports `promhttp_metric_handler_requests_total{code}`,
 `promhttp_metric_handler_requests_in_flight` and `process_virtual_memory_max_bytes`
