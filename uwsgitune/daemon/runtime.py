@@ -25,7 +25,7 @@ from uwsgitune.daemon.instance import InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.endpoint import build_site
+from uwsgitune.exporter.endpoint import build_site, ip_loopback
 from uwsgitune.exporter.http import MetricsServer
 from uwsgitune.exporter.snapshot import Snapshot
 
@@ -99,6 +99,9 @@ class Daemon:
                 raise StartupError(f"cannot serve metrics on {listen}: {reason}") from None
         self._apply(self.config, first=True)
         metrics = ",".join(f"{h}:{p}" for h, p in self.server.addresses)
+        if self.server.tls is None and not all(ip_loopback(h) for h, _ in self.server.addresses):
+            event("metrics_exposed", logging.WARNING, metrics=metrics,
+                  fix="TLS and basic auth: web_config_file (--web.config.file)")  # fmt: skip
         event("started", version=__version__, pid=os.getpid(), metrics=metrics,
               tls=self.server.tls is not None, instances=len(self.runners),
               config=self.config_path)  # fmt: skip

@@ -3,6 +3,7 @@ TLS context, both built from one checked web config."""
 
 from __future__ import annotations
 
+import ipaddress
 import ssl
 from collections.abc import Callable
 
@@ -34,3 +35,11 @@ def build_site(
     auth = BasicAuth(web.users)
     site = Site(lambda: render(registry), config=config, auth=auth, ready=ready, stats=stats)
     return site, web.tls
+
+
+def ip_loopback(host: str) -> bool:
+    """Whether a bound address is reachable from this host only."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
