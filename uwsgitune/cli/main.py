@@ -17,8 +17,8 @@ COMMANDS = ["watch", "demo", "record", "recommend", "sweep", "daemon", "config",
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(2, f"uwsgitune: {message}\n")
+        """One line, naming the argument (bad input never prints a usage block)."""
+        self.exit(2, f"uwsgitune: {message}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
