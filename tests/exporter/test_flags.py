@@ -91,8 +91,8 @@ def test_several_stats_with_a_fifo_is_refused() -> None:
 def test_bad_flags_are_one_line_and_exit_2(argv: list[str], needle: str) -> None:
     out = subprocess.run([UWSGITUNE, "daemon", *argv], capture_output=True, text=True, timeout=180)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("uwsgitune: ") and needle in last, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("uwsgitune: ") and needle in lines[0], lines
 
 
 def test_only_loopback_counts_as_local() -> None:
