@@ -112,7 +112,8 @@ def test_promtool_check_metrics_is_clean(
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed (apt-get install -y prometheus)")
-    a = uwsgi(processes=4, threads=2, **{"enable-metrics": True})
+    app_metric = "name=app.jobs,type=gauge,initial_value=7"  # an app-defined --metric
+    a = uwsgi(processes=4, threads=2, **{"enable-metrics": True, "metric": app_metric})
     run_open(url(a, "/"), 50.0, 0.5, 25)
     d = start_daemon("--stats", a.stats, *(["--collect.cores"] if cores else []))
     uri = f"unix://{a.stats}"
@@ -123,7 +124,10 @@ def test_promtool_check_metrics_is_clean(
         return body.decode() if value(samples, "uwsgi_up", stats_uri=uri) == 1 else None
 
     text = wait_for(polled, timeout=60)
-    assert ("uwsgi_worker_core_busy" in text) is cores and "uwsgi_metric{" in text
+    assert ("uwsgi_worker_core_busy" in text) is cores
+    samples = parse(text)
+    assert value(samples, "uwsgi_metric", name="app.jobs", stats_uri=uri) == 7
+    assert value(samples, "uwsgi_metric_total", name="worker.1.requests", stats_uri=uri) is not None
     out = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
                          capture_output=True, timeout=60)  # fmt: skip
     assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out
