@@ -31,7 +31,6 @@ class Certs:
     server_key: Path
     client_crt: Path
     client_key: Path
-    other_ca: Path  # a CA that signed nothing the server trusts
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -103,7 +102,6 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
         pytest.skip("the openssl CLI is not installed (apt-get install openssl)")
     d = tmp_path_factory.mktemp("certs")
     _ca(d, "ca")
-    _ca(d, "other")
     _signed(d, "server", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     _signed(d, "client", "prometheus", "extendedKeyUsage=clientAuth\n")
     return Certs(
@@ -113,7 +111,6 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
         d / "server.key",
         d / "client.crt",
         d / "client.key",
-        d / "other.crt",
     )
 
 
