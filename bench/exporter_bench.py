@@ -6,6 +6,8 @@
 
 Targets (issue 6): a scrape of 64 workers < 10 ms; 4 instances at 1 s < 2% of a core; RSS
 flat over the soak. The numbers go in the release notes, not in tests.
+Side by side with the Go uwsgi_exporter on one instance: `bench/exporter_vs_go.py`
+(results in `bench/results/exporter.md`).
 """
 
 from __future__ import annotations
