@@ -294,6 +294,9 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every phase's length")
     ap.add_argument("--raw", type=Path, default=RAW)
     ap.add_argument("--repeat", type=int, default=1, help="run the setups this many times, in turn")
+    ap.add_argument(
+        "--again", action="store_true", help="measure existing rows again; the report averages"
+    )
     args = ap.parse_args()
     raw: dict[str, Any] = json.loads(args.raw.read_text()) if args.raw.exists() else {}
     for name in args.scenarios.split(","):
@@ -316,7 +319,20 @@ def main() -> None:
                 f"w-s {r.worker_seconds:.0f}",
                 flush=True,
             )
-            entry["runs"][setup] = asdict(r)
+            if args.again and setup in entry["runs"]:
+                keep = (
+                    "rps",
+                    "p50_ms",
+                    "p99_ms",
+                    "steady_rps",
+                    "steady_p99_ms",
+                    "phase_rps",
+                    "wall",
+                )
+                again = entry.setdefault("again", {}).setdefault(setup, [])
+                again.append({k: getattr(r, k) for k in keep})
+            else:
+                entry["runs"][setup] = asdict(r)
             args.raw.write_text(json.dumps(raw, indent=1))
     print(f"raw results in {args.raw}; render them with bench/tuner_report.py")
 

@@ -38,12 +38,19 @@ def _stationary(sc: dict[str, Any]) -> bool:
     return len(sc["phases"]) == 1
 
 
+def _measures(r: Run, sc: dict[str, Any]) -> list[Run]:
+    """The run and its measurements taken again later (`--again`), for the grid's noise."""
+    return [r, *sc.get("again", {}).get(r["setup"], [])]
+
+
 def _rps(r: Run, sc: dict[str, Any]) -> float:
-    return float(r["steady_rps"] if _stationary(sc) else r["rps"])
+    key = "steady_rps" if _stationary(sc) else "rps"
+    return fmean(float(m[key]) for m in _measures(r, sc))
 
 
 def _p99(r: Run, sc: dict[str, Any]) -> float:
-    return float(r["steady_p99_ms"] if _stationary(sc) else r["p99_ms"])
+    key = "steady_p99_ms" if _stationary(sc) else "p99_ms"
+    return fmean(float(m[key]) for m in _measures(r, sc))
 
 
 def _grid(sc: dict[str, Any]) -> list[Run]:
@@ -70,12 +77,15 @@ def oracle(sc: dict[str, Any]) -> float:
     """Requests the best static count per phase would have served."""
     grid = _grid(sc)
     return sum(
-        max(r["phase_rps"][i] for r in grid) * ph["seconds"] for i, ph in enumerate(sc["phases"])
+        max(fmean(m["phase_rps"][i] for m in _measures(r, sc)) for r in grid) * ph["seconds"]
+        for i, ph in enumerate(sc["phases"])
     )
 
 
 def regret(r: Run, sc: dict[str, Any]) -> float:
-    return 1 - r["ok"] / oracle(sc) if oracle(sc) else 0.0
+    """1 - requests served / the oracle's, phase by phase (a shorter grid run scales)."""
+    served = sum(x * ph["seconds"] for x, ph in zip(r["phase_rps"], sc["phases"], strict=False))
+    return 1 - served / oracle(sc) if oracle(sc) else 0.0
 
 
 def mean_live(r: Run, after: float = 0.0) -> float:
@@ -144,6 +154,8 @@ def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
 def _row(r: Run, sc: dict[str, Any], best: Run) -> str:
     c = converged(r)
     rel = "**grid best**" if r is best else f"{_rps(r, sc) / _rps(best, sc):.0%}"
+    again = len(_measures(r, sc)) - 1
+    rel += f" ({again + 1} runs)" if again else ""
     return (
         f"| {r['setup']} | {r['rps']:.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | "
         f"{r['failed']} | {mean_live(r):.1f} | {r['live'][-1][1] if r['live'] else '-'} | "

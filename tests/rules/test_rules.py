@@ -119,7 +119,7 @@ def test_oversubscribed_cpu_lowers_workers() -> None:
     )
     f = one(evaluate(series(30, **kw))[0], "oversubscribed_cpu")
     rec = f.recommendation
-    assert rec is not None and rec.direction == "lower" and rec.value == 3 and rec.apply == "reload"
+    assert rec is not None and rec.direction == "lower" and rec.value == 4 and rec.apply == "reload"
     assert f.value("stretch") == 16.0
 
 
@@ -130,11 +130,12 @@ def test_underprovisioned_io_sizes_by_littles_law() -> None:
     f = one(evaluate(frames)[0], "underprovisioned_io")
     rec = f.recommendation
     # 4 in service + 6 waiting = 10: 10 + 2√10 = 17 by square-root staffing, bounded by what
-    # the CPUs and the IO share need (the tuner's own model, so the two agree).
+    # the CPUs and the IO share need (the tuner's own model, so the two agree) and by one
+    # step (x4, as the tuner's).
     model = model_estimate(frames[-10:])
-    assert model is not None and model.workers is not None
-    assert rec is not None and rec.direction == "raise" and rec.value == min(17, model.workers)
-    assert f.value("bounded_by") == ("cpu" if model.workers < 17 else "littles_law")
+    assert model is not None and model.workers is not None and model.workers >= 17
+    assert rec is not None and rec.direction == "raise" and rec.value == 16
+    assert f.value("bounded_by") == "step"
 
 
 def test_idle_overprovisioning_says_memory_freed() -> None:
@@ -189,7 +190,7 @@ def test_threads_under_the_gil() -> None:
     f = one(evaluate(frames)[0], "threads_gil")
     rec = f.recommendation
     assert rec is not None and rec.setting == "threads" and rec.value == 1
-    assert dict(rec.together)["processes"] == 6
+    assert dict(rec.together)["processes"] == 8  # 3.7 CPUs x 2, at most 2 x 4 threads
 
 
 def test_threads_quiet_when_cpu_is_saturated() -> None:

@@ -180,7 +180,10 @@ class Frame:
 
     @property
     def cpu_saturation(self) -> float | None:
-        """Instance CPU against the CPUs it may use (1.0 = every effective CPU busy)."""
+        """Instance CPU against the CPUs it may use (1.0 = every effective CPU busy). None
+        below 0.01 CPU, the smallest cgroup quota (1 ms a 100 ms period): no real limit."""
         if self.instance_cpu_cores is None or not self.effective_cpus:
+            return None
+        if self.effective_cpus < 0.01:
             return None
         return self.instance_cpu_cores / self.effective_cpus

@@ -70,7 +70,7 @@ class RuleSettings(BaseModel):
     oversub_stretch: float = _f(
         2, 1.1, 100, "Mean response time / CPU time per request meaning waiting."
     )
-    cpu_workers_per_cpu: float = _f(1.5, 0.5, 8, "Workers per effective CPU for CPU-bound load.")
+    cpu_workers_per_cpu: float = _f(2, 0.5, 8, "Workers per effective CPU for CPU-bound load.")
     # 3. under-provisioned IO-bound
     io_queue_min: float = _f(1, 0, 1e6, "Mean queued connections that count as a queue building.")
     io_cpu_share: float = _f(

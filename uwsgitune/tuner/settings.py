@@ -38,7 +38,7 @@ class TunerSettings(BaseModel):
     queue_min: float = _f(0.5, 0, 1e6, "Mean queued connections that count as a queue.")
     cpu_saturated: float = _f(0.85, 0.1, 1, "CPU saturation at or above which no worker is added.")
     cpu_workers_per_cpu: float = _f(
-        1.5,
+        2.0,
         0.5,
         8,
         "Requests in service per CPU the sizing model aims at (x the IO share of a request).",
