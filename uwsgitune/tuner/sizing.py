@@ -219,8 +219,10 @@ def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     l_now = f.l_recent or 0.0
     need = max(workers_for(l_now, threads, s.staffing_beta), s.min_workers)
     cap = capacity(f)
-    if cap is not None and _cpu_bound(f, s):
-        need = min(need, max(cap, f.live))  # L counts requests waiting for a CPU
+    if cap is not None:
+        # Never past what the CPUs can serve (under contention L counts requests waiting
+        # for a CPU); a pool at the model's count that is still short is probed instead.
+        need = min(need, max(cap, f.live))
     if need > f.live:
         why = f"L={l_now:.2f} in service needs {need} workers (L + {s.staffing_beta:g}√L)"
         return Proposal(need, "littles-law-up", why)
