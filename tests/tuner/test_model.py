@@ -95,3 +95,13 @@ def test_a_finding_uses_cheap_slots_before_a_larger_pool() -> None:
     rec = worker_change(ctx, 16, "the queue drains")
     assert (rec.setting, rec.value, rec.apply) == ("cheaper-initial", 8, "fifo")
     assert "processes 8 -> 16 (reload)" in rec.effect
+
+
+def test_niced_batch_work_leaves_the_cpus_available() -> None:
+    # The host is 100% busy, the instance uses 1 CPU; the other CPU runs a nice-19 build.
+    f = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=100.0,
+              host_nice_pct=50.0, instance_cpu_cores=1.0)  # fmt: skip
+    assert available_cpus(f) == pytest.approx(2.0)
+    plain = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=100.0,
+                  instance_cpu_cores=1.0)  # fmt: skip
+    assert available_cpus(plain) == pytest.approx(1.0)

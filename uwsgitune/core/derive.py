@@ -345,6 +345,21 @@ def respawns_between(prev: StatsDoc, cur: StatsDoc) -> int:
     return n
 
 
+def _share(part: float, total: float) -> float | None:
+    return min(max(part / total * 100, 0.0), 100.0) if total > 0 else None
+
+
+def _busy_shares(frame: Frame) -> dict[int, float]:
+    """Each live worker's share of the poll spent in requests. A worker's run-queue wait
+    counts towards its requests in that share only: idle workers woken together for every
+    new connection (the thundering herd) wait for a CPU too, outside any request, and the
+    master serves none. With threads, a process's threads take turns at accept() under
+    uWSGI's own lock, so a process's wait counts whole."""
+    if frame.threads > 1:
+        return {w.pid: 1.0 for w in frame.workers if w.live}
+    return {w.pid: min(max(w.busy_pct or 0.0, 0.0) / 100, 1.0) for w in frame.workers if w.live}
+
+
 def _with_host(
     frame: Frame, host: HostSample | None, prev: HostSample | None, dt: float | None, doc: StatsDoc
 ) -> Frame:
@@ -369,6 +384,7 @@ def _with_host(
     busy = host.cpu_busy_seconds - prev.cpu_busy_seconds
     inst, runq, runq_known = 0.0, 0.0, True
     pids = {doc.pid} | {w.pid for w in doc.workers if w.pid > 0}
+    shares = _busy_shares(frame)
     before = _procs(prev)
     for p in host.procs:
         q = before.get(p.pid)
@@ -377,10 +393,11 @@ def _with_host(
             if p.runq_seconds is None or q.runq_seconds is None:
                 runq_known = False
             else:
-                runq += max(p.runq_seconds - q.runq_seconds, 0.0)
+                runq += max(p.runq_seconds - q.runq_seconds, 0.0) * shares.get(p.pid, 0.0)
     return replace(
         frame,
         host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
+        host_nice_pct=_share(host.cpu_nice_seconds - prev.cpu_nice_seconds, total),
         instance_cpu_cores=inst / dt,
         runq_cores=runq / dt if runq_known else None,
         listen_overflows_delta=_delta(host.listen_overflows, prev.listen_overflows),

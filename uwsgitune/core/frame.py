@@ -130,8 +130,11 @@ class Frame:
     cpu_count: int | None = None
     effective_cpus: float | None = None
     host_cpu_pct: float | None = None  # of all host CPUs, 0-100
+    # of that, at a positive nice: batch work the kernel gives way to ours
+    host_nice_pct: float | None = None
     instance_cpu_cores: float | None = None  # cores the instance used (1.0 = one full core)
-    # mean number of the instance's threads waiting for a CPU (run-queue wait / Δt)
+    # mean number of requests waiting for a CPU: the workers' run-queue wait / Δt, each in its
+    # busy share (an idle worker woken for a new connection waits outside any request)
     runq_cores: float | None = None
     somaxconn: int | None = None
     mem_total_rss: int | None = None
@@ -163,6 +166,13 @@ class Frame:
     @property
     def since_reload(self) -> float | None:
         return None if self.loaded_at is None else max(0.0, self.t - self.loaded_at)
+
+    @property
+    def host_contended_pct(self) -> float | None:
+        """Host CPU busy at nice 0 or below: what others take that the workers cannot."""
+        if self.host_cpu_pct is None:
+            return None
+        return max(self.host_cpu_pct - (self.host_nice_pct or 0.0), 0.0)
 
     @property
     def cpu_ms_per_request(self) -> float | None:

@@ -60,6 +60,7 @@ class HostSample:
     procs: tuple[ProcSample, ...] = ()
     unix_queues: tuple[UnixQueue, ...] = ()
     tcp_queues: tuple[TcpQueue, ...] = ()
+    cpu_nice_seconds: float = 0.0  # host, cumulative: busy at a positive nice (batch work)
 
     @property
     def available_memory(self) -> int:

@@ -45,8 +45,8 @@ def cpu_busy(f: Frame) -> float | None:
     sat = f.cpu_saturation
     host = None
     whole_host = bool(f.cpu_count and f.effective_cpus and f.effective_cpus >= f.cpu_count - 0.01)
-    if f.host_cpu_pct is not None and whole_host:
-        host = f.host_cpu_pct / 100
+    if f.host_contended_pct is not None and whole_host:
+        host = f.host_contended_pct / 100  # niced batch work gives way to the workers
     if sat is None:
         return host
     return sat if host is None else max(sat, host)

@@ -189,6 +189,7 @@ class HostSampler:
             cpu_count=psutil.cpu_count() or 1,
             effective_cpus=effective_cpus(master or os.getpid(), dirs),
             cpu_busy_seconds=total - idle,
+            cpu_nice_seconds=getattr(cpu, "nice", 0.0),
             cpu_total_seconds=total,
             mem_total=vm.total,
             mem_available=vm.available,

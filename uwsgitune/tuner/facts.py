@@ -102,8 +102,9 @@ def cpu_saturation(frame: Frame) -> float | None:
     if inst is None or not cpus:
         return None
     available = cpus
-    if frame.host_cpu_pct is not None and frame.cpu_count:
-        idle = (1 - frame.host_cpu_pct / 100) * frame.cpu_count
+    busy = frame.host_contended_pct  # niced batch work gives way to the workers
+    if busy is not None and frame.cpu_count:
+        idle = (1 - busy / 100) * frame.cpu_count
         available = min(cpus, inst + max(idle, 0.0))
     return min(inst / available, 1.0) if available > 0 else 1.0
 

@@ -78,13 +78,15 @@ def workers_for(in_service: float, threads: int, beta: float) -> int:
 
 
 def available_cpus(f: Frame) -> float | None:
-    """Effective CPUs less what other processes on the host keep busy (at least half a CPU)."""
+    """Effective CPUs less what other processes on the host keep busy (at least half a CPU).
+    Work at a positive nice does not count: the kernel gives way to the workers."""
     eff = f.effective_cpus
     if not eff:
         return None
-    if f.host_cpu_pct is None or not f.cpu_count or f.instance_cpu_cores is None:
+    busy = f.host_contended_pct
+    if busy is None or not f.cpu_count or f.instance_cpu_cores is None:
         return eff
-    others = f.host_cpu_pct / 100 * f.cpu_count - f.instance_cpu_cores
+    others = busy / 100 * f.cpu_count - f.instance_cpu_cores
     return max(min(eff, f.cpu_count - max(others, 0.0)), 0.5)
 
 
@@ -109,7 +111,7 @@ def _weighted(frames: Sequence[Frame]) -> tuple[float, float, float | None, floa
 
 
 def _contended(frames: Sequence[Frame]) -> bool:
-    busy = [f.host_cpu_pct / 100 for f in frames if f.host_cpu_pct is not None]
+    busy = [f.host_contended_pct / 100 for f in frames if f.host_contended_pct is not None]
     return bool(busy) and fmean(busy) >= CONTENDED
 
 

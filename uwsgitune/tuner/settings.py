@@ -45,7 +45,7 @@ class TunerSettings(BaseModel):
     )
     max_up_factor: float = _f(4.0, 1.1, 16, "A step up at most multiplies the live count by this.")
     model_band: float = _f(
-        0.25, 0, 4, "Hold while live workers are within this share above the model's count."
+        0.5, 0, 4, "Hold while live workers are within this share above the model's count."
     )
     probe_step: float = _f(0.25, 0.01, 4, "A probe past the model's count adds this share.")
     uncertain: float = _f(

@@ -31,8 +31,9 @@ like any probe; when the polls disagree on the estimate by more than `uncertain`
 towards it instead, judged at each step. Without an estimate (no requests, no host data),
 the old rule stands: halve towards `cpu_workers_per_cpu` per CPU.
 
-What probing learned (the plateaus) holds for one load: it is forgotten when the pool stops
-being saturated, or when a request's CPU or IO time moves by more than the band.
+What probing learned (the plateaus) holds for one load: it is forgotten when a request's CPU
+or IO time moves by more than the band, or after `reprobe_after`; the ceiling of a climb
+also when the pool stops being saturated.
 
 The first matching rule wins (`RULES`); bounds (floor, ceiling, memory) apply afterwards.
 """
@@ -228,7 +229,7 @@ def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
         return Proposal(need, "littles-law-up", why)
     if f.window_covered and f.l_window is not None:
         down = max(workers_for(f.l_window, threads, s.staffing_beta), s.min_workers)
-        if down < f.live - _band(down, s) // 2:
+        if down < f.live - max(1, math.ceil(0.1 * f.live)):  # a move worth a change
             why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers"
             return Proposal(down, "littles-law-down", why)
     return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
@@ -265,8 +266,12 @@ def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
 def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
     # What probing learned holds for this load only: forget it when demand fell below
     # capacity, or a request's CPU or IO time moved (a new release, a slower database).
-    if (st.plateau_up or st.plateau_down) and (not f.saturated or _load_changed(f, st, s)):
+    if (st.plateau_up or st.plateau_down) and _load_changed(f, st, s):
         st = st.unlearned()
+    elif st.plateau_up is not None and not f.saturated:
+        # Demand fell below capacity: a later climb starts afresh. A descent that hurt
+        # stays learned: the larger pool it came back to is rarely saturated.
+        st = replace(st, plateau_up=None)
     if (st.plateau_up or st.plateau_down) and st.learned_request is None:
         st = replace(st, learned_request=_request(f))  # the cost at the count it settled on
     st, revert = judge(f, st)
