@@ -6,10 +6,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.stats import read_stats
+from uwsgitune.tuner import Decision
 
 
 def doc(proc: UwsgiProcess) -> StatsDoc:
@@ -39,3 +41,12 @@ def manual(override: Path, processes: int = 4, initial: int = 2) -> dict[str, ob
         "cheaper_algo": "manual",
         "ini": str(override),
     }
+
+
+def drive(loop: TuneLoop, seconds: float) -> list[Decision]:
+    """Poll and step the loop at its interval for `seconds`; the decisions, in order."""
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
+        out.append(loop.step(loop.watch.step()))
+    return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tuner.real import drive as _drive
 from tests.tuner.real import live, manual
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
@@ -21,7 +22,7 @@ from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, LoadRun
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner import Decision, TunerSettings
+from uwsgitune.tuner import TunerSettings
 
 pytestmark = pytest.mark.uwsgi
 FAST = TunerSettings(
@@ -44,14 +45,6 @@ def _loop(proc: UwsgiProcess, tmp_path: Path, **kw: object) -> tuple[TuneLoop, l
         watch, MasterFifo(proc.fifo), target, settings, "apply", audit, log=lines.append, **kw
     )  # type: ignore[arg-type]
     return loop, lines
-
-
-def _drive(loop: TuneLoop, seconds: float) -> list[Decision]:
-    out, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
-        out.append(loop.step(loop.watch.step()))
-    return out
 
 
 async def _phases(u: str) -> LoadResult:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tuner.real import drive as _drive
 from tests.tuner.real import live, manual
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
@@ -29,7 +30,7 @@ from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, LoadRun
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner import Decision, TunerSettings
+from uwsgitune.tuner import TunerSettings
 
 pytestmark = [pytest.mark.uwsgi, pytest.mark.slow]
 QUICK = TunerSettings(min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1)
@@ -46,14 +47,6 @@ def _loop(
         watch, MasterFifo(proc.fifo), target, settings, "apply", audit, log=lines.append
     )
     return loop, lines
-
-
-def _drive(loop: TuneLoop, seconds: float) -> list[Decision]:
-    out, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
-        out.append(loop.step(loop.watch.step()))
-    return out
 
 
 def _load(u: str, clients: int, seconds: float) -> tuple[threading.Thread, list[LoadResult]]:
