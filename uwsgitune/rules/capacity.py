@@ -30,13 +30,6 @@ from uwsgitune.rules.finding import Finding
 from uwsgitune.rules.listen import sized_target
 
 
-def _cpu_ms(f: Frame) -> float | None:
-    """CPU milliseconds per request: the instance's CPU over its throughput."""
-    if not f.rps or f.instance_cpu_cores is None:
-        return None
-    return f.instance_cpu_cores / f.rps * 1000
-
-
 def oversubscribed_cpu(ctx: Context) -> list[Finding]:
     s, f = ctx.settings, ctx.latest
     frames = ctx.window()
@@ -47,7 +40,7 @@ def oversubscribed_cpu(ctx: Context) -> list[Finding]:
     own = mean(values(frames, ctx.own_cpu))
     if cpu is None or cpu < s.cpu_saturated or own < s.cpu_instance_min:
         return []
-    cpu_ms = values(frames, _cpu_ms)
+    cpu_ms = values(frames, lambda x: x.cpu_ms_per_request)
     rt_ms = values(frames, lambda x: x.mean_rt_ms)
     if not cpu_ms or not rt_ms or mean(cpu_ms) <= 0:
         return []
@@ -91,7 +84,7 @@ def _io_bound(ctx: Context, frames: Sequence[Frame]) -> tuple[float, float] | No
     """
     s = ctx.settings
     own, host = values(frames, ctx.own_cpu), values(frames, ctx.cpu)
-    cpu_ms = values(frames, _cpu_ms)
+    cpu_ms = values(frames, lambda x: x.cpu_ms_per_request)
     rt_ms = values(frames, lambda x: x.mean_rt_ms)
     if not own or not host or not cpu_ms or not rt_ms or mean(rt_ms) <= 0:
         return None
