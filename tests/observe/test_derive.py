@@ -299,3 +299,27 @@ def test_rates_never_negative_never_spike(events: list[tuple[str, int, float]]) 
             assert all((w.rps or 0) >= 0 for w in frame.workers)
         else:
             assert frame.kind != "ok" or frame.dt is None
+
+
+def test_each_process_gil_is_busy_for_its_threads_cpu_and_run_queue_wait() -> None:
+    def host(total: float, p11: tuple[float, float], p12: tuple[float, float]) -> HostSample:
+        return HostSample(
+            cpu_count=2, effective_cpus=2.0, cpu_busy_seconds=total / 2, cpu_total_seconds=total,
+            mem_total=8 << 30, mem_available=4 << 30,
+            procs=(ProcSample(100, 1.0, 1, 2, 0.0), ProcSample(11, p11[0], 1, 4, p11[1]),
+                   ProcSample(12, p12[0], 1, 4, p12[1])),
+        )  # fmt: skip
+
+    workers = [worker(1, 11, cores=4), worker(2, 12, cores=4)]
+    tracker = Tracker("s")
+    tracker.update(poll_of(document(workers=workers), 0, host=host(100, (1, 1), (1, 1))))
+    # over 2 s: worker 11 ran 0.5 s and its threads waited 3 s for a CPU (its GIL never
+    # idle); worker 12 ran 0.2 s and waited 0.2 s (busy a fifth of the time)
+    f = tracker.update(poll_of(document(workers=workers), 2, host=host(104, (1.5, 4), (1.2, 1.2))))
+    assert f.threads == 4
+    assert f.gil_busy is not None and math.isclose(f.gil_busy, (1.0 + 0.2) / 2)
+    single = Tracker("s")
+    one = [worker(1, 11), worker(2, 12)]
+    single.update(poll_of(document(workers=one), 0, host=host(100, (1, 1), (1, 1))))
+    g = single.update(poll_of(document(workers=one), 2, host=host(104, (1.5, 4), (1.2, 1.2))))
+    assert g.gil_busy is None and g.runq_cores is not None

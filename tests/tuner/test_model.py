@@ -10,7 +10,7 @@ from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import worker_change
 from uwsgitune.sources.host import runq_seconds
-from uwsgitune.tuner.model import available_cpus, estimate, workers_for
+from uwsgitune.tuner.model import available_cpus, estimate, io_ms, workers_for
 
 
 def _frames(plant: Plant, n: int = 4) -> list[Frame]:
@@ -53,6 +53,25 @@ def test_threads_count_in_processes_with_a_gil_each() -> None:
     cpu = [f.__class__(**{**f.__dict__, "threads": 4}) for f in _frames(Plant(live=8, cpu_ms=5))]
     e = estimate(cpu, 1.5)
     assert e is not None and e.workers == 2  # never fewer processes than CPUs
+
+
+def test_waiting_for_the_gil_is_not_io() -> None:
+    # Measured on real uWSGI (12 processes x 4 threads, /cpu/5 at 40 clients): 2.75 ms CPU,
+    # 27.7 ms run queue and 35.8 ms more, each process's GIL held or wanted all the time.
+    # Read as IO, that asks for 13 processes; it is the GIL's, and the pool needs 2.
+    base = Frame("x", 0.0, 0.0, "ok", dt=1.0, rps=600.0, instance_cpu_cores=1.65,
+                 mean_rt_ms=66.2, runq_cores=16.6, effective_cpus=2.0, cpu_count=2,
+                 host_cpu_pct=95.0, threads=4)  # fmt: skip
+    unknown = estimate([base] * 4, 2.0)
+    assert unknown is not None and unknown.workers == 13 and unknown.gil_busy is None
+    busy = base.__class__(**{**base.__dict__, "gil_busy": 1.0})
+    e = estimate([busy] * 4, 2.0)
+    assert e is not None and e.io_ms == 0.0 and e.workers == 2
+    assert e.evidence()["gil_busy"] == 1.0
+    # An IO-bound threaded pool barely holds its GIL: nearly all the remainder is IO.
+    assert io_ms(52.0, 2.0, 0.0, 0.1) == pytest.approx(50 - 2 * 0.1 / 0.9)
+    assert io_ms(52.0, 2.0, 0.0, None) == 50.0
+    assert io_ms(10.0, 2.0, 1.0, 0.5) == pytest.approx(5.0)  # 7 left, 2 x 1 of it the GIL's
 
 
 def test_too_few_requests_give_no_estimate_and_no_cpu_gives_no_bound() -> None:

@@ -386,20 +386,26 @@ def _with_host(
     pids = {doc.pid} | {w.pid for w in doc.workers if w.pid > 0}
     shares = _busy_shares(frame)
     before = _procs(prev)
+    gil: list[float] = []
     for p in host.procs:
         q = before.get(p.pid)
         if p.pid in pids and q is not None:
-            inst += max(p.cpu_seconds - q.cpu_seconds, 0.0)
+            used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
+            inst += used
             if p.runq_seconds is None or q.runq_seconds is None:
                 runq_known = False
-            else:
-                runq += max(p.runq_seconds - q.runq_seconds, 0.0) * shares.get(p.pid, 0.0)
+                continue
+            waited = max(p.runq_seconds - q.runq_seconds, 0.0)
+            runq += waited * shares.get(p.pid, 0.0)
+            if frame.threads > 1 and p.pid in shares:
+                gil.append(min((used + waited) / dt, 1.0))
     return replace(
         frame,
         host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
         host_nice_pct=_share(host.cpu_nice_seconds - prev.cpu_nice_seconds, total),
         instance_cpu_cores=inst / dt,
         runq_cores=runq / dt if runq_known else None,
+        gil_busy=sum(gil) / len(gil) if gil and runq_known else None,
         listen_overflows_delta=_delta(host.listen_overflows, prev.listen_overflows),
         listen_drops_delta=_delta(host.listen_drops, prev.listen_drops),
     )

@@ -136,6 +136,9 @@ class Frame:
     # mean number of requests waiting for a CPU: the workers' run-queue wait / Δt, each in its
     # busy share (an idle worker woken for a new connection waits outside any request)
     runq_cores: float | None = None
+    # with threads: the mean share of the poll each process's GIL was held or wanted, its
+    # threads' CPU plus run-queue time over the poll, at most 1 (None: one thread each)
+    gil_busy: float | None = None
     somaxconn: int | None = None
     mem_total_rss: int | None = None
     mem_per_worker: int | None = None

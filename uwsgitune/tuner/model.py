@@ -17,6 +17,13 @@ served 449). The estimate is C x `cpu_workers_per_cpu` (the spare concurrency th
 the randomness of arrivals), in processes of `threads` threads each, and, with threads that
 share a GIL, never fewer processes than CPUs.
 
+A thread waiting for its process's GIL sleeps on a lock: the kernel counts that as neither
+CPU nor run-queue wait, so W - cpu - runq holds the GIL wait as well as the IO. Each
+process's GIL is one server, held or wanted `gil_busy` of the time (its threads' CPU and
+run-queue time, at most 1); a single server that busy makes a request wait
+cpu x u / (1 - u) for it (M/M/1). That much of the remainder is the GIL's, the rest IO: a
+CPU-bound threaded pool (u near 1) has next to no IO, an IO-bound one (u near 0) all of it.
+
 The CPUs the instance can get are its effective CPUs (affinity, cgroup quota) less what the
 rest of the host keeps busy. Figures are request-weighted over the polls given, so a quiet
 poll weighs little; too few requests give no estimate.
@@ -39,6 +46,7 @@ from uwsgitune.core.frame import Frame
 MIN_REQUESTS = 30  # fewer requests than this over the polls: no estimate
 MIN_CPU_MS = 0.02  # less CPU per request than this: the CPUs do not bound the count
 CONTENDED = 0.85  # host CPU busy share from which, without schedstat, W - cpu is not IO
+GIL_CAP = 0.95  # a GIL busier than this is read as saturated (its M/M/1 wait is unbounded)
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Estimate:
     concurrency: float  # requests in service that keep those CPUs busy
     spread: float  # relative standard error of the concurrency over the polls
     threads: int
+    gil_busy: float | None = None  # with threads: how busy each process's GIL was
 
     @property
     def cpu_share(self) -> float:
@@ -68,6 +77,7 @@ class Estimate:
             "cpus_available": round(self.cpus, 2),
             "estimate": self.workers,
             "threads": self.threads,
+            **({} if self.gil_busy is None else {"gil_busy": round(self.gil_busy, 2)}),
         }
 
 
@@ -90,10 +100,19 @@ def available_cpus(f: Frame) -> float | None:
     return max(min(eff, f.cpu_count - max(others, 0.0)), 0.5)
 
 
-def _weighted(frames: Sequence[Frame]) -> tuple[float, float, float | None, float] | None:
-    """(requests, cpu ms, runq ms, mean response ms) per request over the frames."""
-    req = cpu = rt = runq = 0.0
-    runq_known = True
+@dataclass(frozen=True)
+class _Totals:
+    requests: float
+    cpu_ms: float
+    runq_ms: float | None
+    rt_ms: float
+    gil_busy: float | None  # request-weighted; None with one thread per process
+
+
+def _weighted(frames: Sequence[Frame]) -> _Totals | None:
+    """Per-request figures over the frames, each poll weighted by its requests."""
+    req = cpu = rt = runq = gil = 0.0
+    runq_known = gil_known = True
     for f in frames:
         if not f.rps or f.dt is None or f.instance_cpu_cores is None or f.mean_rt_ms is None:
             continue
@@ -101,13 +120,29 @@ def _weighted(frames: Sequence[Frame]) -> tuple[float, float, float | None, floa
         req += n
         cpu += f.instance_cpu_cores * f.dt * 1000
         rt += f.mean_rt_ms * n
-        if f.runq_cores is None:
-            runq_known = False
-        else:
-            runq += f.runq_cores * f.dt * 1000
+        runq_known = runq_known and f.runq_cores is not None
+        runq += (f.runq_cores or 0.0) * f.dt * 1000
+        gil_known = gil_known and f.gil_busy is not None
+        gil += (f.gil_busy or 0.0) * n
     if req < MIN_REQUESTS:
         return None
-    return req, cpu / req, (runq / req if runq_known else None), rt / req
+    return _Totals(
+        req,
+        cpu / req,
+        runq / req if runq_known else None,
+        rt / req,
+        gil / req if gil_known else None,
+    )
+
+
+def io_ms(rt_ms: float, cpu_ms: float, runq_ms: float | None, gil_busy: float | None) -> float:
+    """What remains of a request's time once its CPU, its wait for a CPU and its wait for
+    the GIL are taken out."""
+    rest = max(rt_ms - cpu_ms - (runq_ms or 0.0), 0.0)
+    if gil_busy is None:
+        return rest
+    u = min(max(gil_busy, 0.0), GIL_CAP)
+    return max(rest - cpu_ms * u / (1 - u), 0.0)
 
 
 def _contended(frames: Sequence[Frame]) -> bool:
@@ -125,7 +160,7 @@ def _spread(frames: Sequence[Frame], cpus: float) -> float:
     for f in frames:
         c, q, w = f.cpu_ms_per_request, f.runq_ms_per_request, f.mean_rt_ms
         if c and c >= MIN_CPU_MS and w is not None:
-            per.append(_concurrency(cpus, c, max(w - c - (q or 0.0), 0.0)))
+            per.append(_concurrency(cpus, c, io_ms(w, c, q, f.gil_busy)))
     if len(per) < 2:
         return 1.0
     return pstdev(per) / fmean(per) / math.sqrt(len(per))
@@ -139,16 +174,17 @@ def estimate(frames: Sequence[Frame], per_cpu: float) -> Estimate | None:
     cpus = available_cpus(frames[-1])
     if totals is None or cpus is None:
         return None
-    _req, cpu_ms, runq_ms, rt_ms = totals
+    cpu_ms, runq_ms = totals.cpu_ms, totals.runq_ms
     if runq_ms is None and _contended(frames):
         return None  # waiting for a CPU would be read as IO: no honest estimate
     threads = max(frames[-1].threads, 1)
-    io_ms = max(rt_ms - cpu_ms - (runq_ms or 0.0), 0.0)
+    gil = totals.gil_busy if threads > 1 else None
+    io = io_ms(totals.rt_ms, cpu_ms, runq_ms, gil)
     if cpu_ms < MIN_CPU_MS:
-        return Estimate(None, cpu_ms, runq_ms, io_ms, cpus, math.inf, 0.0, threads)
-    conc = _concurrency(cpus, cpu_ms, io_ms)
+        return Estimate(None, cpu_ms, runq_ms, io, cpus, math.inf, 0.0, threads, gil)
+    conc = _concurrency(cpus, cpu_ms, io)
     workers = math.ceil(conc * per_cpu / threads - 1e-9)
     if threads > 1:
         workers = max(workers, math.ceil(cpus))  # one GIL per process: a CPU each at most
     spread = _spread(frames, cpus)
-    return Estimate(max(workers, 1), cpu_ms, runq_ms, io_ms, cpus, conc, spread, threads)
+    return Estimate(max(workers, 1), cpu_ms, runq_ms, io, cpus, conc, spread, threads, gil)
