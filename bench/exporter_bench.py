@@ -37,9 +37,9 @@ from uwsgitune.core.model import parse_stats  # noqa: E402
 from uwsgitune.core.samples import Poll  # noqa: E402
 from uwsgitune.exporter.collector import registry_for  # noqa: E402
 from uwsgitune.exporter.http import MetricsServer  # noqa: E402
-from uwsgitune.exporter.snapshot import Snapshot, pair  # noqa: E402
 from uwsgitune.exporter.text import render  # noqa: E402
 from uwsgitune.launch import free_port  # noqa: E402
+from uwsgitune.pipeline import InstanceState  # noqa: E402
 
 
 def timings(fn: Callable[[], object], n: int) -> tuple[float, float, float]:
@@ -53,12 +53,12 @@ def timings(fn: Callable[[], object], n: int) -> tuple[float, float, float]:
     return statistics.median(out), out[int(len(out) * 0.99) - 1], out[-1]
 
 
-def fixture_snapshot(name: str) -> Snapshot:
+def fixture_snapshot(name: str) -> InstanceState:
     tracker, frame = Tracker("unix:///x"), None
     for i in range(2):
         poll = Poll("unix:///x", 1000.0 + i, 10.0 + i, doc=parse_stats(stats_fixture(name)))
         frame = tracker.update(poll)
-    return Snapshot("unix:///x", "app", "observe", frame, pair(frame, tracker.prev))
+    return InstanceState("unix:///x", "app", "observe", frame, tracker.prev)
 
 
 def http_scrape(port: int) -> bytes:
@@ -69,7 +69,7 @@ def http_scrape(port: int) -> bytes:
     return body
 
 
-async def _http_bench(snap: Snapshot, n: int) -> tuple[float, float, float, int]:
+async def _http_bench(snap: InstanceState, n: int) -> tuple[float, float, float, int]:
     server = MetricsServer(registry_for(lambda: [snap]))
     await server.start("127.0.0.1:0")
     port = server.address[1]

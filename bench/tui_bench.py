@@ -28,9 +28,9 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
+from uwsgitune.pipeline import InstancePipeline, InstanceState
 from uwsgitune.tui.app import WatchApp
 from uwsgitune.tui.history import series
-from uwsgitune.tui.polling import Snapshot
 from uwsgitune.tui.summary import summary_lines
 from uwsgitune.tui.warnings import builtin_warnings
 from uwsgitune.tui.workers import core_rows, worker_rows
@@ -85,6 +85,7 @@ class SynthWatch:
         self.window = Window()
         self.tracker = Tracker("bench")
         self.steps = 0
+        self.last_poll: Poll | None = None
 
     def step(self) -> Frame:
         self.steps += 1
@@ -92,6 +93,7 @@ class SynthWatch:
         poll = Poll(
             "bench", t, 1000.0 + self.steps, doc=parse_stats(raw_doc(self.workers, self.steps))
         )
+        self.last_poll = poll
         frame = self.tracker.update(poll)
         self.window.add(frame)
         self.next_due = time.monotonic() + self.interval
@@ -128,15 +130,15 @@ async def bench_render(workers: int = 256, reps: int = 20) -> tuple[list[float],
     and the machine's other load; the CPU time is what a frame costs this process."""
     frames = history(workers, 300 + reps)
     app = WatchApp(
-        [SynthWatch(workers)], names=["bench"], autopoll=False, annotator=lambda: builtin_warnings
+        [InstancePipeline(SynthWatch(workers), "bench")], names=["bench"], autopoll=False
     )
     wall, cpu = [], []
     async with app.run_test(size=(200, 50)) as pilot:
         for i in range(reps):
             window = frames[: 300 + i]
-            snap = Snapshot(0, window[-1], window, tuple(builtin_warnings(window)))
+            state = InstanceState("bench", frame=window[-1], frames=window)
             t, c = time.perf_counter(), time.process_time()
-            app.show(snap)
+            app.show(0, state)
             await pilot.pause()
             wall.append((time.perf_counter() - t) * 1000)
             cpu.append((time.process_time() - c) * 1000)
@@ -145,7 +147,8 @@ async def bench_render(workers: int = 256, reps: int = 20) -> tuple[list[float],
 
 def serve(workers: int) -> None:
     """The TUI on a synthetic 64-worker instance at 1 s, for the tmux CPU measurement."""
-    WatchApp([SynthWatch(workers)], names=[f"synthetic {workers} workers"]).run()
+    pipeline = InstancePipeline(SynthWatch(workers), "synthetic")
+    WatchApp([pipeline], names=[f"synthetic {workers} workers"]).run()
 
 
 def bench_cpu_tmux(workers: int, seconds: float) -> float:

@@ -11,28 +11,28 @@ from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
 from tests.daemon.helpers import EXPORTER_NAMES, parse, types, value
+from tests.states import decided, finding
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
+from uwsgitune.pipeline import InstanceState, PollCounts
 
 URI = "unix:///run/uwsgi/app.sock"
 OWN = ("uwsgi_exporter_", "uwsgi_metric")  # the exporter's self-metrics; uWSGI's metrics
 
 
-def snapshot(*docs: str, **extra: object) -> Snapshot:
-    """Fold recorded documents one second apart; the snapshot of the last poll."""
+def snapshot(*docs: str, **extra: object) -> InstanceState:
+    """Fold recorded documents one second apart; the state of the last poll."""
     tracker = Tracker(URI)
-    frame = None
+    frame, poll = None, None
     for i, name in enumerate(docs):
-        frame = tracker.update(
-            Poll(URI, 1000.0 + i, 10.0 + i, doc=parse_stats(stats_fixture(name)))
-        )
-    return Snapshot(URI, "app", "observe", frame, pair(frame, tracker.prev), **extra)  # type: ignore[arg-type]
+        poll = Poll(URI, 1000.0 + i, 10.0 + i, doc=parse_stats(stats_fixture(name)))
+        frame = tracker.update(poll)
+    return InstanceState(URI, "app", "observe", frame, poll, **extra)  # type: ignore[arg-type]
 
 
-def render(*snaps: Snapshot) -> str:
+def render(*snaps: InstanceState) -> str:
     return generate_latest(registry_for(lambda: list(snaps))).decode()
 
 
@@ -99,7 +99,7 @@ def test_a_failed_poll_leaves_up_zero_and_only_own_metrics() -> None:
     assert value(samples, "uwsgi_exporter_last_scrape_error") == 1
     assert value(samples, "uwsgitune_poll_errors_total") == 1
     assert value(samples, "uwsgitune_poll_duration_seconds_count") == 3
-    never = parse(render(Snapshot("tcp://127.0.0.1:1")))
+    never = parse(render(InstanceState("tcp://127.0.0.1:1")))
     assert value(never, "uwsgi_up", stats_uri="tcp://127.0.0.1:1") == 0
 
 
@@ -107,10 +107,12 @@ def test_beyond_the_exporter_and_own_metrics() -> None:
     snap = snapshot(
         "processes.json",
         "processes.json",
-        findings=(("listen_queue.capacity_short", "critical"), ("memory.rss_growth", "warning")),
-        recommended=(("processes", 12.0),),
+        findings=(
+            finding("listen_queue.capacity_short", "critical", "processes", 12),
+            finding("memory.rss_growth", "warning", "reload-on-rss", "512"),  # no number: no metric
+        ),
         actions=(("fifo_add", "ok", 2), ("reload", "refused", 1)),
-        decision=("up", "saturated", 8),
+        tuning=decided("up", "saturated", 8),
     )
     samples = parse(render(snap))
     assert value(samples, "uwsgitune_tuner_desired_workers", action="up", code="saturated") == 8
@@ -145,7 +147,10 @@ def test_two_instances_share_families() -> None:
 )
 def test_promtool_accepts_the_exposition(doc: str) -> None:
     snap = snapshot(
-        doc, doc, findings=(("listen_queue.bursts", "info"),), counts=PollCounts(2, 0, 0.1, 0.05)
+        doc,
+        doc,
+        findings=(finding("listen_queue.bursts", "info"),),
+        counts=PollCounts(2, 0, 0.1, 0.05),
     )
     out = subprocess.run(
         ["promtool", "check", "metrics"],
@@ -165,7 +170,7 @@ def test_fast_text_is_byte_identical_to_generate_latest(doc: str) -> None:
     a = snapshot(
         doc,
         doc,
-        findings=(("a.b", "info"),),
+        findings=(finding("a.b", "info"),),
         actions=(("fifo", "ok", 1),),
         counts=PollCounts(2, 1, 0.1, 0.05),
     )

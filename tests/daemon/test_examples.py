@@ -14,18 +14,19 @@ from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
 from tests.daemon.test_collector import URI
+from tests.states import finding
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import HostSample, Poll, ProcSample
 from uwsgitune.daemon.config import load_config
 from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
+from uwsgitune.pipeline import InstanceState, PollCounts
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAME = re.compile(r"\b(uwsgi(?:tune)?_[a-z_]+)")
 
 
-def busy_snapshot() -> Snapshot:
+def busy_snapshot() -> InstanceState:
     """Two polls with traffic in between and host samples: every family has a value."""
     doc = parse_stats(stats_fixture("processes.json"))
     later = doc.model_copy(
@@ -54,14 +55,13 @@ def busy_snapshot() -> Snapshot:
             procs=tuple(ProcSample(p, 1.0 + i, 50 << 20) for p in pids),
         )
         frame = tracker.update(Poll(URI, 1000.0 + i, 10.0 + i, doc=d, host=host))
-    return Snapshot(
+    return InstanceState(
         URI,
         "app",
         "apply",
         frame,
-        pair(frame, tracker.prev),
-        findings=(("x.y", "critical"),),
-        recommended=(("processes", 4.0),),
+        tracker.prev,
+        findings=(finding("x.y", "critical", "processes", 4),),
         actions=(("fifo", "ok", 1),),
         counts=PollCounts(1, 0, 0.1, 0.1),
     )

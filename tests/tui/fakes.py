@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
+from uwsgitune.pipeline import InstancePipeline, InstanceState
 from uwsgitune.tui.app import WatchApp
-from uwsgitune.tui.polling import Snapshot
-from uwsgitune.tui.warnings import builtin_warnings
 
 
 class FakeWatch:
@@ -18,6 +18,7 @@ class FakeWatch:
         self.next_due = 0.0
         self.window = Window()
         self.steps = 0
+        self.last_poll: Poll | None = None
 
     def due(self) -> bool:
         return bool(self.script)
@@ -30,15 +31,22 @@ class FakeWatch:
         return f
 
 
-def snapshot(frames: Sequence[Frame], index: int = 0, retry_in: float | None = None) -> Snapshot:
+def snapshot(
+    frames: Sequence[Frame], index: int = 0, retry_in: float | None = None
+) -> tuple[int, InstanceState]:
+    """(index, state) for `app.show`: a state as a pipeline without rules would publish."""
     frames = tuple(frames)
-    return Snapshot(index, frames[-1], frames, tuple(builtin_warnings(frames)), retry_in)
+    return index, InstanceState("fake", frame=frames[-1], frames=frames, retry_in=retry_in)
+
+
+def pipeline(watch: FakeWatch) -> InstancePipeline:
+    """A pipeline over a scripted watch, without rules (the built-in warnings only)."""
+    return InstancePipeline(watch, "fake")
 
 
 def make_app(n: int = 1, names: Sequence[str] | None = None) -> WatchApp:
     return WatchApp(
-        [FakeWatch() for _ in range(n)],
+        [pipeline(FakeWatch()) for _ in range(n)],
         names=names or [f"/tmp/i{i}.sock" for i in range(n)],
         autopoll=False,
-        annotator=lambda: builtin_warnings,
     )

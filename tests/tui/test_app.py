@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.tui.fakes import FakeWatch, make_app, snapshot
+from tests.tui.fakes import FakeWatch, make_app, pipeline, snapshot
 from tests.tui.frames import emperor_frame, error_frame, frame, history
 from uwsgitune.tui.app import WatchApp, next_rate, next_sort
 from uwsgitune.tui.instance import InstancePane
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
 from uwsgitune.tui.table import KeyedTable
-from uwsgitune.tui.warnings import builtin_warnings
 from uwsgitune.tui.widgets import AnnotationsPane, SummaryPanel
 
 
@@ -34,13 +33,13 @@ async def test_q_quits() -> None:
 async def test_frames_fill_the_table_and_cursor_survives_refresh_and_sort() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(snapshot(history(3)))
+        app.show(*snapshot(history(3)))
         await pilot.pause()
         table = app.pane(0).query_one("#workers", KeyedTable)
         assert table.row_count == 4
         await pilot.press("down", "down")
         assert table.cursor_key() == "w2"
-        app.show(snapshot(history(4)))
+        app.show(*snapshot(history(4)))
         await pilot.pause()
         assert table.cursor_key() == "w2"
         await pilot.press("S")  # reverse: w3 first, cursor still on w2
@@ -53,11 +52,11 @@ async def test_frames_fill_the_table_and_cursor_survives_refresh_and_sort() -> N
 async def test_updates_change_cells_in_place() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(snapshot(history(2)))
+        app.show(*snapshot(history(2)))
         await pilot.pause()
         f = frame(3)
         f = replace(f, workers=(replace(f.workers[0], pid=4242), *f.workers[1:]))
-        app.show(snapshot((*history(2), f)))
+        app.show(*snapshot((*history(2), f)))
         await pilot.pause()
         table = app.pane(0).query_one("#workers", KeyedTable)
         assert table.get_cell("w0", "pid").text == "4242"
@@ -66,10 +65,10 @@ async def test_updates_change_cells_in_place() -> None:
 async def test_pause_freezes_the_display() -> None:
     app = make_app()
     async with app.run_test() as pilot:
-        app.show(snapshot(history(2)))
+        app.show(*snapshot(history(2)))
         await pilot.press("p")
         assert app.paused and "PAUSED" in app.sub_title
-        app.show(snapshot(history(2, queue=16)))
+        app.show(*snapshot(history(2, queue=16)))
         await pilot.pause()
         assert "FULL" not in summary_text(app)
         await pilot.press("p")
@@ -83,7 +82,7 @@ async def test_help_and_detail_screens() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
-        app.show(snapshot(history(3, busy=1)))
+        app.show(*snapshot(history(3, busy=1)))
         await pilot.pause()
         app.pane(0).query_one("#workers", KeyedTable).focus()
         await pilot.press("enter")
@@ -97,9 +96,9 @@ async def test_help_and_detail_screens() -> None:
 
 async def test_cores_toggle_and_rate_keys() -> None:
     watch = FakeWatch()
-    app = WatchApp([watch], autopoll=False, annotator=lambda: builtin_warnings)
+    app = WatchApp([pipeline(watch)], autopoll=False)
     async with app.run_test() as pilot:
-        app.show(snapshot(history(2, busy=1)))
+        app.show(*snapshot(history(2, busy=1)))
         await pilot.press("c")
         await pilot.pause()
         pane = app.pane(0)
@@ -115,11 +114,11 @@ async def test_disconnected_then_reconnected() -> None:
     app = make_app()
     async with app.run_test() as pilot:
         frames = history(3)
-        app.show(snapshot((*frames, error_frame(3, frames[-1])), retry_in=2.0))
+        app.show(*snapshot((*frames, error_frame(3, frames[-1])), retry_in=2.0))
         await pilot.pause()
         assert "DISCONNECTED" in summary_text(app) and "reconnecting in 2s" in summary_text(app)
         assert app.pane(0).has_class("stale")
-        app.show(snapshot(history(5)))
+        app.show(*snapshot(history(5)))
         await pilot.pause()
         assert "DISCONNECTED" not in summary_text(app) and not app.pane(0).has_class("stale")
 
@@ -127,7 +126,7 @@ async def test_disconnected_then_reconnected() -> None:
 async def test_annotations_pane_shows_warnings() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(snapshot(history(5, busy=4, queue=16)))
+        app.show(*snapshot(history(5, busy=4, queue=16)))
         await pilot.pause()
         text = app.pane(0).query_one(AnnotationsPane).plain
         assert "CRITICAL" in text and "listen queue full" in text and "→" in text
@@ -136,8 +135,8 @@ async def test_annotations_pane_shows_warnings() -> None:
 async def test_several_instances_are_tabs() -> None:
     app = make_app(2)
     async with app.run_test(size=(100, 30)) as pilot:
-        app.show(snapshot(history(2)))
-        app.show(snapshot(history(2, workers=6), index=1))
+        app.show(*snapshot(history(2)))
+        app.show(*snapshot(history(2, workers=6), index=1))
         await pilot.press("right_square_bracket")
         assert app.current_pane().index == 1
         assert app.pane(1).query_one("#workers", KeyedTable).row_count == 6
@@ -148,7 +147,7 @@ async def test_several_instances_are_tabs() -> None:
 async def test_emperor_shows_vassals() -> None:
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        app.show(snapshot([emperor_frame()]))
+        app.show(*snapshot([emperor_frame()]))
         await pilot.pause()
         pane: InstancePane = app.pane(0)
         assert pane.table_id == "vassals"
@@ -162,10 +161,10 @@ async def test_emperor_shows_vassals() -> None:
 async def test_tiny_and_resized_terminals_never_crash() -> None:
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        app.show(snapshot(history(5, busy=4, queue=16)))
+        app.show(*snapshot(history(5, busy=4, queue=16)))
         for size in ((10, 4), (1, 1), (3, 40), (200, 50), (80, 24)):
             await pilot.resize_terminal(*size)
-            app.show(snapshot(history(6, busy=4, queue=16)))
+            app.show(*snapshot(history(6, busy=4, queue=16)))
             await pilot.pause()
         await pilot.press("c", "question_mark", "escape", "q")
     assert app.return_code == 0
@@ -173,20 +172,21 @@ async def test_tiny_and_resized_terminals_never_crash() -> None:
 
 async def test_poll_threads_deliver_frames() -> None:
     watch = FakeWatch(history(3))
-    app = WatchApp([watch], annotator=lambda: builtin_warnings)
+    app = WatchApp([pipeline(watch)])
     async with app.run_test() as pilot:
         for _ in range(50):
             await pilot.pause(0.05)
             if 0 in app.latest and len(app.latest[0].frames) == 3:
                 break
-        assert watch.steps == 3 and app.latest[0].frame.t == history(3)[-1].t
+        frame = app.latest[0].frame
+        assert watch.steps == 3 and frame is not None and frame.t == history(3)[-1].t
         assert "2.0.31" in summary_text(app)
 
 
 async def test_mouse_sorts_on_header_and_selects_rows() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(snapshot(history(3)))
+        app.show(*snapshot(history(3)))
         await pilot.pause()
         table = app.pane(0).query_one("#workers", KeyedTable)
         await pilot.click(table, offset=(6, 0))  # the "%" header

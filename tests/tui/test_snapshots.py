@@ -17,7 +17,7 @@ from tests.tui.frames import emperor_frame, history
 
 def showing(frames: Any, keys: tuple[str, ...] = ()) -> Callable[[Pilot[Any]], Any]:
     async def run_before(pilot: Pilot[Any]) -> None:
-        pilot.app.show(snapshot(frames))  # type: ignore[attr-defined]
+        pilot.app.show(*snapshot(frames))  # type: ignore[attr-defined]
         await pilot.pause()
         if keys:
             await pilot.press(*keys)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+import pytest
 
 from tests.tui.frames import T0, frame, history
-from uwsgitune.tui.rules_bridge import RulesAnnotator, annotation_from_finding
+from uwsgitune.pipeline import InstanceState, RulesRunner
+from uwsgitune.pipeline import rules as rules_module
+from uwsgitune.rules import EngineState, Evidence, EvidenceWindow, Finding, Recommendation
+from uwsgitune.tui.annotate import annotation_from_finding, annotations_for
 from uwsgitune.tui.warnings import builtin_warnings
 
 
@@ -47,54 +52,44 @@ def test_disconnected() -> None:
     assert a.key == "disconnected" and a.evidence == "refused"
 
 
-@dataclass(frozen=True)
-class Ev:
-    name: str
-    value: float
-    unit: str = ""
-
-
-@dataclass(frozen=True)
-class Rec:
-    setting: str = "processes"
-    value: int = 8
-    current: int = 4
-    apply: str = "reload"
-    effect: str = "more capacity"
-
-
-@dataclass(frozen=True)
-class FakeFinding:
-    id: str = "workers.too_few"
-    severity: str = "warning"
-    reason: str = "too few workers"
-    evidence: tuple = (Ev("busy_ratio", 0.97, "ratio"),)
-    recommendation: Rec | None = Rec()
-    since: float | None = T0
+FINDING = Finding(
+    id="workers.too_few",
+    severity="warning",
+    reason="too few workers",
+    evidence=(Evidence("busy_ratio", 0.97, "ratio"),),
+    window=EvidenceWindow(T0, T0, 1),
+    recommendation=Recommendation("processes", "raise", 8, "reload", "more capacity", current=4),
+    since=T0,
+)
 
 
 def test_finding_becomes_an_annotation() -> None:
-    a = annotation_from_finding(FakeFinding())
+    a = annotation_from_finding(FINDING)
     assert (a.key, a.severity, a.origin) == ("workers.too_few", "warning", "rules")
     assert a.evidence == "busy_ratio=0.97 ratio"
     assert a.recommendation == "processes 4 → 8 (reload): more capacity"
 
 
-def test_rules_annotator_keeps_state_and_survives_failures() -> None:
+def test_rules_keep_state_and_survive_failures(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
     def evaluate(frames, facts, settings, state):  # type: ignore[no-untyped-def]
         calls.append(state)
-        return (FakeFinding(),), (state or 0) + 1
+        return (FINDING,), (1 if isinstance(state, EngineState) else state + 1)
 
-    ann = RulesAnnotator(evaluate)
-    ann(history(3))
-    items = ann(history(3, queue=16))
-    assert calls == [None, 1]
+    monkeypatch.setattr(rules_module, "evaluate", evaluate)
+    runner = RulesRunner()
+    runner.run(history(3))
+    frames = history(3, queue=16)
+    found = runner.run(frames)
+    assert isinstance(calls[0], EngineState) and calls[1] == 1
+    items = annotations_for(InstanceState("s", frame=frames[-1], frames=frames, findings=found))
     assert [a.key for a in items] == ["queue_full", "workers.too_few"]
 
     def broken(*_a):  # type: ignore[no-untyped-def]
         raise ValueError("boom")
 
-    items = RulesAnnotator(broken)(history(3))
+    monkeypatch.setattr(rules_module, "evaluate", broken)
+    assert runner.run(frames) == () and runner.error is not None
+    items = annotations_for(InstanceState("s", frames=history(3), rules_error=runner.error))
     assert [a.key for a in items] == ["rules.error"] and "boom" in items[0].reason

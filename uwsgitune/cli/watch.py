@@ -15,6 +15,7 @@ from uwsgitune.cli.errors import UserError
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
+from uwsgitune.pipeline import InstancePipeline, pipeline_for
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
 from uwsgitune.sources.recording import RecordingError, read_recording
@@ -79,19 +80,20 @@ def run(args: argparse.Namespace) -> int:
     ]
     if args.once or (args.json and not args.plain):
         return _once(watches, args)
+    pipelines = [pipeline_for(w) for w in watches]
     if args.metrics_listen:
-        _serve_metrics(watches, args.metrics_listen)
+        _serve_metrics(pipelines, args.metrics_listen)
     if args.plain:
-        return _plain(watches, args)
-    return _tui(watches, args)
+        return _plain(pipelines, args)
+    return _tui(pipelines, args)
 
 
-def _serve_metrics(watches: list[InstanceWatch], listen: str) -> None:
+def _serve_metrics(pipelines: list[InstancePipeline], listen: str) -> None:
     """Serve /metrics from a daemon thread; it ends with the process."""
-    from uwsgitune.exporter.serve import serve_watches
+    from uwsgitune.exporter.serve import serve_pipelines
 
     try:
-        serve_watches(watches, listen)
+        serve_pipelines(pipelines, listen)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UserError(f"cannot serve metrics on {listen}: {reason}", code=2) from None
@@ -133,19 +135,21 @@ def _emit_plain(frame: Frame, json_out: bool) -> None:
         print(plain_line(frame), flush=True)
 
 
-def _plain(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
+def _plain(pipelines: list[InstancePipeline], args: argparse.Namespace) -> int:
     try:
         while True:
-            for w in watches:
-                if w.due():
-                    _emit_plain(w.step(), args.json)
-            wake = min(w.next_due for w in watches)
+            for p in pipelines:
+                if p.watch.due():
+                    frame = p.step().frame
+                    assert frame is not None
+                    _emit_plain(frame, args.json)
+            wake = min(p.watch.next_due for p in pipelines)
             time.sleep(max(0.0, wake - time.monotonic()))
     except KeyboardInterrupt:
         return 0
 
 
-def _tui(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
+def _tui(pipelines: list[InstancePipeline], args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         raise UserError("the TUI needs a terminal; use --plain, --once or --json", code=2)
     try:
@@ -153,28 +157,32 @@ def _tui(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
         tui = importlib.import_module("uwsgitune.tui.app")
     except ImportError:
         raise UserError("the TUI is not available in this build; use --plain", code=2) from None
-    tuners = _tuners(watches, args)
-    return int(tui.run_tui(watches, args, tuners))
+    tuners = _tuners(pipelines, args)
+    return int(tui.run_tui(pipelines, args, tuners))
 
 
-def _tuners(watches: list[InstanceWatch], args: argparse.Namespace) -> dict[int, Any]:
+def _tuners(pipelines: list[InstancePipeline], args: argparse.Namespace) -> dict[int, Any]:
     """With --fifo: the tuner beside the TUI (recommend mode; `a` applies, confirmed)."""
     tuning = (args.override, args.ini, args.audit)
     if args.fifo is None:
         if any(v is not None for v in tuning):
             raise UserError("--override, --ini and --audit need --fifo (the tuner's FIFO)", 2)
         return {}
-    if len(watches) != 1:
+    if len(pipelines) != 1:
         raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)
     from uwsgitune.actuate.lock import ApplyLock
     from uwsgitune.cli.tune import open_tuner, settings_from
     from uwsgitune.tui.tuning import TuiTuner
 
     settings_from(args)  # bad bounds fail before anything is polled
-    built = open_tuner(watches[0], args, "recommend", lambda _line: None, "uwsgitune watch")
+    watch = pipelines[0].watch
+    assert isinstance(watch, InstanceWatch)
+    built = open_tuner(watch, args, "recommend", lambda _line: None, "uwsgitune watch")
     if built.fifo_problem is not None:
         raise UserError(built.fifo_problem, 2)
-    return {0: TuiTuner(built.loop, ApplyLock(Path(args.fifo), "uwsgitune watch"))}
+    tuner = TuiTuner(built.loop, ApplyLock(Path(args.fifo), "uwsgitune watch"))
+    pipelines[0].tuner = tuner.step
+    return {0: tuner}
 
 
 def replay_frames(polls: Iterable[Poll]) -> Iterable[Frame]:

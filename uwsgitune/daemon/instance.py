@@ -2,8 +2,9 @@
 
 Each instance runs as its own asyncio task. A poll (and the rules after it) runs in a fresh
 daemon thread, so a hung stats socket delays only its own instance, and a poll still in
-flight never holds the process at exit. The task publishes one frozen `Snapshot` per poll;
-the metrics endpoint reads only that.
+flight never holds the process at exit. Each poll runs the instance's pipeline (rules and
+tuner included) and publishes one frozen `InstanceState`; the metrics endpoint and the log
+lines read only that.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from typing import TypeVar
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig
-from uwsgitune.daemon.findings import LOOKBACK_SECONDS, FindingsTracker
+from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.tuning import InstanceTuner
-from uwsgitune.exporter.snapshot import PollCounts, Snapshot, pair
+from uwsgitune.pipeline import LOOKBACK_SECONDS, InstanceState, pipeline_for
+from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner.result import StepResult
 
 T = TypeVar("T")
 # Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. A longer window
@@ -98,22 +101,20 @@ class InstanceRunner:
         self.watch = InstanceWatch(
             address, interval=spec.interval, timeout=spec.timeout, window_seconds=WINDOW_SECONDS
         )
-        self.findings = FindingsTracker(spec.name, address.kind)
-        self.actions: dict[tuple[str, str], int] = {}  # counted from the tuner's audit records
-        self.counts = PollCounts()
-        self.snapshot = Snapshot(stats_uri=address.uri, name=spec.name, mode=spec.mode)
         self.state_dir = state_dir
         self.tuner = InstanceTuner(spec, self.watch, state_dir)
+        self.pipeline = pipeline_for(self.watch, name=spec.name, mode=spec.mode, tuner=self._tune)
+        self.pipeline.republish(spec.mode, recommend=spec.mode != "observe")
         self.task: asyncio.Task[None] | None = None
         self._poller = PollThread(f"poll:{spec.name}")
-        self._last: Frame | None = None
 
-    def record_action(self, kind: str, result: str, **detail: object) -> None:
-        """For the tuner: count one action (`uwsgitune_actions_total`) and log it."""
-        key = (kind, result)
-        self.actions = {**self.actions, key: self.actions.get(key, 0) + 1}
-        event("action", instance=self.spec.name, kind=kind, result=result, **detail)
-        self.snapshot = self._publish()
+    @property
+    def snapshot(self) -> InstanceState:
+        """The state published at the last poll: what the metrics endpoint reads."""
+        return self.pipeline.state
+
+    def _tune(self, frame: Frame, findings: tuple[Finding, ...]) -> StepResult | None:
+        return self.tuner.step(frame, findings)  # the tuner of the current spec
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.run(), name=f"instance:{self.spec.name}")
@@ -125,52 +126,20 @@ class InstanceRunner:
             self.tuner.close()
             self.tuner = InstanceTuner(spec, self.watch, self.state_dir)
         self.spec = spec
-        self.snapshot = self._publish()
+        self.pipeline.republish(spec.mode, recommend=spec.mode != "observe")
 
     async def run(self) -> None:
         while True:
-            frame, seconds = await self._poller.run(self._step)
-            self._after(frame, seconds)
+            old = self.pipeline.state
+            new = await self._poller.run(self.pipeline.step)
+            self._after(old, new)
             await asyncio.sleep(max(0.0, self.watch.next_due - time.monotonic()))
 
-    def _step(self) -> tuple[Frame, float]:
-        """In the poll thread: poll, run the rules on the recent frames, then the tuner."""
-        start = time.perf_counter()
-        frame = self.watch.step()
-        seconds = time.perf_counter() - start
-        if frame.ok:
-            self.findings.update(self.watch.window.last(LOOKBACK_SECONDS))
-            self.tuner.step(frame, self.findings.found)  # the rules run once per poll
-        return frame, seconds
-
-    def _after(self, frame: Frame, seconds: float) -> None:
-        c = self.counts
-        self.counts = PollCounts(
-            c.polls + 1, c.errors + (not frame.ok), c.seconds + seconds, seconds
-        )
-        self._log_change(self._last, frame)
-        self._last = frame
-        while self.tuner.actions:
-            kind, result, record = self.tuner.actions.pop(0)
-            self.record_action(kind, result, detail=record.get("detail"))
-        self.snapshot = self._publish()
-
-    def _publish(self) -> Snapshot:
-        tracker = self.watch.tracker
-        frame = tracker.last_frame
-        recommend = self.spec.mode != "observe"
-        return Snapshot(
-            stats_uri=self.watch.address.uri,
-            name=self.spec.name,
-            mode=self.spec.mode,
-            frame=frame,
-            poll=pair(frame, tracker.prev),
-            findings=self.findings.pairs(),
-            recommended=self.findings.recommended() if recommend else (),
-            actions=tuple((k, r, n) for (k, r), n in sorted(self.actions.items())),
-            counts=self.counts,
-            decision=self.tuner.decision(),
-        )
+    def _after(self, old: InstanceState, new: InstanceState) -> None:
+        if new.frame is not None:
+            self._log_change(old.frame, new.frame)
+        log_findings(self.spec.name, old, new)
+        log_actions(self.spec.name, new)
 
     def _log_change(self, prev: Frame | None, cur: Frame) -> None:
         name = self.spec.name

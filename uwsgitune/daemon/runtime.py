@@ -27,7 +27,7 @@ from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.exporter.collector import registry_for
 from uwsgitune.exporter.endpoint import build_site, ip_loopback
 from uwsgitune.exporter.http import MetricsServer
-from uwsgitune.exporter.snapshot import Snapshot
+from uwsgitune.pipeline.state import InstanceState, PollCounts
 
 GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
@@ -57,12 +57,12 @@ class Daemon:
         self._wake = asyncio.Event()
         self._stopping: set[asyncio.Future[None]] = set()
 
-    def snapshots(self) -> list[Snapshot]:
+    def snapshots(self) -> list[InstanceState]:
         return [r.snapshot for r in self.runners.values()]
 
     def ready(self) -> bool:
         """`/-/ready`: every instance has been polled at least once."""
-        return all(r.counts.polls > 0 for r in self.runners.values())
+        return all((r.snapshot.counts or PollCounts()).polls > 0 for r in self.runners.values())
 
     def on_signal(self, signum: int) -> None:
         """Record only; the main loop acts."""

@@ -20,10 +20,10 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.exporter import compat, optional
 from uwsgitune.exporter.families import Families
 from uwsgitune.exporter.selfmetrics import BuildInfo, add_self
-from uwsgitune.exporter.snapshot import Snapshot
 from uwsgitune.exporter.uwsgi_metrics import add_uwsgi_metrics
+from uwsgitune.pipeline.state import InstanceState
 
-SnapshotSource = Callable[[], Iterable[Snapshot]]
+StateSource = Callable[[], Iterable[InstanceState]]
 
 
 def _ratio(pct: float | None) -> float | None:
@@ -71,7 +71,7 @@ class ExportOptions:
 class UwsgiCollector(Collector):
     """Yields every family from `source()`, called once per scrape."""
 
-    def __init__(self, source: SnapshotSource, options: ExportOptions | None = None) -> None:
+    def __init__(self, source: StateSource, options: ExportOptions | None = None) -> None:
         self._source = source
         self.options = options or ExportOptions()
 
@@ -83,7 +83,7 @@ class UwsgiCollector(Collector):
         yield from out
 
 
-def add_snapshot(out: Families, snap: Snapshot, options: ExportOptions | None = None) -> None:
+def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | None = None) -> None:
     options = options or ExportOptions()
     uri = snap.stats_uri
     compat.add_up(out, uri, snap.up)
@@ -123,7 +123,7 @@ def add_frame(out: Families, uri: str, frame: Frame) -> None:
         out.gauge("uwsgitune_socket_backlog", backlog_doc, uri, s.backlog, **lb)
 
 
-def add_host(out: Families, snap: Snapshot) -> None:
+def add_host(out: Families, snap: InstanceState) -> None:
     host, uri = snap.host, snap.stats_uri
     if host is None:
         return
@@ -141,25 +141,26 @@ def add_host(out: Families, snap: Snapshot) -> None:
     )
 
 
-def add_own(out: Families, snap: Snapshot) -> None:
+def add_own(out: Families, snap: InstanceState) -> None:
     uri = snap.stats_uri
     version = snap.frame.version if snap.frame is not None else ""
     info = {"name": snap.name, "mode": snap.mode, "version": version}
     out.gauge("uwsgitune_instance_info", "The instance as uwsgitune knows it.", uri, 1, **info)
     active: dict[tuple[str, str], int] = {}
-    for rule, severity in snap.findings:
+    for rule, severity in snap.finding_pairs():
         active[rule, severity] = active.get((rule, severity), 0) + 1
     for (rule, severity), n in sorted(active.items()):
         doc = "Active findings of the rules engine."
         out.gauge("uwsgitune_findings_active", doc, uri, n, rule=rule, severity=severity)
-    for setting, value in snap.recommended:
+    for setting, value in snap.recommended():
         doc = "The value uwsgitune recommends for a setting."
         out.gauge("uwsgitune_recommended_value", doc, uri, value, setting=setting)
     for kind, result, n in snap.actions:
         doc = "Actions taken on the instance, by kind and result."
         out.counter("uwsgitune_actions_total", doc, uri, n, kind=kind, result=result)
-    if snap.decision is not None:
-        action, code, desired = snap.decision
+    decision = snap.decision()
+    if decision is not None:
+        action, code, desired = decision
         doc = "The live worker count the tuner wants now; action and code say why."
         out.gauge("uwsgitune_tuner_desired_workers", doc, uri, desired, action=action, code=code)
     counts = snap.counts
@@ -170,7 +171,7 @@ def add_own(out: Families, snap: Snapshot) -> None:
 
 
 def registry_for(
-    source: SnapshotSource, options: ExportOptions | None = None, *, process: bool = False
+    source: StateSource, options: ExportOptions | None = None, *, process: bool = False
 ) -> CollectorRegistry:
     """A private registry: this collector and the build info; `process_*` when asked (the
     daemon: uwsgi_exporter has them too). No Python platform or GC collectors."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from uwsgitune.daemon.config import DaemonSection
 from uwsgitune.exporter.auth import BasicAuth
-from uwsgitune.exporter.collector import ExportOptions, SnapshotSource, registry_for
+from uwsgitune.exporter.collector import ExportOptions, StateSource, registry_for
 from uwsgitune.exporter.selfmetrics import HandlerCollector, HandlerStats
 from uwsgitune.exporter.site import Site, SiteConfig
 from uwsgitune.exporter.text import render
@@ -17,7 +17,7 @@ from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
 
 def build_site(
-    daemon: DaemonSection, source: SnapshotSource, ready: Callable[[], bool]
+    daemon: DaemonSection, source: StateSource, ready: Callable[[], bool]
 ) -> tuple[Site, ssl.SSLContext | None]:
     """Raises ConfigError (one line per problem) when the web config does not load."""
     web = WebConfig() if daemon.web_config_file is None else load_web_config(daemon.web_config_file)

@@ -18,8 +18,8 @@ from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import ValidationError, parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
-from uwsgitune.exporter.snapshot import PollCounts, Snapshot
 from uwsgitune.exporter.text import render
+from uwsgitune.pipeline.state import InstanceState, PollCounts
 from uwsgitune.sources.stats import StatsError, read_stats
 
 
@@ -39,7 +39,7 @@ class AllowList:
             return None
 
 
-def probe_snapshot(addr: StatsAddress, timeout: float) -> Snapshot:
+def probe_snapshot(addr: StatsAddress, timeout: float) -> InstanceState:
     """Read the stats once (the connection is closed before this returns)."""
     start = time.perf_counter()
     source = str(addr)
@@ -53,7 +53,7 @@ def probe_snapshot(addr: StatsAddress, timeout: float) -> Snapshot:
     seconds = time.perf_counter() - start
     frame = Tracker(source).update(poll)
     counts = PollCounts(1, 0 if poll.ok else 1, seconds, seconds)
-    return Snapshot(addr.uri, frame=frame, poll=poll if poll.ok else None, counts=counts)
+    return InstanceState(addr.uri, frame=frame, poll=poll if poll.ok else None, counts=counts)
 
 
 def probe_text(addr: StatsAddress, timeout: float, options: ExportOptions) -> bytes:

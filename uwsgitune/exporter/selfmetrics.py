@@ -24,10 +24,10 @@ from prometheus_client.registry import Collector
 
 from uwsgitune import __version__
 from uwsgitune.exporter.families import Families
-from uwsgitune.exporter.snapshot import Snapshot
+from uwsgitune.pipeline.state import InstanceState
 
 
-def add_self(out: Families, snap: Snapshot) -> None:
+def add_self(out: Families, snap: InstanceState) -> None:
     uri, counts = snap.stats_uri, snap.counts
     if counts is None:
         return

@@ -1,7 +1,7 @@
-"""`watch --metrics-listen`: serve the collector over live InstanceWatch objects.
+"""`watch --metrics-listen`: serve the collector over the states of live pipelines.
 
-The watches are stepped by `watch --plain` or the TUI; the server only reads them, on its
-own thread, building a snapshot per instance at each scrape (`snapshot.from_watch`).
+The pipelines are stepped by `watch --plain` or the TUI's poll threads; the server only
+reads the state each one published last, on its own thread (one reference each).
 """
 
 from __future__ import annotations
@@ -10,17 +10,16 @@ from collections.abc import Sequence
 
 from uwsgitune.exporter.collector import registry_for
 from uwsgitune.exporter.http import ThreadedMetricsServer
-from uwsgitune.exporter.snapshot import Snapshot, from_watch
-from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.pipeline import InstancePipeline, InstanceState
 
 
-def serve_watches(watches: Sequence[InstanceWatch], listen: str) -> ThreadedMetricsServer:
+def serve_pipelines(pipelines: Sequence[InstancePipeline], listen: str) -> ThreadedMetricsServer:
     """Bind `listen` now (OSError/ValueError raised here) and serve in a daemon thread."""
-    frozen = tuple(watches)
+    frozen = tuple(pipelines)
 
-    def snapshots() -> list[Snapshot]:
-        return [from_watch(w) for w in frozen]
+    def states() -> list[InstanceState]:
+        return [p.state for p in frozen]
 
-    server = ThreadedMetricsServer(registry_for(snapshots))
+    server = ThreadedMetricsServer(registry_for(states))
     server.start(listen)
     return server

@@ -52,6 +52,7 @@ class InstanceWatch:
         self.next_due = 0.0
         self._mono = mono
         self._on_poll = on_poll
+        self.last_poll: Poll | None = None  # the poll behind the latest frame
 
     @property
     def frame(self) -> Frame | None:
@@ -60,6 +61,7 @@ class InstanceWatch:
     def step(self) -> Frame:
         """Poll now, fold the result, schedule the next poll."""
         poll = self.observer.poll()
+        self.last_poll = poll
         if self._on_poll is not None:
             self._on_poll(poll, self.observer.last_raw if poll.ok else None)
         frame = self.tracker.update(poll)

@@ -1,8 +1,9 @@
 """The `uwsgitune watch` Textual app and its entry point `run_tui`.
 
-The app owns the poll threads (one per instance) and only assigns the `Snapshot`s they post
-to the panes. Keys: q quit, ? help, p pause, s/S sort, c cores, +/- refresh, [ ] 1-9 tabs,
-a apply the tuner's advice (with `watch --fifo`, after a confirmation).
+The app owns the poll threads (one per instance, each stepping its pipeline) and only assigns
+the `InstanceState`s they post to the panes. Keys: q quit, ? help, p pause, s/S sort,
+c cores, +/- refresh, [ ] 1-9 tabs, a apply the tuner's advice (with `watch --fifo`,
+after a confirmation).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent, TabPane
 
+from uwsgitune.pipeline import InstancePipeline, InstanceState
 from uwsgitune.tui.instance import InstancePane, VassalSelected, WorkerSelected
-from uwsgitune.tui.polling import Annotate, PollLoop, Snapshot, Watch
-from uwsgitune.tui.rules_bridge import default_annotator
+from uwsgitune.tui.polling import PollLoop
 from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
 
 if TYPE_CHECKING:
@@ -33,9 +34,18 @@ EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class FrameArrived(Message):
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, index: int, state: InstanceState) -> None:
         super().__init__()
-        self.snapshot = snapshot
+        self.index = index
+        self.state = state
+
+
+def apply_outcome(state: InstanceState) -> tuple[str, bool] | None:
+    """What became of an apply request served at this poll: (text, applied)."""
+    for note in state.tuning.notes if state.tuning is not None else ():
+        if note.kind == "apply" and note.text.startswith(("applied", "not applied")):
+            return note.text, note.level == "info"
+    return None
 
 
 def next_rate(current: float, faster: bool) -> float:
@@ -75,10 +85,9 @@ class WatchApp(App[int]):
 
     def __init__(
         self,
-        watches: Sequence[Watch],
+        pipelines: Sequence[InstancePipeline],
         *,
         names: Sequence[str] | None = None,
-        annotator: Callable[[], Annotate] = default_annotator,
         autopoll: bool = True,
         status: Callable[[], str] | None = None,
         handle_signals: bool = False,
@@ -86,15 +95,15 @@ class WatchApp(App[int]):
     ) -> None:
         super().__init__()
         self.tuners = dict(tuners or {})
-        self.watches = list(watches)
-        self.names = list(names or [str(getattr(w, "address", i)) for i, w in enumerate(watches)])
-        self.annotator = annotator  # one per instance: the rules engine keeps state
+        self.pipelines = list(pipelines)
+        self.names = list(names or [p.state.stats_uri for p in pipelines])
         self.autopoll = autopoll
         self.status = status
         self.handle_signals = handle_signals
         self.loops: list[PollLoop] = []
-        self.latest: dict[int, Snapshot] = {}
-        self.set_reactive(WatchApp.interval, self.watches[0].interval if watches else 1.0)
+        self.latest: dict[int, InstanceState] = {}
+        first = self.pipelines[0].watch.interval if pipelines else 1.0
+        self.set_reactive(WatchApp.interval, first)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -113,20 +122,18 @@ class WatchApp(App[int]):
             for sig in EXIT_SIGNALS:
                 loop.add_signal_handler(sig, self.stop_and_exit)
         if self.autopoll:
-            for i, w in enumerate(self.watches):
-                self._start_loop(i, w)
+            for i, p in enumerate(self.pipelines):
+                self._start_loop(i, p)
         if self.status is not None:
             self.set_interval(1.0, self._subtitle)
 
-    def _start_loop(self, index: int, watch: Watch) -> None:
-        loop = PollLoop(
-            index, watch, self._deliver, annotate=self.annotator(), tuner=self.tuners.get(index)
-        )
+    def _start_loop(self, index: int, pipeline: InstancePipeline) -> None:
+        loop = PollLoop(index, pipeline, self._deliver)
         self.loops.append(loop)
         self.run_worker(loop.run, thread=True, group="poll", name=f"poll-{index}")
 
-    def _deliver(self, snap: Snapshot) -> None:
-        self.post_message(FrameArrived(snap))  # thread-safe in Textual
+    def _deliver(self, index: int, state: InstanceState) -> None:
+        self.post_message(FrameArrived(index, state))  # thread-safe in Textual
 
     def stop_and_exit(self) -> None:
         for loop in self.loops:
@@ -145,20 +152,21 @@ class WatchApp(App[int]):
         return self.pane(int(active.removeprefix("tab")))
 
     def on_frame_arrived(self, message: FrameArrived) -> None:
-        self.show(message.snapshot)
+        self.show(message.index, message.state)
 
-    def show(self, snap: Snapshot) -> None:
-        """Keep the latest snapshot of each instance; display it unless paused."""
-        self.latest[snap.index] = snap
-        if snap.tuner is not None and snap.tuner.outcome is not None:
-            ok = snap.tuner.outcome.startswith("applied")
-            self.notify(snap.tuner.outcome, severity="information" if ok else "error", timeout=8)
+    def show(self, index: int, state: InstanceState) -> None:
+        """Keep the latest state of each instance; display it unless paused."""
+        self.latest[index] = state
+        outcome = apply_outcome(state)
+        if outcome is not None:
+            text, ok = outcome
+            self.notify(text, severity="information" if ok else "error", timeout=8)
         if self.paused:
             return
-        self.pane(snap.index).snapshot = snap
+        self.pane(index).state = state
         screen = self.screen
-        if isinstance(screen, DetailScreen) and screen.index == snap.index:
-            screen.snapshot = snap
+        if isinstance(screen, DetailScreen) and screen.index == index:
+            screen.state = state
 
     def _subtitle(self) -> None:
         parts = [f"refresh {self.interval:g}s"]
@@ -171,8 +179,8 @@ class WatchApp(App[int]):
     def watch_paused(self, paused: bool) -> None:
         self._subtitle()
         if not paused:
-            for snap in list(self.latest.values()):
-                self.show(snap)
+            for index, state in list(self.latest.items()):
+                self.show(index, state)
 
     def watch_interval(self, _interval: float) -> None:
         self._subtitle()
@@ -218,8 +226,8 @@ class WatchApp(App[int]):
         if tuner is None:
             self.notify("no tuner here: start with `uwsgitune watch ADDR --fifo PATH`", timeout=4)
             return
-        snap = self.latest.get(index)
-        d = snap.tuner.decision if snap is not None and snap.tuner is not None else None
+        state = self.latest.get(index)
+        d = state.tuning.decision if state is not None and state.tuning is not None else None
         if d is None or not d.is_change:
             why = d.reason if d is not None else "no stats yet"
             self.notify(f"nothing to apply: {why}", timeout=4)
@@ -245,8 +253,8 @@ class WatchApp(App[int]):
         for loop in self.loops:
             loop.set_interval(self.interval)
         if not self.loops:
-            for w in self.watches:
-                w.interval = self.interval
+            for p in self.pipelines:
+                p.watch.interval = self.interval
 
     def action_tab(self, step: int) -> None:
         index = self.current_pane().index
@@ -258,34 +266,34 @@ class WatchApp(App[int]):
             self.pane(index).focus_table()
 
     def on_worker_selected(self, message: WorkerSelected) -> None:
-        snap = self.latest.get(message.index)
-        self.push_screen(DetailScreen(message.index, message.slot, snap))
+        state = self.latest.get(message.index)
+        self.push_screen(DetailScreen(message.index, message.slot, state))
 
     def on_vassal_selected(self, message: VassalSelected) -> None:
         from uwsgitune.tui.drill import drill_down
 
         drill_down(self, message.name, message.pid)
 
-    async def add_instance(self, name: str, watch: Watch) -> int:
-        """A new tab for `watch` (the Emperor drill-down), polled like the others."""
+    async def add_instance(self, name: str, pipeline: InstancePipeline) -> int:
+        """A new tab for `pipeline` (the Emperor drill-down), polled like the others."""
         index = len(self.names)
         self.names.append(name)
-        self.watches.append(watch)
+        self.pipelines.append(pipeline)
         tabs = self.query_one(TabbedContent)
         await tabs.add_pane(TabPane(name, InstancePane(index, id=f"inst{index}"), id=f"tab{index}"))
         tabs.set_class(False, "single")
         if self.autopoll:
-            self._start_loop(index, watch)
+            self._start_loop(index, pipeline)
         self.action_goto(index)
         return index
 
 
 def run_tui(
-    watches: Sequence[Watch],
+    pipelines: Sequence[InstancePipeline],
     args: argparse.Namespace | None = None,
     tuners: dict[int, TuiTuner] | None = None,
 ) -> int:
     """Entry point of `uwsgitune watch` (TUI mode). Returns the exit code."""
-    app = WatchApp(watches, handle_signals=True, tuners=tuners)
+    app = WatchApp(pipelines, handle_signals=True, tuners=tuners)
     code = app.run()
     return int(code or 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.pipeline import pipeline_for
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tui.vassals import vassal_stats_address
 
@@ -30,4 +31,4 @@ def drill_down(app: WatchApp, name: str, pid: int) -> None:
         app.notify(f"vassal {name}: {exc}", severity="warning")
         return
     watch = InstanceWatch(addr, interval=app.interval)
-    app.run_worker(app.add_instance(text, watch), group="drill")
+    app.run_worker(app.add_instance(text, pipeline_for(watch)), group="drill")

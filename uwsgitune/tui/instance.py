@@ -1,6 +1,6 @@
 """One instance's pane: summary, history, the worker/cores/vassal table, annotations.
 
-The app assigns a `Snapshot` to `snapshot`; the pane renders it. Selections go up as
+The app assigns each new `InstanceState` to `state`; the pane renders it. Selections go up as
 messages (`WorkerSelected`, `VassalSelected`); nothing here polls or reads the clock.
 """
 
@@ -12,8 +12,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher
 
+from uwsgitune.pipeline import InstanceState
+from uwsgitune.tui.annotate import annotations_for
 from uwsgitune.tui.history import series
-from uwsgitune.tui.polling import Snapshot
 from uwsgitune.tui.summary import emperor_lines, summary_lines
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.widgets import AnnotationsPane, HistoryPanel, SummaryPanel
@@ -43,7 +44,7 @@ class VassalSelected(Message):
 
 
 class InstancePane(Vertical):
-    snapshot: reactive[Snapshot | None] = reactive(None)
+    state: reactive[InstanceState | None] = reactive(None)
     cores: reactive[bool] = reactive(False)
 
     def __init__(self, index: int, **kwargs: str) -> None:
@@ -65,8 +66,8 @@ class InstancePane(Vertical):
 
     @property
     def table_id(self) -> str:
-        snap = self.snapshot
-        if snap is not None and snap.frame.emperor:
+        state = self.state
+        if state is not None and state.frame is not None and state.frame.emperor:
             return "vassals"
         return "cores" if self.cores else "workers"
 
@@ -76,16 +77,18 @@ class InstancePane(Vertical):
     def focus_table(self) -> None:
         self.active_table().focus()
 
-    def watch_snapshot(self, snap: Snapshot | None) -> None:
-        if snap is not None:
-            self.render_snapshot(snap)
+    def watch_state(self, state: InstanceState | None) -> None:
+        if state is not None:
+            self.render_state(state)
 
     def watch_cores(self, _cores: bool) -> None:
-        if self.snapshot is not None:
-            self.render_snapshot(self.snapshot)
+        if self.state is not None:
+            self.render_state(self.state)
 
-    def render_snapshot(self, snap: Snapshot) -> None:
-        f = snap.frame
+    def render_state(self, state: InstanceState) -> None:
+        f = state.frame
+        if f is None:
+            return
         switcher = self.query_one("#tables", ContentSwitcher)
         if switcher.current != self.table_id:
             had_focus = self.app.focused is not None and self.app.focused.parent is switcher
@@ -93,19 +96,19 @@ class InstancePane(Vertical):
             if had_focus:
                 self.focus_table()
         self.set_class(f.kind == "error", "stale")
-        summary = emperor_lines(f, snap.retry_in) if f.emperor else None
-        self.query_one(SummaryPanel).show(summary or summary_lines(f, snap.frames, snap.retry_in))
-        self.query_one(HistoryPanel).show(series(snap.frames))
+        summary = emperor_lines(f, state.retry_in) if f.emperor else None
+        self.query_one(SummaryPanel).show(summary or summary_lines(f, state.frames, state.retry_in))
+        self.query_one(HistoryPanel).show(series(state.frames))
         rows = {"workers": worker_rows, "cores": core_rows, "vassals": vassal_rows}
         self.active_table().show(rows[self.table_id](f))
-        self.query_one(AnnotationsPane).show(snap.annotations, f.t)
+        self.query_one(AnnotationsPane).show(annotations_for(state), f.t)
 
     def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         key = event.key
-        snap = self.snapshot
-        if key.startswith("v") and snap is not None:
-            for v in snap.frame.vassals:
+        f = self.state.frame if self.state is not None else None
+        if key.startswith("v") and f is not None:
+            for v in f.vassals:
                 if f"v{v.name}" == key:
                     self.post_message(VassalSelected(self.index, v.name, v.pid))
         elif key[:1] in ("w", "c"):

@@ -13,8 +13,8 @@ from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.widgets import Label, Sparkline, Static
 
+from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.detail import detail_lines, memory_trend, rps_trend
-from uwsgitune.tui.polling import Snapshot
 from uwsgitune.tui.workers import WORKER_COLUMNS
 
 KEYS = (
@@ -77,19 +77,19 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class DetailScreen(ModalScreen[None]):
-    """One worker slot, live: the app keeps assigning the pane's snapshot."""
+    """One worker slot, live: the app keeps assigning the instance's state."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,enter", "dismiss", "close"),
     ]
-    snapshot: reactive[Snapshot | None] = reactive(None)
+    state: reactive[InstanceState | None] = reactive(None)
     plain = ""
 
-    def __init__(self, index: int, slot: int, snapshot: Snapshot | None) -> None:
+    def __init__(self, index: int, slot: int, state: InstanceState | None) -> None:
         super().__init__()
         self.index = index
         self.slot = slot
-        self.set_reactive(DetailScreen.snapshot, snapshot)
+        self.set_reactive(DetailScreen.state, state)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
@@ -100,14 +100,14 @@ class DetailScreen(ModalScreen[None]):
             yield Sparkline([], id="rps-trend")
 
     def on_mount(self) -> None:
-        self.show(self.snapshot)
+        self.show(self.state)
 
-    def watch_snapshot(self, snap: Snapshot | None) -> None:
+    def watch_state(self, state: InstanceState | None) -> None:
         if self.is_mounted:
-            self.show(snap)
+            self.show(state)
 
-    def show(self, snap: Snapshot | None) -> None:
-        frames = snap.frames if snap is not None else ()
+    def show(self, state: InstanceState | None) -> None:
+        frames = state.frames if state is not None else ()
         lines = detail_lines(frames, self.slot)
         self.plain = "\n".join(line.plain for line in lines)
         self.query_one("#detail-text", Static).update(Group(*lines))

@@ -1,0 +1,50 @@
+"""The rules engine over one instance's recent frames, run once per poll for every sink."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.rules.engine import EngineState, evaluate
+from uwsgitune.rules.facts import NO_FACTS, Facts
+from uwsgitune.rules.finding import Finding
+from uwsgitune.rules.settings import RuleSettings
+
+# Rules look back at most this far (idle and memory windows are 60 s by default).
+LOOKBACK_SECONDS = 120.0
+
+
+class RulesRunner:
+    """Findings with hysteresis (the engine's state is kept between polls). A restart of the
+    instance by the tuner (`forget_before`) starts the look-back afresh."""
+
+    def __init__(
+        self,
+        facts: Facts = NO_FACTS,
+        settings: RuleSettings | None = None,
+        lookback: float = LOOKBACK_SECONDS,
+    ) -> None:
+        self.facts, self.settings, self.lookback = facts, settings, lookback
+        self.state = EngineState()
+        self.error: str | None = None
+        self._since: float | None = None
+
+    def run(self, frames: Sequence[Frame]) -> tuple[Finding, ...]:
+        """Findings for the frames of the look-back (oldest first). A failing rule is a bug:
+        it is reported in `error`, and the polls go on without findings."""
+        if not frames:
+            return ()
+        edge, since = frames[-1].mono - self.lookback, self._since
+        recent = [f for f in frames if f.mono >= edge and (since is None or f.mono > since)]
+        try:
+            found, self.state = evaluate(recent, self.facts, self.settings, self.state)
+        except Exception as exc:  # a bug in one rule must not stop the polls
+            self.error = f"rules engine failed: {exc!r}"
+            return ()
+        self.error = None
+        return found
+
+    def forget_before(self, mono: float) -> None:
+        """Nothing from before `mono` counts (the instance was restarted with new sockets)."""
+        self._since = mono
+        self.state = EngineState()

@@ -1,0 +1,135 @@
+"""`InstancePipeline`: one instance's poll, rules and tuner, publishing one state per poll.
+
+`step` runs in the instance's poll thread (the TUI's, the daemon's, `watch --plain`'s or
+`tune`'s loop): it polls, runs the rules once on the window, hands the frame and the
+findings to the tuner, and assigns the new frozen `InstanceState` to `state`. Other
+threads (a metrics scrape) read `state`: one reference, never torn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.samples import Poll
+from uwsgitune.pipeline.rules import RulesRunner
+from uwsgitune.pipeline.state import InstanceState, PollCounts, count_actions
+from uwsgitune.rules.facts import Facts
+from uwsgitune.rules.finding import Finding
+from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner.result import StepResult
+
+# The tuner's step: the frame of a good poll and the rules' findings in, its result out.
+Tuner = Callable[[Frame, tuple[Finding, ...]], StepResult | None]
+
+
+class Window(Protocol):
+    def frames(self) -> tuple[Frame, ...]: ...
+
+
+class Watch(Protocol):
+    """What a pipeline needs of `uwsgitune.sources.watcher.InstanceWatch`."""
+
+    interval: float
+    next_due: float
+
+    @property
+    def window(self) -> Window: ...
+
+    @property
+    def last_poll(self) -> Poll | None: ...
+
+    def step(self) -> Frame: ...
+
+    def due(self) -> bool: ...
+
+
+class InstancePipeline:
+    def __init__(
+        self,
+        watch: Watch,
+        stats_uri: str,
+        *,
+        name: str = "",
+        mode: str = "",
+        rules: RulesRunner | None = None,
+        tuner: Tuner | None = None,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.watch, self.rules, self.tuner = watch, rules, tuner
+        self._mono = mono
+        self.state = InstanceState(stats_uri, name=name, mode=mode, counts=PollCounts())
+
+    def step(self) -> InstanceState:
+        """Poll now; rules and tuner on a good frame; publish and return the new state."""
+        start = time.perf_counter()
+        frame = self.watch.step()
+        seconds = time.perf_counter() - start
+        old = self.state
+        findings, tuning, error = old.findings, None, old.rules_error
+        if frame.ok:
+            frames = self.watch.window.frames()
+            if self.rules is not None:
+                findings, error = self.rules.run(frames), self.rules.error
+            if self.tuner is not None:
+                tuning = self.tuner(frame, findings)
+                self._after_restart(tuning, frame)
+        self.state = self._state(frame, findings, tuning, error, seconds)
+        return self.state
+
+    def _state(
+        self,
+        frame: Frame,
+        findings: tuple[Finding, ...],
+        tuning: StepResult | None,
+        error: str | None,
+        seconds: float,
+    ) -> InstanceState:
+        old = self.state
+        poll = self.watch.last_poll
+        good = poll if frame.ok and poll is not None and poll.mono == frame.mono else None
+        retry = None if frame.ok else max(0.0, self.watch.next_due - self._mono())
+        counts = (old.counts or PollCounts()).after(frame.ok, seconds)
+        return replace(
+            old,
+            frame=frame,
+            poll=good,
+            frames=self.watch.window.frames(),
+            findings=findings,
+            tuning=tuning,
+            counts=counts,
+            actions=count_actions(old.actions, tuning),
+            retry_in=retry,
+            rules_error=error,
+        )
+
+    def _after_restart(self, tuning: StepResult | None, frame: Frame) -> None:
+        """A restart by the tuner (for `listen`) rebinds the sockets: what the rules saw
+        before it no longer holds."""
+        if tuning is None or self.rules is None:
+            return
+        if any(r.event == "change" and r.via == "restart" for r in tuning.records):
+            self.rules.forget_before(self._mono())
+
+    def republish(self, mode: str, recommend: bool = True) -> InstanceState:
+        """The same poll under a new mode (the daemon's config was reloaded)."""
+        self.state = replace(self.state, mode=mode, recommend=recommend)
+        return self.state
+
+
+def pipeline_for(
+    watch: InstanceWatch,
+    *,
+    name: str = "",
+    mode: str = "",
+    tuner: Tuner | None = None,
+    rules: RulesRunner | None = None,
+) -> InstancePipeline:
+    """A pipeline over a real watch, with the rules (knowing the stats address kind)."""
+    rules = rules or RulesRunner(Facts(stats_kind=watch.address.kind))
+    return InstancePipeline(
+        watch, watch.address.uri, name=name, mode=mode, rules=rules, tuner=tuner
+    )

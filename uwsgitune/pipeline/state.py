@@ -1,0 +1,98 @@
+"""The state of one instance after one poll: frozen, built once, read by every sink. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.model import StatsDoc
+from uwsgitune.core.samples import HostSample, Poll
+from uwsgitune.rules.finding import Finding
+from uwsgitune.tuner.result import StepResult
+
+
+@dataclass(frozen=True)
+class PollCounts:
+    """Poll accounting for one instance (cumulative)."""
+
+    polls: int = 0
+    errors: int = 0
+    seconds: float = 0.0  # wall time of every poll, summed
+    last_seconds: float = 0.0
+
+    def after(self, ok: bool, seconds: float) -> PollCounts:
+        return PollCounts(self.polls + 1, self.errors + (not ok), self.seconds + seconds, seconds)
+
+
+Actions = tuple[tuple[str, str, int], ...]  # (kind, result, count), sorted
+
+
+@dataclass(frozen=True, eq=False)
+class InstanceState:
+    """Everything known about one instance at one poll (compared by identity).
+
+    `frame` is the latest frame (an error frame when the last poll failed), `poll` the good
+    poll it was made from, `frames` the window it belongs to. `findings` are the rules'
+    (kept from the last good poll while the instance is unreachable), `tuning` the tuner's
+    result for this poll (None without a tuner, or after a failed poll)."""
+
+    stats_uri: str  # the address as a URI (uwsgi_exporter's label)
+    name: str = ""
+    mode: str = ""  # the tuner's mode; "" without a tuner
+    frame: Frame | None = None
+    poll: Poll | None = None
+    frames: tuple[Frame, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    tuning: StepResult | None = None
+    counts: PollCounts | None = None
+    actions: Actions = ()  # tuner actions so far, by kind and result
+    retry_in: float | None = None  # seconds to the next attempt while unreachable
+    rules_error: str | None = None  # the rules engine failed on this instance (a bug)
+    recommend: bool = True  # export recommended values (the daemon: not in observe mode)
+
+    @property
+    def up(self) -> bool:
+        return self.frame is not None and self.frame.ok and self.doc is not None
+
+    @property
+    def doc(self) -> StatsDoc | None:
+        return self.poll.doc if self.poll is not None else None
+
+    @property
+    def host(self) -> HostSample | None:
+        return self.poll.host if self.poll is not None else None
+
+    def finding_pairs(self) -> tuple[tuple[str, str], ...]:
+        """(rule id, severity) of each standing finding."""
+        return tuple((f.id, f.severity) for f in self.findings)
+
+    def recommended(self) -> tuple[tuple[str, float], ...]:
+        """(setting, value) the findings recommend, the worst finding's first; none unless
+        `recommend`."""
+        if not self.recommend:
+            return ()
+        out: dict[str, float] = {}
+        for f in self.findings:
+            rec = f.recommendation
+            if rec is None or isinstance(rec.value, bool):
+                continue
+            if isinstance(rec.value, int | float):
+                out.setdefault(rec.setting, float(rec.value))
+        return tuple(sorted(out.items()))
+
+    def decision(self) -> tuple[str, str, int] | None:
+        """The tuner's decision (action, code, desired) at this poll."""
+        d = self.tuning.decision if self.tuning is not None else None
+        return None if d is None else (d.action, d.code, d.desired)
+
+
+def count_actions(actions: Actions, result: StepResult | None) -> Actions:
+    """`actions` plus what the tuner audited in one step: changes by route, verifications."""
+    if result is None or not result.records:
+        return actions
+    counts = {(k, r): n for k, r, n in actions}
+    for rec in result.records:
+        kind = rec.via if rec.event == "change" else rec.event
+        if rec.event in ("change", "verify") and kind and rec.result:
+            counts[kind, rec.result] = counts.get((kind, rec.result), 0) + 1
+    return tuple((k, r, n) for (k, r), n in sorted(counts.items()))

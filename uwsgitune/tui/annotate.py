@@ -1,0 +1,72 @@
+"""The annotations pane's items for one instance state. Pure.
+
+The rules' findings (run once per poll by the pipeline), the tuner's advice, and the only
+built-in warnings the rules cannot give (the instance is unreachable, it just reloaded)
+become the same `Annotation`, so the pane does not care where an item comes from.
+"""
+
+from __future__ import annotations
+
+from uwsgitune.pipeline.state import InstanceState
+from uwsgitune.rules.finding import Evidence, Finding, Recommendation
+from uwsgitune.tui.warnings import Annotation, builtin_warnings, sort_annotations
+from uwsgitune.tuner.state import Decision
+
+
+def _evidence_text(evidence: tuple[Evidence, ...]) -> str:
+    parts = []
+    for e in evidence:
+        shown = f"{e.value:.3g}" if isinstance(e.value, float) else str(e.value)
+        parts.append(f"{e.name}={shown}{' ' + e.unit if e.unit else ''}")
+    return ", ".join(parts)
+
+
+def _recommendation_text(rec: Recommendation | None) -> str:
+    if rec is None:
+        return ""
+    change = f"{rec.setting} → {rec.value}"
+    if rec.current is not None:
+        change = f"{rec.setting} {rec.current} → {rec.value}"
+    return f"{change} ({rec.apply}): {rec.effect}".strip()
+
+
+def annotation_from_finding(f: Finding) -> Annotation:
+    return Annotation(
+        key=f.id,
+        severity=f.severity,
+        reason=f.reason + (" (clearing)" if f.clearing else ""),
+        evidence=_evidence_text(f.evidence),
+        recommendation=_recommendation_text(f.recommendation),
+        since=f.since,
+        origin="rules",
+    )
+
+
+def tuner_annotation(d: Decision) -> Annotation:
+    if d.is_change:
+        return Annotation(
+            key="tuner",
+            severity="warning",
+            reason=f"tuner advises {d.action} {d.live}->{d.desired} via {d.via} [{d.code}]: "
+            f"{d.reason}",
+            evidence=" ".join(f"{k}={v}" for k, v in d.evidence.items() if v is not None),
+            recommendation="press a to apply (asks first)",
+            origin="tuner",
+        )
+    return Annotation(
+        key="tuner",
+        severity="info",
+        reason=f"tuner: {d.action} at {d.live} [{d.code}]: {d.reason}",
+        origin="tuner",
+    )
+
+
+def annotations_for(state: InstanceState) -> tuple[Annotation, ...]:
+    """The tuner's advice first, then every item by severity."""
+    items = builtin_warnings(state.frames)
+    items += [annotation_from_finding(f) for f in state.findings]
+    if state.rules_error is not None:
+        items.append(Annotation("rules.error", "info", state.rules_error))
+    ordered = sort_annotations(items)
+    d = state.tuning.decision if state.tuning is not None else None
+    return tuple([tuner_annotation(d), *ordered] if d is not None else ordered)
