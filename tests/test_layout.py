@@ -1,0 +1,82 @@
+"""The layout the project keeps (issue 13): small modules and functions, no reach outside
+the repository from the tests, and the pipeline's one-way imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "uwsgitune"
+MAX_MODULE_LINES = 300
+MAX_FUNCTION_LINES = 40
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_modules_are_small() -> None:
+    big = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not big, f"split these below {MAX_MODULE_LINES} lines: {big}"
+
+
+def test_functions_are_short() -> None:
+    long = []
+    for p in _modules():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{p.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_data_flows_one_way() -> None:
+    """The pure core, rules and tuner never import the I/O shell or the sinks; the actuator
+    never runs the rules (the pipeline does, once per poll)."""
+    shell = ("uwsgitune.sources", "uwsgitune.actuate", "uwsgitune.pipeline", "uwsgitune.tui",
+             "uwsgitune.exporter", "uwsgitune.daemon", "uwsgitune.cli")  # fmt: skip
+    wrong = []
+    for pkg in ("core", "rules", "tuner"):
+        for p in (PACKAGE / pkg).rglob("*.py"):
+            wrong += [
+                f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p) if m.startswith(shell)
+            ]
+    for p in (PACKAGE / "actuate").rglob("*.py"):
+        wrong += [
+            f"{p.relative_to(ROOT)} imports {m}"
+            for m in _imports(p)
+            if m == "uwsgitune.rules.engine"
+        ]
+    assert not wrong, wrong
+
+
+# The Go uwsgi_exporter is a prebuilt binary beside the repository, for a side-by-side
+# check that is skipped where it is absent; it is a tool, not test data.
+OPTIONAL_TOOLS = ("tests/exporter/test_dashboard_both.py",)
+
+
+def test_tests_stay_inside_the_repository() -> None:
+    reach = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("*.py")
+        if p != Path(__file__).resolve()
+        and str(p.relative_to(ROOT)) not in OPTIONAL_TOOLS
+        and ('"shared"' in p.read_text() or "../shared" in p.read_text())
+    ]
+    assert not reach, f"tests reading outside the repository (use tests/data): {reach}"
