@@ -1,4 +1,7 @@
-"""`uwsgitune tune`: the tuner for one instance, in the foreground. Logs every decision."""
+"""`uwsgitune tune`: the tuner for one instance, in the foreground. Prints every decision.
+
+Each poll runs the rules once (`PollRules`) and hands the findings to the loop; the step's
+fresh notes are printed, one line each, with the time."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
+from uwsgitune.tuner.findings import PollRules
 
 
 def state_dir() -> Path:
@@ -90,7 +93,6 @@ def open_tuner(
     watch: InstanceWatch,
     args: argparse.Namespace,
     mode: Mode,
-    log: Callable[[str], None],
     role: str,
     restart: RestartCommand | None = None,
 ) -> Built:
@@ -112,7 +114,6 @@ def open_tuner(
         settings=settings_from(args, first.workers_max),
         mode=mode,
         audit=AuditLog(args.audit or state_dir() / "audit.jsonl"),
-        log=log,
         role=role,
         restart=restart,
     )
@@ -143,7 +144,9 @@ def run(args: argparse.Namespace) -> int:
     restart = _restart(args)
     (address,) = addresses([args.addr])
     watch = InstanceWatch(address, interval=args.interval)
-    built = open_tuner(watch, args, args.mode, _log, "uwsgitune tune", restart)
+    built = open_tuner(watch, args, args.mode, "uwsgitune tune", restart)
+    for line in built.loop.take_notes():
+        _log(line)
     if built.lock_problem is not None:
         raise UserError(f"{built.lock_problem}; not applying", 2)
     if built.fifo_problem is not None:
@@ -158,10 +161,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> int:
     end = None if duration is None else time.monotonic() + duration
+    rules, since = PollRules(), None
     try:
         while end is None or time.monotonic() < end:
             time.sleep(max(0.0, watch.next_due - time.monotonic()))
-            loop.step(watch.step())
+            frame = watch.step()
+            result = loop.step(frame, rules.run(watch.window.frames(), since))
+            since = result.listen_since
+            for note in result.notes:
+                if note.fresh:
+                    _log(note.text)
     except KeyboardInterrupt:
         pass
     if loop.mode == "apply":

@@ -1,12 +1,13 @@
 """The tuner beside the TUI: advice on every poll, applied only by the `a` key, confirmed.
 
-`watch ADDR --fifo PATH` runs the same `TuneLoop` as `uwsgitune tune`, in recommend mode:
-it never acts by itself. Its decision shows in the annotations pane. `a` opens a
-confirmation with that decision; `y` asks the poll thread to apply it. The poll thread then
-decides afresh on fresh stats (a stale frame, a cool-down or a change in flight still
-refuse), applies only if the fresh decision is still the one confirmed, under the same
-apply lock as the daemon, and reports the outcome in the next snapshot.
-Everything runs in the poll thread; the UI thread only sets a request.
+`watch ADDR --fifo PATH` runs the same `TuneLoop` as `uwsgitune tune`, in recommend mode: it
+never acts by itself. It runs the rules once per poll for the loop (`PollRules`: the TUI's
+own findings are of the screen's window). Its decision shows in the annotations pane. `a`
+opens a confirmation with that decision; `y` asks the poll thread to apply it. The poll
+thread then decides afresh on fresh stats (a stale frame, a cool-down or a change in flight
+still refuse), applies only if the fresh decision is still the one confirmed, under the same
+apply lock as the daemon, and reports the outcome in the next snapshot. Everything runs in
+the poll thread; the UI thread only sets a request.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.frame import Frame
 from uwsgitune.tui.warnings import Annotation
 from uwsgitune.tuner import Decision
+from uwsgitune.tuner.findings import PollRules
+from uwsgitune.tuner.result import StepResult
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class TuiTuner:
     def __init__(self, loop: TuneLoop, lock: ApplyLock) -> None:
         self.loop = loop
         self.lock = lock
-        self.lines: deque[str] = deque(maxlen=200)
-        loop.log = self.lines.append
+        self.lines: deque[str] = deque(maxlen=200)  # what the loop said, newest last
+        self._rules = PollRules()
+        self._since: float | None = None  # the last listen restart: rules start afresh
         self._request: tuple[str, int] | None = None
         self._guard = threading.Lock()
 
@@ -46,32 +50,42 @@ class TuiTuner:
 
     def step(self, frame: Frame) -> TunerView:
         """In the poll thread, after each poll: advise, then serve a pending request."""
-        d = self.loop.step(frame)
+        findings = self._rules.run(self.loop.watch.window.frames(), self._since)
+        result = self._said(self.loop.step(frame, findings))
         with self._guard:
             request, self._request = self._request, None
         if request is None:
-            return TunerView(d)
-        return TunerView(self.loop.last or d, self._apply(request))
+            return TunerView(result.decision)
+        return self._apply(request, result.decision)
 
-    def _apply(self, expect: tuple[str, int]) -> str:
+    def _said(self, result: StepResult) -> StepResult:
+        self._since = result.listen_since
+        self.lines.extend(n.text for n in result.notes if n.fresh)
+        return result
+
+    def _apply(self, expect: tuple[str, int], advised: Decision | None) -> TunerView:
         problem = self.lock.acquire()
         if problem is not None:
-            return f"not applied: {problem}"
-        self.loop.outcome = None
+            return TunerView(advised, f"not applied: {problem}")
         try:
-            d = self.loop.apply_now(expect)
+            result = self._said(self.loop.apply_now(expect))
         finally:
             self.lock.release()
-        if d is None:
-            return "not applied: no stats yet"
-        if (d.action, d.desired) != expect:
-            return f"not applied: the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
-        if self.loop.outcome is None:
-            return f"not applied: applying is stopped ({self.loop.stopped})"
-        result, detail = self.loop.outcome
-        if result in ("sent", "verified"):
-            return f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({detail})"
-        return f"not applied: {result}: {detail}"
+        return TunerView(result.decision or advised, _outcome(result, expect))
+
+
+def _outcome(result: StepResult, expect: tuple[str, int]) -> str:
+    """What became of an apply request, in one line for the screen."""
+    d = result.decision
+    if d is None:
+        return "not applied: no stats yet"
+    if (d.action, d.desired) != expect:
+        return f"not applied: the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
+    if result.outcome is None:
+        return f"not applied: applying is stopped ({result.stopped})"
+    if result.outcome.ok:
+        return f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({result.outcome.detail})"
+    return f"not applied: {result.outcome.result}: {result.outcome.detail}"
 
 
 def tuner_annotation(view: TunerView) -> Annotation | None:
