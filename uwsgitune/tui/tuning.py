@@ -7,22 +7,25 @@ opens a confirmation with that decision; `y` asks the poll thread to apply it. T
 thread then decides afresh on fresh stats (a stale frame, a cool-down or a change in flight
 still refuse), applies only if the fresh decision is still the one confirmed, under the same
 apply lock as the daemon, and reports the outcome in the next snapshot. Everything runs in
-the poll thread; the UI thread only sets a request.
+the poll thread; the UI thread only sets a request. A pipeline that runs the rules itself
+calls `advise` with its findings and gets the `StepResult`, the outcome as an `apply` note.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.frame import Frame
+from uwsgitune.rules.finding import Finding
 from uwsgitune.tui.warnings import Annotation
 from uwsgitune.tuner import Decision
 from uwsgitune.tuner.findings import PollRules
-from uwsgitune.tuner.result import StepResult
+from uwsgitune.tuner.result import Note, StepResult
 
 
 @dataclass(frozen=True)
@@ -49,29 +52,52 @@ class TuiTuner:
             self._request = (action, desired)
 
     def step(self, frame: Frame) -> TunerView:
-        """In the poll thread, after each poll: advise, then serve a pending request."""
+        """In the poll thread, after each poll: run the rules, then `advise`."""
         findings = self._rules.run(self.loop.watch.window.frames(), self._since)
-        result = self._said(self.loop.step(frame, findings))
+        result = self.advise(frame, findings)
+        self._since = result.listen_since
+        return TunerView(result.decision, applied(result))
+
+    def advise(self, frame: Frame, findings: Sequence[Finding]) -> StepResult:
+        """One poll with the rules' findings: the loop's advice, then a pending request
+        served. Its outcome is a note of kind `apply`, "applied: ..." (level info) or
+        "not applied: ..." (warning); the result then carries the fresh decision."""
+        result = self.loop.step(frame, findings)
         with self._guard:
             request, self._request = self._request, None
-        if request is None:
-            return TunerView(result.decision)
-        return self._apply(request, result.decision)
-
-    def _said(self, result: StepResult) -> StepResult:
-        self._since = result.listen_since
+        if request is not None:
+            result = self._apply(request, result)
         self.lines.extend(n.text for n in result.notes if n.fresh)
         return result
 
-    def _apply(self, expect: tuple[str, int], advised: Decision | None) -> TunerView:
+    def _apply(self, expect: tuple[str, int], advised: StepResult) -> StepResult:
         problem = self.lock.acquire()
         if problem is not None:
-            return TunerView(advised, f"not applied: {problem}")
+            return _with_outcome(advised, advised, f"not applied: {problem}")
         try:
-            result = self._said(self.loop.apply_now(expect))
+            now = self.loop.apply_now(expect)
         finally:
             self.lock.release()
-        return TunerView(result.decision or advised, _outcome(result, expect))
+        return _with_outcome(advised, now, _outcome(now, expect))
+
+
+def _with_outcome(advised: StepResult, now: StepResult, text: str) -> StepResult:
+    """The poll's result with what the apply request did (`now`) and its outcome note."""
+    note = Note("info" if text.startswith("applied") else "warning", "apply", text)
+    if now is advised:
+        return replace(advised, notes=(*advised.notes, note))
+    return replace(now, decision=now.decision or advised.decision, advice=advised.advice,
+                   notes=(*advised.notes, *now.notes, note),
+                   records=(*advised.records, *now.records), listen=advised.listen,
+                   listen_since=advised.listen_since)  # fmt: skip
+
+
+def applied(result: StepResult) -> str | None:
+    """The outcome of an apply request served in this result, if one was."""
+    for note in result.notes:
+        if note.kind == "apply" and note.text.startswith(("applied", "not applied")):
+            return note.text
+    return None
 
 
 def _outcome(result: StepResult, expect: tuple[str, int]) -> str:
