@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +94,13 @@ def open_tuner(
     watch: InstanceWatch,
     args: argparse.Namespace,
     mode: Mode,
+    log: Callable[[str], None],
     role: str,
     restart: RestartCommand | None = None,
 ) -> Built:
     """The TuneLoop for `args` (--fifo, --override, --ini, --audit) on a first poll of
-    `watch`; a FIFO that is not one, or stats that do not answer, end in one line."""
+    `watch`; a FIFO that is not one, or stats that do not answer, end in one line. What the
+    loop says on start (a stop resumed from the audit log) goes to `log`."""
     try:
         fifo_inode(Path(args.fifo))
     except FifoError as exc:
@@ -105,7 +108,7 @@ def open_tuner(
     first = watch.step()
     if first.kind == "error":
         raise UserError(f"{first.error}", 1)
-    return build_loop(
+    built = build_loop(
         watch,
         first,
         fifo=Path(args.fifo),
@@ -117,6 +120,9 @@ def open_tuner(
         role=role,
         restart=restart,
     )
+    for line in built.loop.take_notes():
+        log(line)
+    return built
 
 
 def _restart(args: argparse.Namespace) -> RestartCommand | None:
@@ -144,9 +150,7 @@ def run(args: argparse.Namespace) -> int:
     restart = _restart(args)
     (address,) = addresses([args.addr])
     watch = InstanceWatch(address, interval=args.interval)
-    built = open_tuner(watch, args, args.mode, "uwsgitune tune", restart)
-    for line in built.loop.take_notes():
-        _log(line)
+    built = open_tuner(watch, args, args.mode, _log, "uwsgitune tune", restart)
     if built.lock_problem is not None:
         raise UserError(f"{built.lock_problem}; not applying", 2)
     if built.fifo_problem is not None:

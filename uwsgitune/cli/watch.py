@@ -171,7 +171,7 @@ def _tuners(watches: list[InstanceWatch], args: argparse.Namespace) -> dict[int,
     from uwsgitune.tui.tuning import TuiTuner
 
     settings_from(args)  # bad bounds fail before anything is polled
-    built = open_tuner(watches[0], args, "recommend", "uwsgitune watch")
+    built = open_tuner(watches[0], args, "recommend", lambda _line: None, "uwsgitune watch")
     if built.fifo_problem is not None:
         raise UserError(built.fifo_problem, 2)
     return {0: TuiTuner(built.loop, ApplyLock(Path(args.fifo), "uwsgitune watch"))}

@@ -65,7 +65,9 @@ class InstanceTuner:
         self._lock_retry = 0.0
         self._error: str | None = None
 
-    def step(self, frame: Frame, findings: Sequence[Finding]) -> Decision | None:
+    def step(self, frame: Frame, findings: Sequence[Finding]) -> StepResult | None:
+        """The loop's step on a good frame (built on the first); None: no tuner here, or
+        it failed (logged once per kind)."""
         if not frame.ok or self.spec.fifo is None:
             return None
         try:
@@ -81,7 +83,7 @@ class InstanceTuner:
         self._last = result.decision
         self._count(result.records)
         self._log(result)
-        return result.decision
+        return result
 
     def decision(self) -> tuple[str, str, int] | None:
         """The last decision (action, code, desired), for `uwsgitune_tuner_desired_workers`."""
