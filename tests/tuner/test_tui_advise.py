@@ -30,7 +30,8 @@ class _Watch:
 
     @property
     def frame(self) -> Frame:
-        return self.window.items[-1]
+        """The latest frame (None before the first: `# type: ignore`d for brevity)."""
+        return self.window.items[-1] if self.window.items else None  # type: ignore[return-value]
 
 
 def _tuner(tmp_path: Path) -> tuple[TuiTuner, _Watch]:
