@@ -46,6 +46,7 @@ from uwsgitune.launch import IniValue  # noqa: E402
 from uwsgitune.loadgen import LoadResult, LoadRun  # noqa: E402
 from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
 from uwsgitune.tuner import TunerSettings  # noqa: E402
+from uwsgitune.tuner.findings import PollRules  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 APP = ROOT / "bench" / "scenario_app.py"
@@ -179,12 +180,15 @@ def _observe(
 ) -> None:
     watch = InstanceWatch(parse_address(stats), interval=1.0)
     loop = loop_for(watch)
+    rules, since = PollRules(), None
     while not stop.is_set():
         frame = watch.step()
         if frame.ok:
             run.live.append((round(time.monotonic() - t0, 1), frame.live))
         if loop is not None:
-            loop.step(frame)
+            result = loop.step(frame, rules.run(watch.window.frames(), since))
+            since = result.listen_since
+            run.decisions += [n.text for n in result.notes if n.fresh]
         stop.wait(max(0.0, watch.next_due - time.monotonic()))
 
 
@@ -243,7 +247,7 @@ def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Ru
             settings = TunerSettings(min_workers=FLOOR, max_workers=top)
             target = OverrideTarget(override, proc.ini)
             fifo = MasterFifo(proc.fifo)
-            return TuneLoop(watch, fifo, target, settings, "apply", audit, log=run.decisions.append)
+            return TuneLoop(watch, fifo, target, settings, "apply", audit)
 
         stop, t0 = threading.Event(), time.monotonic()
         th = threading.Thread(target=_observe, args=(proc.stats, stop, run, t0, loop_for))
@@ -259,10 +263,10 @@ def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Ru
             th.join()
     warmup = min(30.0, seconds / 3) if len(phases) == 1 else 0.0
     _measure(run, results, warmup)
-    changes = [r for r in audit.records() if r.get("event") == "change"]
+    changes = [r for r in audit.records() if r.event == "change"]
     run.changes = len(changes)
-    run.reloads = sum(1 for r in changes if r.get("via") == "reload")
-    run.fifo_moves = sum(1 for r in changes if r.get("via") == "fifo")
+    run.reloads = sum(1 for r in changes if r.via == "reload")
+    run.fifo_moves = sum(1 for r in changes if r.via == "fifo")
     if setup not in TUNERS:  # the algorithms move through the master itself
         run.fifo_moves = sum(
             1 for a, b in zip(run.live, run.live[1:], strict=False) if a[1] != b[1]

@@ -22,6 +22,7 @@ from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import run_closed
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
+from uwsgitune.tuner.findings import PollRules
 
 pytestmark = pytest.mark.uwsgi
 
@@ -37,19 +38,21 @@ def test_wall_clock_jumps_change_no_decision(
     def loop(wall: Callable[[], float], name: str) -> TuneLoop:
         audit = AuditLog(tmp_path / f"{name}.jsonl")
         fifo = MasterFifo(proc.fifo)
-        return TuneLoop(watch, fifo, None, settings, "recommend", audit, log=lambda _: None,
-                        wall=wall)  # fmt: skip
+        return TuneLoop(watch, fifo, None, settings, "recommend", audit, wall=wall)
 
     steady = loop(time.time, "steady")
     jumping = loop(lambda: time.time() + next(jumps), "jumping")
     load = threading.Thread(target=run_closed, args=(url(proc, "/io/30"), 3, 4.0))
     load.start()
-    seen = []
+    seen, rules = [], PollRules()
     try:
         for _ in range(16):
             time.sleep(max(0.0, watch.next_due - time.monotonic()))
             frame = watch.step()
-            a, b = steady.step(frame), jumping.step(frame)
+            found = rules.run(watch.window.frames())
+            ra, rb = steady.step(frame, found), jumping.step(frame, found)
+            a, b = ra.decision, rb.decision
+            assert a is not None and b is not None
             assert (a.action, a.code, a.desired) == (b.action, b.code, b.desired)
             seen.append(a.action)
     finally:

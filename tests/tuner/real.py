@@ -12,6 +12,7 @@ from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.stats import read_stats
 from uwsgitune.tuner import Decision
+from uwsgitune.tuner.findings import PollRules
 
 
 def doc(proc: UwsgiProcess) -> StatsDoc:
@@ -43,10 +44,19 @@ def manual(override: Path, processes: int = 4, initial: int = 2) -> dict[str, ob
     }
 
 
-def drive(loop: TuneLoop, seconds: float) -> list[Decision]:
-    """Poll and step the loop at its interval for `seconds`; the decisions, in order."""
-    out, end = [], time.monotonic() + seconds
+def drive(loop: TuneLoop, seconds: float, lines: list[str] | None = None) -> list[Decision]:
+    """Poll and step the loop at its interval for `seconds`, running the rules once per poll
+    as `uwsgitune tune` does; the decisions, in order. `lines`: gets what the loop said (its
+    fresh notes), as `uwsgitune tune` prints them."""
+    out: list[Decision] = []
+    end, rules, since = time.monotonic() + seconds, PollRules(), None
     while time.monotonic() < end:
         time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
-        out.append(loop.step(loop.watch.step()))
+        frame = loop.watch.step()
+        result = loop.step(frame, rules.run(loop.watch.window.frames(), since))
+        since = result.listen_since
+        assert result.decision is not None
+        out.append(result.decision)
+        if lines is not None:
+            lines += [n.text for n in result.notes if n.fresh]
     return out

@@ -1,5 +1,6 @@
 """The pure side of `listen`: which recommendation is applied, capped at somaxconn; and the
-restart command's configuration. The restart itself is in test_real_listen.py."""
+restart command's configuration. The restart itself is in test_real_listen.py; the listen
+decision (advise, held, apply) in test_listen_decision.py."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from dataclasses import replace
 import pytest
 
 from tests.tuner.plant import Plant
-from uwsgitune.actuate.listen import listen_wish
 from uwsgitune.core.frame import SocketView
 from uwsgitune.daemon.config import validate
 from uwsgitune.daemon.errors import ConfigError
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
+from uwsgitune.tuner.listen import listen_wish
 
 
 def _frame(backlog: int, somaxconn: int | None):  # type: ignore[no-untyped-def]
@@ -94,19 +95,21 @@ def test_the_loop_uses_the_callers_findings_and_does_not_run_the_rules_again(
 ) -> None:
     """The daemon runs the rules once per poll and hands the findings to the tuner."""
     import uwsgitune.actuate.loop as loop_mod
+    import uwsgitune.rules.engine as engine
+    import uwsgitune.tuner.findings as poll_rules
     from uwsgitune.tuner import TunerSettings
 
     def no_second_run(*a: object, **k: object) -> None:
         raise AssertionError("the rules ran twice")
 
-    monkeypatch.setattr(loop_mod, "evaluate", no_second_run)
+    assert not hasattr(loop_mod, "evaluate")  # actuate/ does not run the rules at all
+    monkeypatch.setattr(engine, "evaluate", no_second_run)
+    monkeypatch.setattr(poll_rules, "evaluate", no_second_run)
     frames = [replace(_frame(100, 4096), mono=float(t), t=1e9 + t) for t in range(5)]
-    lines: list[str] = []
     loop = loop_mod.TuneLoop(_Watch(frames), None, None, TunerSettings(), "recommend",  # type: ignore[arg-type]
-                             log=lines.append, mono=lambda: 4.0)  # fmt: skip
+                             mono=lambda: 4.0)  # fmt: skip
     rec = Recommendation("listen", "raise", 512, "restart", "holds bursts", current=100)
-    loop.step(frames[-1], [_finding(rec)])
+    lines = [n.text for n in loop.step(frames[-1], [_finding(rec)]).notes if n.fresh]
     assert any("listen 100 -> 512 [listen_queue.bursts]" in line for line in lines), lines
-    lines.clear()
-    loop.step(frames[-1], [])
+    lines = [n.text for n in loop.step(frames[-1], []).notes if n.fresh]
     assert not any("listen" in line for line in lines)

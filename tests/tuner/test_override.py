@@ -21,6 +21,7 @@ from uwsgitune.actuate.override import (
 )
 from uwsgitune.actuate.reload import Limits, check_include, plan
 from uwsgitune.tuner import TunerState
+from uwsgitune.tuner.result import AuditRecord
 
 OK = {"processes": "8", "cheaper": "1", "cheaper-initial": "2", "cheaper-algo": "manual"}
 
@@ -115,18 +116,16 @@ def test_doctor_checks_say_what_to_add() -> None:
 
 def test_audit_survives_restarts_and_resumes(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.jsonl")
-    log.append({"t": 1000.0, "instance": "a", "event": "change", "via": "fifo", "result": "sent"})
-    log.append(
-        {"t": 1100.0, "instance": "a", "event": "change", "via": "reload", "result": "verified"}
-    )
-    log.append({"t": 1150.0, "instance": "b", "event": "change", "via": "fifo", "result": "sent"})
-    log.append({"t": 1200.0, "instance": "a", "event": "stop", "reason": "reload failed: x"})
+    log.append(AuditRecord("change", 1000.0, "a", "apply", via="fifo", result="sent"))
+    log.append(AuditRecord("change", 1100.0, "a", "apply", via="reload", result="verified"))
+    log.append(AuditRecord("change", 1150.0, "b", "apply", via="fifo", result="sent"))
+    log.append(AuditRecord("stop", 1200.0, "a", "apply", reason="reload failed: x"))
     with log.path.open("a") as f:
         f.write('{"torn": ')  # a crash mid-line
     records = list(AuditLog(log.path).records("a"))
-    assert len(records) == 3 and all(json.dumps(r) for r in records)
+    assert len(records) == 3 and all(json.dumps(r.to_json()) for r in records)
     st, stopped = resume(records, TunerState(), now_wall=1300.0, now_mono=50.0)
     assert st.changes == (-250.0, -150.0) and st.last_change == -150.0 and st.last_reload == -150.0
     assert stopped == "reload failed: x"
-    log.append({"t": 1250.0, "instance": "a", "event": "resume"})
+    log.append(AuditRecord("resume", 1250.0, "a", "apply"))
     assert resume(list(log.records("a")), TunerState(), 1300.0, 50.0)[1] is None

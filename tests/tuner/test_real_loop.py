@@ -41,9 +41,7 @@ def _loop(proc: UwsgiProcess, tmp_path: Path, **kw: object) -> tuple[TuneLoop, l
     target = OverrideTarget(tmp_path / "o.ini", proc.ini)
     audit = AuditLog(tmp_path / "audit.jsonl")
     settings = kw.pop("settings", FAST)
-    loop = TuneLoop(
-        watch, MasterFifo(proc.fifo), target, settings, "apply", audit, log=lines.append, **kw
-    )  # type: ignore[arg-type]
+    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "apply", audit, **kw)  # type: ignore[arg-type]
     return loop, lines
 
 
@@ -63,13 +61,13 @@ def test_tuning_under_load_loses_no_request(
     result: list[LoadResult] = []
     load = threading.Thread(target=lambda: result.append(asyncio.run(_phases(url(proc, "/io/30")))))
     load.start()
-    decisions = _drive(loop, 24.5)
+    decisions = _drive(loop, 24.5, lines)
     load.join()
     ups = [d for d in decisions if d.action == "up"]
     downs = [d for d in decisions if d.action == "down"]
     assert ups and downs, "\n".join(lines)
     assert result[0].errors == 0 and result[0].ok > 300
-    verified = [r for r in loop.audit.records() if r.get("result") == "verified"]  # type: ignore[union-attr]
+    verified = [r for r in loop.audit.records() if r.result == "verified"]  # type: ignore[union-attr]
     assert len(verified) >= 2
     assert all(1 <= d.desired <= 6 for d in decisions)
     assert all("[" in line and "]" in line for line in lines)

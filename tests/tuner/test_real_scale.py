@@ -43,9 +43,7 @@ def _loop(
     watch = InstanceWatch(parse_address(proc.stats), interval=0.5)
     target = OverrideTarget(tmp_path / "o.ini", proc.ini)
     audit = AuditLog(tmp_path / "audit.jsonl")
-    loop = TuneLoop(
-        watch, MasterFifo(proc.fifo), target, settings, "apply", audit, log=lines.append
-    )
+    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "apply", audit)
     return loop, lines
 
 
@@ -88,7 +86,7 @@ def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_at_most_two_reload
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=24, initial=24))
     loop, lines = _loop(proc, tmp_path, QUICK.model_copy(update={"cooldown_down": 6}))
     th, result = _load(url(proc, "/cpu/5"), 32, 32)
-    decisions = _drive(loop, 30)
+    decisions = _drive(loop, 30, lines)
     th.join()
     log = "\n".join(lines)
     changes = [d for d in decisions if d.is_change]
@@ -98,9 +96,10 @@ def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_at_most_two_reload
     assert 1 <= loop.moves["reload"] <= 2, log
     assert changes[-1].desired <= 6 and live(proc) <= 6, log  # about 2 CPUs x 2
     assert result[0].errors == 0 and result[0].ok > 100
-    records = [r for r in loop.audit.records() if r.get("event") == "change"]  # type: ignore[union-attr]
-    assert records[-1]["moves"]["reload"] == loop.moves["reload"]
-    assert records[-1]["evidence"]["estimate"] <= 6
+    records = [r for r in loop.audit.records() if r.event == "change"]  # type: ignore[union-attr]
+    assert records[-1].moves is not None and records[-1].evidence is not None
+    assert records[-1].moves["reload"] == loop.moves["reload"]
+    assert records[-1].evidence["estimate"] <= 6
 
 
 def test_a_threaded_pool_is_sized_in_processes(
@@ -110,7 +109,7 @@ def test_a_threaded_pool_is_sized_in_processes(
     proc = uwsgi(**opts, threads=4, enable_threads=True)
     loop, lines = _loop(proc, tmp_path)
     th, _ = _load(url(proc, "/cpu/5"), 40, 24)
-    decisions = _drive(loop, 22)
+    decisions = _drive(loop, 22, lines)
     th.join()
     change = next((d for d in decisions if d.is_change), None)
     assert change is not None, "\n".join(lines)
@@ -129,7 +128,7 @@ def test_a_missing_override_stops_applying_at_once_and_names_the_fix(
     override.unlink()  # the ini includes it; it was deleted after the start
     loop, lines = _loop(proc, tmp_path)
     th, _ = _load(url(proc, "/cpu/5"), 24, 20)
-    decisions = _drive(loop, 18)
+    decisions = _drive(loop, 18, lines)
     th.join()
     errors = [line for line in lines if line.startswith("ERROR")]
     assert len(errors) == 1, "\n".join(lines)
@@ -140,5 +139,5 @@ def test_a_missing_override_stops_applying_at_once_and_names_the_fix(
     after = decisions[decisions.index(next(d for d in decisions if d.is_change)) + 1 :]
     assert all(d.code != "settling" for d in after)  # nothing was reloaded
     records = list(loop.audit.records())  # type: ignore[union-attr]
-    assert [r["event"] for r in records] == ["change", "stop"]
+    assert [r.event for r in records] == ["change", "stop"]
     assert not override.exists() and live(proc) == 16

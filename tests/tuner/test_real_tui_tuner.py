@@ -83,6 +83,6 @@ def test_apply_key_path(loaded: UwsgiProcess, tmp_path: Path) -> None:
     view = tuner.step(watch.step())
     assert view.outcome is not None and view.outcome.startswith("applied: up 1->"), view.outcome
     assert wait_for(lambda: live(proc) > 1)
-    changes = [r for r in audit.records() if r.get("event") == "change"]
-    assert [c["result"] for c in changes] == ["sent"] and changes[0]["mode"] == "recommend"
+    changes = [r for r in audit.records() if r.event == "change"]
+    assert [c.result for c in changes] == ["sent"] and changes[0].mode == "recommend"
     assert not tuner.lock.held  # held only while applying

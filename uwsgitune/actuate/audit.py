@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from uwsgitune.tuner.policy import HOUR
+from uwsgitune.tuner.result import AuditRecord
 from uwsgitune.tuner.state import TunerState
-
-Record = dict[str, Any]
 
 
 class AuditLog:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
 
-    def append(self, record: Record) -> None:
+    def append(self, record: AuditRecord) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(record, sort_keys=True, default=str) + "\n"
+        line = json.dumps(record.to_json(), sort_keys=True, default=str) + "\n"
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
         try:
             size = os.fstat(fd).st_size
@@ -37,23 +36,25 @@ class AuditLog:
         finally:
             os.close(fd)
 
-    def records(self, instance: str | None = None) -> Iterator[Record]:
-        """Every readable record (a torn last line is skipped), optionally of one instance."""
+    def records(self, instance: str | None = None) -> Iterator[AuditRecord]:
+        """Every readable record (a torn last line, or one that is not a record, is
+        skipped), optionally of one instance."""
         try:
             text = self.path.read_text()
         except FileNotFoundError:
             return
         for line in text.splitlines():
             try:
-                rec = json.loads(line)
+                raw = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and (instance is None or rec.get("instance") == instance):
+            rec = AuditRecord.from_json(raw) if isinstance(raw, dict) else None
+            if rec is not None and (instance is None or rec.instance == instance):
                 yield rec
 
 
 def resume(
-    records: list[Record], state: TunerState, now_wall: float, now_mono: float
+    records: Sequence[AuditRecord], state: TunerState, now_wall: float, now_mono: float
 ) -> tuple[TunerState, str | None]:
     """The state a restarted tuner starts from, and why applying is stopped (None: it is not).
 
@@ -63,18 +64,15 @@ def resume(
     last_reload: float | None = None
     stopped: str | None = None
     for rec in records:
-        t = rec.get("t")
-        if not isinstance(t, int | float):
-            continue
-        mono = now_mono - (now_wall - float(t))
-        if rec.get("event") == "change" and rec.get("result") in ("sent", "verified"):
-            if now_wall - t < 3600:
+        mono = now_mono - (now_wall - rec.t)
+        if rec.event == "change" and rec.result in ("sent", "verified"):
+            if now_wall - rec.t < HOUR:
                 changes.append(mono)
-            if rec.get("via") in ("reload", "restart"):
+            if rec.via in ("reload", "restart"):
                 last_reload = mono
-        if rec.get("event") == "stop":
-            stopped = str(rec.get("reason", "a reload failed"))
-        if rec.get("event") == "resume":
+        if rec.event == "stop":
+            stopped = rec.reason if rec.reason is not None else "a reload failed"
+        if rec.event == "resume":
             stopped = None
     st = replace(
         state,
@@ -85,11 +83,7 @@ def resume(
     return st, stopped
 
 
-def last_listen(records: list[Record], now_wall: float, now_mono: float) -> float | None:
+def last_listen(records: Sequence[AuditRecord], now_wall: float, now_mono: float) -> float | None:
     """When the last listen restart was tried, on this process's monotonic clock."""
-    times = [
-        float(r["t"])
-        for r in records
-        if r.get("action") == "listen" and isinstance(r.get("t"), int | float)
-    ]
+    times = [r.t for r in records if r.action == "listen"]
     return now_mono - (now_wall - times[-1]) if times else None

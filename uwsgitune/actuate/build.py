@@ -6,7 +6,6 @@ carries on (every FIFO write is guarded again anyway).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,6 @@ def build_loop(
     settings: TunerSettings,
     mode: Mode,
     audit: AuditLog,
-    log: Callable[[str], None],
     role: str,
     restart: RestartCommand | None = None,
 ) -> Built:
@@ -58,5 +56,5 @@ def build_loop(
     target = None
     if override is not None:
         target = OverrideTarget(override, ini or ini_from_proc(first.master_pid))
-    loop = TuneLoop(watch, master, target, settings, mode, audit, restart=restart, log=log)
+    loop = TuneLoop(watch, master, target, settings, mode, audit, restart=restart)
     return Built(loop, fifo_problem, lock, lock_problem)

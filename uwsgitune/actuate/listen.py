@@ -5,8 +5,8 @@ new `listen` written for a reload would silently do nothing. uwsgitune therefore
 reloads for `listen`. With a restart command configured (`--restart-command`, or
 `restart_command` in the daemon's config: an argv, run without a shell), a listen change:
 
-1. takes the rules' `listen` recommendation (`listen_queue.bursts`: the queue fills in
-   bursts with idle gaps), capped at somaxconn: uWSGI refuses to start above it;
+1. takes the tuner's listen decision (tuner/listen.py: the rules' `listen_queue.bursts`
+   advice, capped at somaxconn: uWSGI refuses to start above it);
 2. validates the configuration uWSGI would read (the user's ini with the override on top);
 3. writes the override atomically with `listen = N` (the previous kept as `.prev`);
 4. runs the restart command (`UWSGITUNE_LISTEN` and `UWSGITUNE_OVERRIDE` in its
@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,50 +39,6 @@ from uwsgitune.actuate.override import (
 )
 from uwsgitune.actuate.reload import ReloadOutcome, check_include
 from uwsgitune.core.frame import Frame
-from uwsgitune.rules.context import backlog
-from uwsgitune.rules.finding import Finding
-
-# Findings whose listen advice may be applied: the queue overflows in bursts while the
-# workers keep up on average, which is what a larger backlog fixes. A queue that is full
-# because the workers are short (or the CPU is) needs workers or CPU: a larger backlog only
-# makes clients wait longer, so that advice is only said.
-APPLIED_BY = ("listen_queue.bursts",)
-
-
-@dataclass(frozen=True)
-class ListenWish:
-    """What the rules ask for, bounded: `target` is what may be applied (None: nothing)."""
-
-    current: int | None
-    wanted: int
-    target: int | None
-    finding: str
-    why: str
-
-    @property
-    def appliable(self) -> bool:
-        return self.target is not None and self.finding in APPLIED_BY
-
-
-def listen_wish(findings: Sequence[Finding], frame: Frame) -> ListenWish | None:
-    """The rules' listen recommendation, capped at somaxconn. Pure. None: none is standing."""
-    for f in findings:
-        rec = f.recommendation
-        if f.clearing or rec is None or not isinstance(rec.value, int):
-            continue
-        if rec.setting == "listen" or dict(rec.together).get("listen") is not None:
-            wanted = rec.value if rec.setting == "listen" else int(dict(rec.together)["listen"])
-            current = backlog(frame)
-            cap = frame.somaxconn
-            target = wanted if cap is None else min(wanted, cap)
-            why = f.reason
-            if cap is None:
-                return ListenWish(current, wanted, None, f.id, f"{why} (somaxconn unknown)")
-            if current is not None and target <= current:
-                why += f" (somaxconn {cap} leaves no room: raise net.core.somaxconn first)"
-                return ListenWish(current, wanted, None, f.id, why)
-            return ListenWish(current, wanted, target, f.id, why)
-    return None
 
 
 @dataclass(frozen=True)

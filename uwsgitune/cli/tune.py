@@ -1,4 +1,7 @@
-"""`uwsgitune tune`: the tuner for one instance, in the foreground. Logs every decision."""
+"""`uwsgitune tune`: the tuner for one instance, in the foreground. Prints every decision.
+
+Each poll runs the rules once (`PollRules`) and hands the findings to the loop; the step's
+fresh notes are printed, one line each, with the time."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
+from uwsgitune.tuner.findings import PollRules
 
 
 def state_dir() -> Path:
@@ -95,7 +99,8 @@ def open_tuner(
     restart: RestartCommand | None = None,
 ) -> Built:
     """The TuneLoop for `args` (--fifo, --override, --ini, --audit) on a first poll of
-    `watch`; a FIFO that is not one, or stats that do not answer, end in one line."""
+    `watch`; a FIFO that is not one, or stats that do not answer, end in one line. What the
+    loop says on start (a stop resumed from the audit log) goes to `log`."""
     try:
         fifo_inode(Path(args.fifo))
     except FifoError as exc:
@@ -103,7 +108,7 @@ def open_tuner(
     first = watch.step()
     if first.kind == "error":
         raise UserError(f"{first.error}", 1)
-    return build_loop(
+    built = build_loop(
         watch,
         first,
         fifo=Path(args.fifo),
@@ -112,10 +117,12 @@ def open_tuner(
         settings=settings_from(args, first.workers_max),
         mode=mode,
         audit=AuditLog(args.audit or state_dir() / "audit.jsonl"),
-        log=log,
         role=role,
         restart=restart,
     )
+    for line in built.loop.take_notes():
+        log(line)
+    return built
 
 
 def _restart(args: argparse.Namespace) -> RestartCommand | None:
@@ -158,10 +165,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> int:
     end = None if duration is None else time.monotonic() + duration
+    rules, since = PollRules(), None
     try:
         while end is None or time.monotonic() < end:
             time.sleep(max(0.0, watch.next_due - time.monotonic()))
-            loop.step(watch.step())
+            frame = watch.step()
+            result = loop.step(frame, rules.run(watch.window.frames(), since))
+            since = result.listen_since
+            for note in result.notes:
+                if note.fresh:
+                    _log(note.text)
     except KeyboardInterrupt:
         pass
     if loop.mode == "apply":

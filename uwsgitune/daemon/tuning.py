@@ -1,10 +1,11 @@
 """The daemon's tuner for one instance: a `TuneLoop`, built on the first good frame.
 
-Everything here runs in the instance's poll thread, after a good frame. The loop's log lines
-become structured events only when the decision changes (a steady `hold` logs once, not
-once per poll); warnings and errors always do. Audited actions are queued for the runner,
-which counts them on the event loop (`uwsgitune_actions_total{kind,result}`). The audit log
-is `<state_dir>/<instance>.audit.jsonl`, so a restarted daemon resumes its pacing and a stop.
+Everything here runs in the instance's poll thread, after a good frame. The step's notes
+become structured events only when the decision changes (a steady `hold` logs once, not once
+per poll); warnings, errors and listen advice (said once per value) always do. The step's
+audit records are queued for the runner, which counts them on the event loop
+(`uwsgitune_actions_total{kind,result}`). The audit log is
+`<state_dir>/<instance>.audit.jsonl`, so a restarted daemon resumes its pacing and a stop.
 In apply mode the instance's lock is taken (see `actuate.lock`); when another uwsgitune
 holds it, this one observes and tries again every `LOCK_RETRY_SECONDS`.
 """
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.actuate.audit import AuditLog, Record
+from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.build import Built, build_loop
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
@@ -27,21 +28,22 @@ from uwsgitune.daemon.logs import event
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings
+from uwsgitune.tuner.result import AuditRecord, Note, StepResult
 
 LOCK_RETRY_SECONDS = 10.0
 Action = tuple[str, str, dict[str, Any]]
 
 
 class EventAudit(AuditLog):
-    """An audit log that also reports each record, and never raises into the tuner: an
-    action already taken must not crash the poll because the disk is full."""
+    """An audit log that never raises into the tuner: an action already taken must not
+    crash the poll because the disk is full. A failure is logged once per kind."""
 
-    def __init__(self, path: Path, instance: str, on_record: Callable[[Record], None]) -> None:
+    def __init__(self, path: Path, instance: str) -> None:
         super().__init__(path)
-        self.instance, self.on_record = instance, on_record
+        self.instance = instance
         self.failed: str | None = None
 
-    def append(self, record: Record) -> None:
+    def append(self, record: AuditRecord) -> None:
         try:
             super().append(record)
             self.failed = None
@@ -51,7 +53,6 @@ class EventAudit(AuditLog):
                 event("audit_failed", logging.ERROR, instance=self.instance, path=self.path,
                       error=exc.strerror, fix=fix)  # fmt: skip
             self.failed = exc.strerror
-        self.on_record(record)
 
 
 class InstanceTuner:
@@ -60,30 +61,33 @@ class InstanceTuner:
         self.built: Built | None = None
         self.actions: list[Action] = []  # drained by the runner (list.pop is atomic)
         self._key: tuple[object, ...] | None = None
-        self._lines: list[str] = []
+        self._last: Decision | None = None
         self._lock_retry = 0.0
         self._error: str | None = None
 
-    def step(self, frame: Frame, findings: Sequence[Finding] | None = None) -> Decision | None:
+    def step(self, frame: Frame, findings: Sequence[Finding]) -> StepResult | None:
+        """The loop's step on a good frame (built on the first); None: no tuner here, or
+        it failed (logged once per kind)."""
         if not frame.ok or self.spec.fifo is None:
             return None
         try:
             if self.built is None:
                 self.built = self._build(frame)
             self._retry_lock()
-            d = self.built.loop.step(frame, findings)
+            result = self.built.loop.step(frame, findings)
         except Exception as exc:  # a bug must not stop the polls: log it once per kind
-            self._lines.clear()
             if repr(exc) != self._error:
                 event("tuner_error", logging.ERROR, instance=self.spec.name, error=repr(exc))
             self._error = repr(exc)
             return None
-        self._log(d)
-        return d
+        self._last = result.decision
+        self._count(result.records)
+        self._log(result)
+        return result
 
     def decision(self) -> tuple[str, str, int] | None:
         """The last decision (action, code, desired), for `uwsgitune_tuner_desired_workers`."""
-        d = self.built.loop.last if self.built is not None else None
+        d = self._last
         return None if d is None else (d.action, d.code, d.desired)
 
     def close(self) -> None:
@@ -98,11 +102,11 @@ class InstanceTuner:
             min_workers=spec.min_workers, max_workers=top, interval=spec.interval
         )
         path = self.state_dir / f"{spec.name}.audit.jsonl"
-        audit = EventAudit(path, spec.name, self._on_record)
+        audit = EventAudit(path, spec.name)
         role = f"uwsgitune daemon, instance {spec.name}"
         built = build_loop(self.watch, frame, fifo=spec.fifo, override=spec.override, ini=None,
                            settings=settings, mode=spec.mode, audit=audit,
-                           log=self._lines.append, role=role,
+                           role=role,
                            restart=RestartCommand(spec.restart_command)
                            if spec.restart_command else None)  # fmt: skip
         if built.fifo_problem:
@@ -129,21 +133,27 @@ class InstanceTuner:
         else:
             self._lock_retry = time.monotonic() + LOCK_RETRY_SECONDS
 
-    def _on_record(self, record: Record) -> None:
-        if record.get("event") == "change":
-            self.actions.append((str(record.get("via")), str(record.get("result")), record))
-        elif record.get("event") == "verify":
-            self.actions.append(("verify", str(record.get("result")), record))
+    def _count(self, records: Sequence[AuditRecord]) -> None:
+        """Changes (by route) and verifications, for `uwsgitune_actions_total`."""
+        for rec in records:
+            if rec.event in ("change", "verify") and rec.result is not None:
+                kind = str(rec.via) if rec.event == "change" else "verify"
+                self.actions.append((kind, rec.result, rec.to_json()))
 
-    def _log(self, d: Decision) -> None:
-        """Decision lines only when the decision changed; every warning and error."""
-        key = (d.action, d.code, d.desired, d.live, self.built.loop.mode if self.built else "")
+    def _log(self, result: StepResult) -> None:
+        """Decision notes only when the decision changed; every warning, error and new
+        listen advice. Repeats (notes that are not fresh) are not logged."""
+        d = result.decision
+        if d is None:
+            return
+        key = (d.action, d.code, d.desired, d.live, result.mode)
         changed, self._key = key != self._key, key
-        for line in self._lines:
-            loud = line.startswith(("WARNING", "ERROR", "APPLY STOPPED", "apply STOPPED"))
-            loud = loud or ": listen " in line  # listen advice is said once per value
-            if loud or changed:
-                level = logging.WARNING if loud else logging.INFO
+        for note in result.notes:
+            if note.fresh and (_loud(note) or changed):
+                level = logging.WARNING if _loud(note) else logging.INFO
                 event("tuner", level, instance=self.spec.name, action=d.action, code=d.code,
-                      live=d.live, desired=d.desired, line=line)  # fmt: skip
-        self._lines.clear()
+                      live=d.live, desired=d.desired, line=note.text)  # fmt: skip
+
+
+def _loud(note: Note) -> bool:
+    return note.level != "info" or note.kind == "listen"

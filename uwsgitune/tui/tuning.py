@@ -1,25 +1,31 @@
 """The tuner beside the TUI: advice on every poll, applied only by the `a` key, confirmed.
 
-`watch ADDR --fifo PATH` runs the same `TuneLoop` as `uwsgitune tune`, in recommend mode:
-it never acts by itself. Its decision shows in the annotations pane. `a` opens a
-confirmation with that decision; `y` asks the poll thread to apply it. The poll thread then
-decides afresh on fresh stats (a stale frame, a cool-down or a change in flight still
-refuse), applies only if the fresh decision is still the one confirmed, under the same
-apply lock as the daemon, and reports the outcome in the next snapshot.
-Everything runs in the poll thread; the UI thread only sets a request.
+`watch ADDR --fifo PATH` runs the same `TuneLoop` as `uwsgitune tune`, in recommend mode: it
+never acts by itself. It runs the rules once per poll for the loop (`PollRules`: the TUI's
+own findings are of the screen's window). Its decision shows in the annotations pane. `a`
+opens a confirmation with that decision; `y` asks the poll thread to apply it. The poll
+thread then decides afresh on fresh stats (a stale frame, a cool-down or a change in flight
+still refuse), applies only if the fresh decision is still the one confirmed, under the same
+apply lock as the daemon, and reports the outcome in the next snapshot. Everything runs in
+the poll thread; the UI thread only sets a request. A pipeline that runs the rules itself
+calls `advise` with its findings and gets the `StepResult`, the outcome as an `apply` note.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.frame import Frame
+from uwsgitune.rules.finding import Finding
 from uwsgitune.tui.warnings import Annotation
 from uwsgitune.tuner import Decision
+from uwsgitune.tuner.findings import PollRules
+from uwsgitune.tuner.result import Note, StepResult
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,9 @@ class TuiTuner:
     def __init__(self, loop: TuneLoop, lock: ApplyLock) -> None:
         self.loop = loop
         self.lock = lock
-        self.lines: deque[str] = deque(maxlen=200)
-        loop.log = self.lines.append
+        self.lines: deque[str] = deque(maxlen=200)  # what the loop said, newest last
+        self._rules = PollRules()
+        self._since: float | None = None  # the last listen restart: rules start afresh
         self._request: tuple[str, int] | None = None
         self._guard = threading.Lock()
 
@@ -45,33 +52,66 @@ class TuiTuner:
             self._request = (action, desired)
 
     def step(self, frame: Frame) -> TunerView:
-        """In the poll thread, after each poll: advise, then serve a pending request."""
-        d = self.loop.step(frame)
+        """In the poll thread, after each poll: run the rules, then `advise`."""
+        findings = self._rules.run(self.loop.watch.window.frames(), self._since)
+        result = self.advise(frame, findings)
+        self._since = result.listen_since
+        return TunerView(result.decision, applied(result))
+
+    def advise(self, frame: Frame, findings: Sequence[Finding]) -> StepResult:
+        """One poll with the rules' findings: the loop's advice, then a pending request
+        served. Its outcome is a note of kind `apply`, "applied: ..." (level info) or
+        "not applied: ..." (warning); the result then carries the fresh decision."""
+        result = self.loop.step(frame, findings)
         with self._guard:
             request, self._request = self._request, None
-        if request is None:
-            return TunerView(d)
-        return TunerView(self.loop.last or d, self._apply(request))
+        if request is not None:
+            result = self._apply(request, result)
+        self.lines.extend(n.text for n in result.notes if n.fresh)
+        return result
 
-    def _apply(self, expect: tuple[str, int]) -> str:
+    def _apply(self, expect: tuple[str, int], advised: StepResult) -> StepResult:
         problem = self.lock.acquire()
         if problem is not None:
-            return f"not applied: {problem}"
-        self.loop.outcome = None
+            return _with_outcome(advised, advised, f"not applied: {problem}")
         try:
-            d = self.loop.apply_now(expect)
+            now = self.loop.apply_now(expect)
         finally:
             self.lock.release()
-        if d is None:
-            return "not applied: no stats yet"
-        if (d.action, d.desired) != expect:
-            return f"not applied: the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
-        if self.loop.outcome is None:
-            return f"not applied: applying is stopped ({self.loop.stopped})"
-        result, detail = self.loop.outcome
-        if result in ("sent", "verified"):
-            return f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({detail})"
-        return f"not applied: {result}: {detail}"
+        return _with_outcome(advised, now, _outcome(now, expect))
+
+
+def _with_outcome(advised: StepResult, now: StepResult, text: str) -> StepResult:
+    """The poll's result with what the apply request did (`now`) and its outcome note."""
+    note = Note("info" if text.startswith("applied") else "warning", "apply", text)
+    if now is advised:
+        return replace(advised, notes=(*advised.notes, note))
+    return replace(now, decision=now.decision or advised.decision, advice=advised.advice,
+                   notes=(*advised.notes, *now.notes, note),
+                   records=(*advised.records, *now.records), listen=advised.listen,
+                   listen_since=advised.listen_since)  # fmt: skip
+
+
+def applied(result: StepResult) -> str | None:
+    """The outcome of an apply request served in this result, if one was."""
+    for note in result.notes:
+        if note.kind == "apply" and note.text.startswith(("applied", "not applied")):
+            return note.text
+    return None
+
+
+def _outcome(result: StepResult, expect: tuple[str, int]) -> str:
+    """What became of an apply request, in one line for the screen."""
+    d = result.decision
+    if d is None:
+        return "not applied: no stats yet"
+    if (d.action, d.desired) != expect:
+        return f"not applied: the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
+    if result.outcome is None:
+        return f"not applied: applying is stopped ({result.stopped})"
+    if result.outcome.ok:
+        return f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({result.outcome.detail})"
+    return f"not applied: {result.outcome.result}: {result.outcome.detail}"
 
 
 def tuner_annotation(view: TunerView) -> Annotation | None:

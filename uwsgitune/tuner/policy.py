@@ -35,6 +35,7 @@ from uwsgitune.tuner.sizing import Proposal, cpu_hot, propose
 from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
+HOUR = 3600.0  # the window of `max_changes_per_hour`
 
 
 def _unreachable(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
@@ -106,15 +107,33 @@ def _route(p: Proposal, f: Facts) -> Via:
     return "fifo" if idle else "reload"
 
 
+def last_hour(changes: Sequence[float], now: float) -> tuple[float, ...]:
+    """The changes within the hour before `now`: what the hourly limit counts."""
+    return tuple(c for c in changes if now - c < HOUR)
+
+
+def hour_full(changes: Sequence[float], now: float, s: TunerSettings) -> int | None:
+    """How many changes the last hour had when that reached `max_changes_per_hour`, else None."""
+    n = len(last_hour(changes, now))
+    return n if n >= s.max_changes_per_hour else None
+
+
+def cooling(last: float | None, now: float, cool: float) -> float | None:
+    """Seconds since `last` while that is within the cool-down `cool`; else None."""
+    if last is None or now - last >= cool:
+        return None
+    return now - last
+
+
 def _paced(p: Proposal, f: Facts, st: TunerState, s: TunerSettings) -> str | None:
-    hour = [c for c in st.changes if f.now - c < 3600]
-    if len(hour) >= s.max_changes_per_hour:
-        return f"{len(hour)} changes in the last hour (max {s.max_changes_per_hour})"
-    if st.last_change is None or p.urgent:
+    full = hour_full(st.changes, f.now, s)
+    if full is not None:
+        return f"{full} changes in the last hour (max {s.max_changes_per_hour})"
+    if p.urgent:
         return None
     cool = s.cooldown_up if p.desired > f.live else s.cooldown_down
-    since = f.now - st.last_change
-    if since < cool:
+    since = cooling(st.last_change, f.now, cool)
+    if since is not None:
         return f"last change {since:.0f}s ago, cool-down {cool:g}s"
     return None
 
@@ -166,7 +185,7 @@ def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidenc
     nxt = replace(
         st,
         last_change=f.now,
-        changes=(*(c for c in st.changes if f.now - c < 3600), f.now),
+        changes=(*last_hour(st.changes, f.now), f.now),
         expect_live=p.desired,
         expect_since=f.now,
         last_reload=f.now if via == "reload" else st.last_reload,

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from uwsgitune.tuner.listen import ListenDecision
 from uwsgitune.tuner.state import Decision
 
 Level = Literal["info", "warning", "error"]
@@ -50,10 +51,12 @@ class AuditRecord:
     result: str | None = None
     detail: str | None = None
     moves: Mapping[str, int] | None = None  # changes applied so far, by route
-    override: Mapping[str, int] | None = None  # the keys written, for a reload
+    override: Mapping[str, str] | None = None  # the keys written, for a reload
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The line's keys: those set, and a change's before and after even when unknown."""
+        keep = ("before", "after") if self.event == "change" else ()
+        return {k: v for k, v in asdict(self).items() if v is not None or k in keep}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> AuditRecord | None:
@@ -93,3 +96,6 @@ class StepResult:
     advice: str | None = None  # recommend mode: the exact command that would apply it
     outcome: Outcome | None = None  # a change applied in this step
     moves: Mapping[str, int] = field(default_factory=dict)  # changes applied so far, by route
+    listen: ListenDecision | None = None  # the listen decision of this poll
+    # The last listen restart (monotonic): the rules must not count frames from before it.
+    listen_since: float | None = None
