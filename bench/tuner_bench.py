@@ -44,9 +44,9 @@ from uwsgitune.actuate.loop import OverrideTarget, TuneLoop  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
 from uwsgitune.launch import IniValue  # noqa: E402
 from uwsgitune.loadgen import LoadResult, LoadRun  # noqa: E402
+from uwsgitune.pipeline.rules import RulesRunner  # noqa: E402
 from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
 from uwsgitune.tuner import TunerSettings  # noqa: E402
-from uwsgitune.tuner.findings import PollRules  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 APP = ROOT / "bench" / "scenario_app.py"
@@ -180,7 +180,7 @@ def _observe(
 ) -> None:
     watch = InstanceWatch(parse_address(stats), interval=1.0)
     loop = loop_for(watch)
-    rules, since = PollRules(), None
+    rules, since = RulesRunner(), None
     while not stop.is_set():
         frame = watch.step()
         if frame.ok:

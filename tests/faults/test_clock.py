@@ -20,9 +20,9 @@ from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import run_closed
+from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
-from uwsgitune.tuner.findings import PollRules
 
 pytestmark = pytest.mark.uwsgi
 
@@ -44,7 +44,7 @@ def test_wall_clock_jumps_change_no_decision(
     jumping = loop(lambda: time.time() + next(jumps), "jumping")
     load = threading.Thread(target=run_closed, args=(url(proc, "/io/30"), 3, 4.0))
     load.start()
-    seen, rules = [], PollRules()
+    seen, rules = [], RulesRunner()
     try:
         for _ in range(16):
             time.sleep(max(0.0, watch.next_due - time.monotonic()))

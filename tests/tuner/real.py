@@ -10,9 +10,9 @@ from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess
+from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.sources.stats import read_stats
 from uwsgitune.tuner import Decision
-from uwsgitune.tuner.findings import PollRules
 
 
 def doc(proc: UwsgiProcess) -> StatsDoc:
@@ -49,7 +49,7 @@ def drive(loop: TuneLoop, seconds: float, lines: list[str] | None = None) -> lis
     as `uwsgitune tune` does; the decisions, in order. `lines`: gets what the loop said (its
     fresh notes), as `uwsgitune tune` prints them."""
     out: list[Decision] = []
-    end, rules, since = time.monotonic() + seconds, PollRules(), None
+    end, rules, since = time.monotonic() + seconds, RulesRunner(), None
     while time.monotonic() < end:
         time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
         frame = loop.watch.step()

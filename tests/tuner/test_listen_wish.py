@@ -95,8 +95,8 @@ def test_the_loop_uses_the_callers_findings_and_does_not_run_the_rules_again(
 ) -> None:
     """The daemon runs the rules once per poll and hands the findings to the tuner."""
     import uwsgitune.actuate.loop as loop_mod
+    import uwsgitune.pipeline.rules as poll_rules
     import uwsgitune.rules.engine as engine
-    import uwsgitune.tuner.findings as poll_rules
     from uwsgitune.tuner import TunerSettings
 
     def no_second_run(*a: object, **k: object) -> None:

@@ -20,9 +20,11 @@ from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import run_closed
+from uwsgitune.pipeline import InstancePipeline, pipeline_for
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tui.tuning import TuiTuner, TunerView, tuner_annotation
-from uwsgitune.tuner import TunerSettings
+from uwsgitune.tui.annotate import tuner_annotation
+from uwsgitune.tui.tuning import TuiTuner, applied
+from uwsgitune.tuner import Decision, TunerSettings
 
 pytestmark = pytest.mark.uwsgi
 
@@ -36,13 +38,20 @@ def loaded(uwsgi: Callable[..., UwsgiProcess]) -> Iterator[UwsgiProcess]:
     stop.join(40)
 
 
-def _advice(tuner: TuiTuner, watch: InstanceWatch) -> TunerView:
+def _step(pipeline: InstancePipeline) -> tuple[Decision | None, str | None]:
+    """One poll through the pipeline: the tuner's decision and an apply request's outcome."""
+    result = pipeline.step().tuning
+    assert result is not None
+    return result.decision, applied(result)
+
+
+def _advice(tuner: TuiTuner, pipeline: InstancePipeline) -> Decision:
     end = time.monotonic() + 15
     while time.monotonic() < end:
-        time.sleep(max(0.0, watch.next_due - time.monotonic()))
-        view = tuner.step(watch.step())
-        if view.decision is not None and view.decision.is_change:
-            return view
+        time.sleep(max(0.0, pipeline.watch.next_due - time.monotonic()))
+        d, _ = _step(pipeline)
+        if d is not None and d.is_change:
+            return d
     raise AssertionError(f"no advice to change in 15 s: {list(tuner.lines)[-3:]}")
 
 
@@ -54,34 +63,33 @@ def test_apply_key_path(loaded: UwsgiProcess, tmp_path: Path) -> None:
     loop = TuneLoop(watch, MasterFifo(proc.fifo), None, settings, "recommend", audit)
     lock_dir = tmp_path / "locks"
     tuner = TuiTuner(loop, ApplyLock(proc.fifo, "uwsgitune watch", lock_dir))
+    pipeline = pipeline_for(watch, tuner=tuner.advise)
 
-    view = _advice(tuner, watch)
-    d = view.decision
-    assert d is not None and d.action == "up" and d.live == 1
-    note = tuner_annotation(view)
-    assert note is not None and "press a to apply" in note.recommendation
+    d = _advice(tuner, pipeline)
+    assert d.action == "up" and d.live == 1
+    note = tuner_annotation(d)
+    assert "press a to apply" in note.recommendation
     assert live(proc) == 1  # advice only
 
     # Confirmed something the fresh decision does not say: nothing is applied.
     tuner.request("up", d.desired + 1)
-    view = tuner.step(watch.step())
-    assert view.outcome is not None and view.outcome.startswith("not applied: the advice is now")
+    _, outcome = _step(pipeline)
+    assert outcome is not None and outcome.startswith("not applied: the advice is now")
 
     # Another uwsgitune holds the instance: nothing is applied.
     other = ApplyLock(proc.fifo, "uwsgitune daemon", lock_dir)
     assert other.acquire() is None
     tuner.request("up", d.desired)
-    view = tuner.step(watch.step())
-    assert view.outcome is not None and "already tuned by" in view.outcome
-    assert "uwsgitune daemon" in view.outcome
+    _, outcome = _step(pipeline)
+    assert outcome is not None and "already tuned by" in outcome
+    assert "uwsgitune daemon" in outcome
     other.release()
     assert live(proc) == 1 and not audit.path.exists()
 
-    view = _advice(tuner, watch)
-    assert view.decision is not None
-    tuner.request("up", view.decision.desired)
-    view = tuner.step(watch.step())
-    assert view.outcome is not None and view.outcome.startswith("applied: up 1->"), view.outcome
+    d = _advice(tuner, pipeline)
+    tuner.request("up", d.desired)
+    _, outcome = _step(pipeline)
+    assert outcome is not None and outcome.startswith("applied: up 1->"), outcome
     assert wait_for(lambda: live(proc) > 1)
     changes = [r for r in audit.records() if r.event == "change"]
     assert [c.result for c in changes] == ["sent"] and changes[0].mode == "recommend"

@@ -1,6 +1,6 @@
 """`uwsgitune tune`: the tuner for one instance, in the foreground. Prints every decision.
 
-Each poll runs the rules once (`PollRules`) and hands the findings to the loop; the step's
+Each poll goes through the instance's pipeline (rules once, then the loop); the step's
 fresh notes are printed, one line each, with the time."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.loop import MODES, Mode, TuneLoop
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
+from uwsgitune.pipeline import pipeline_for
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
-from uwsgitune.tuner.findings import PollRules
 
 
 def state_dir() -> Path:
@@ -165,14 +165,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> int:
     end = None if duration is None else time.monotonic() + duration
-    rules, since = PollRules(), None
+    pipeline = pipeline_for(watch, mode=loop.mode, tuner=loop.step)
     try:
         while end is None or time.monotonic() < end:
             time.sleep(max(0.0, watch.next_due - time.monotonic()))
-            frame = watch.step()
-            result = loop.step(frame, rules.run(watch.window.frames(), since))
-            since = result.listen_since
-            for note in result.notes:
+            result = pipeline.step().tuning
+            for note in result.notes if result is not None else ():
                 if note.fresh:
                     _log(note.text)
     except KeyboardInterrupt:

@@ -181,7 +181,7 @@ def _tuners(pipelines: list[InstancePipeline], args: argparse.Namespace) -> dict
     if built.fifo_problem is not None:
         raise UserError(built.fifo_problem, 2)
     tuner = TuiTuner(built.loop, ApplyLock(Path(args.fifo), "uwsgitune watch"))
-    pipelines[0].tuner = tuner.step
+    pipelines[0].tuner = tuner.advise
     return {0: tuner}
 
 

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.build import Built, build_loop
@@ -27,11 +26,10 @@ from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.logs import event
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner import Decision, TunerSettings
+from uwsgitune.tuner import TunerSettings
 from uwsgitune.tuner.result import AuditRecord, Note, StepResult
 
 LOCK_RETRY_SECONDS = 10.0
-Action = tuple[str, str, dict[str, Any]]
 
 
 class EventAudit(AuditLog):
@@ -59,9 +57,7 @@ class InstanceTuner:
     def __init__(self, spec: InstanceConfig, watch: InstanceWatch, state_dir: Path) -> None:
         self.spec, self.watch, self.state_dir = spec, watch, state_dir
         self.built: Built | None = None
-        self.actions: list[Action] = []  # drained by the runner (list.pop is atomic)
         self._key: tuple[object, ...] | None = None
-        self._last: Decision | None = None
         self._lock_retry = 0.0
         self._error: str | None = None
 
@@ -80,15 +76,8 @@ class InstanceTuner:
                 event("tuner_error", logging.ERROR, instance=self.spec.name, error=repr(exc))
             self._error = repr(exc)
             return None
-        self._last = result.decision
-        self._count(result.records)
         self._log(result)
         return result
-
-    def decision(self) -> tuple[str, str, int] | None:
-        """The last decision (action, code, desired), for `uwsgitune_tuner_desired_workers`."""
-        d = self._last
-        return None if d is None else (d.action, d.code, d.desired)
 
     def close(self) -> None:
         if self.built is not None and self.built.lock is not None:
@@ -132,13 +121,6 @@ class InstanceTuner:
             event("apply_unlocked", instance=self.spec.name, effect="applying from now on")
         else:
             self._lock_retry = time.monotonic() + LOCK_RETRY_SECONDS
-
-    def _count(self, records: Sequence[AuditRecord]) -> None:
-        """Changes (by route) and verifications, for `uwsgitune_actions_total`."""
-        for rec in records:
-            if rec.event in ("change", "verify") and rec.result is not None:
-                kind = str(rec.via) if rec.event == "change" else "verify"
-                self.actions.append((kind, rec.result, rec.to_json()))
 
     def _log(self, result: StepResult) -> None:
         """Decision notes only when the decision changed; every warning, error and new

@@ -15,8 +15,9 @@ LOOKBACK_SECONDS = 120.0
 
 
 class RulesRunner:
-    """Findings with hysteresis (the engine's state is kept between polls). A restart of the
-    instance by the tuner (`forget_before`) starts the look-back afresh."""
+    """Findings with hysteresis (the engine's state is kept between polls). A listen restart
+    by the tuner (`since`: the result's `listen_since`) starts the rules afresh: frames from
+    before it describe a socket that is gone."""
 
     def __init__(
         self,
@@ -29,9 +30,12 @@ class RulesRunner:
         self.error: str | None = None
         self._since: float | None = None
 
-    def run(self, frames: Sequence[Frame]) -> tuple[Finding, ...]:
-        """Findings for the frames of the look-back (oldest first). A failing rule is a bug:
-        it is reported in `error`, and the polls go on without findings."""
+    def run(self, frames: Sequence[Frame], since: float | None = None) -> tuple[Finding, ...]:
+        """Findings for the frames of the look-back after `since` (monotonic), oldest first.
+        A failing rule is a bug: it is reported in `error`, and the polls go on without
+        findings."""
+        if since != self._since:
+            self.state, self._since = EngineState(), since
         if not frames:
             return ()
         edge, since = frames[-1].mono - self.lookback, self._since
@@ -43,8 +47,3 @@ class RulesRunner:
             return ()
         self.error = None
         return found
-
-    def forget_before(self, mono: float) -> None:
-        """Nothing from before `mono` counts (the instance was restarted with new sockets)."""
-        self._since = mono
-        self.state = EngineState()

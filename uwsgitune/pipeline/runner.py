@@ -61,6 +61,7 @@ class InstancePipeline:
     ) -> None:
         self.watch, self.rules, self.tuner = watch, rules, tuner
         self._mono = mono
+        self._since: float | None = None  # the tuner's last listen restart
         self.state = InstanceState(stats_uri, name=name, mode=mode, counts=PollCounts())
 
     def step(self) -> InstanceState:
@@ -70,13 +71,12 @@ class InstancePipeline:
         seconds = time.perf_counter() - start
         old = self.state
         findings, tuning, error = old.findings, None, old.rules_error
-        if frame.ok:
+        if frame.ok and self.rules is not None:
             frames = self.watch.window.frames()
-            if self.rules is not None:
-                findings, error = self.rules.run(frames), self.rules.error
-            if self.tuner is not None:
-                tuning = self.tuner(frame, findings)
-                self._after_restart(tuning, frame)
+            findings, error = self.rules.run(frames, self._since), self.rules.error
+        if self.tuner is not None:  # on a failed poll too: it says why it waits
+            tuning = self.tuner(frame, findings)
+            self._since = tuning.listen_since if tuning is not None else self._since
         self.state = self._state(frame, findings, tuning, error, seconds)
         return self.state
 
@@ -105,14 +105,6 @@ class InstancePipeline:
             retry_in=retry,
             rules_error=error,
         )
-
-    def _after_restart(self, tuning: StepResult | None, frame: Frame) -> None:
-        """A restart by the tuner (for `listen`) rebinds the sockets: what the rules saw
-        before it no longer holds."""
-        if tuning is None or self.rules is None:
-            return
-        if any(r.event == "change" and r.via == "restart" for r in tuning.records):
-            self.rules.forget_before(self._mono())
 
     def republish(self, mode: str, recommend: bool = True) -> InstanceState:
         """The same poll under a new mode (the daemon's config was reloaded)."""

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import signal
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -24,9 +24,7 @@ from uwsgitune.pipeline import InstancePipeline, InstanceState
 from uwsgitune.tui.instance import InstancePane, VassalSelected, WorkerSelected
 from uwsgitune.tui.polling import PollLoop
 from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
-
-if TYPE_CHECKING:
-    from uwsgitune.tui.tuning import TuiTuner
+from uwsgitune.tui.tuning import TuiTuner, applied
 from uwsgitune.tui.workers import CORE_COLUMNS, VASSAL_COLUMNS, WORKER_COLUMNS
 
 RATES = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -38,14 +36,6 @@ class FrameArrived(Message):
         super().__init__()
         self.index = index
         self.state = state
-
-
-def apply_outcome(state: InstanceState) -> tuple[str, bool] | None:
-    """What became of an apply request served at this poll: (text, applied)."""
-    for note in state.tuning.notes if state.tuning is not None else ():
-        if note.kind == "apply" and note.text.startswith(("applied", "not applied")):
-            return note.text, note.level == "info"
-    return None
 
 
 def next_rate(current: float, faster: bool) -> float:
@@ -157,10 +147,10 @@ class WatchApp(App[int]):
     def show(self, index: int, state: InstanceState) -> None:
         """Keep the latest state of each instance; display it unless paused."""
         self.latest[index] = state
-        outcome = apply_outcome(state)
+        outcome = applied(state.tuning) if state.tuning is not None else None
         if outcome is not None:
-            text, ok = outcome
-            self.notify(text, severity="information" if ok else "error", timeout=8)
+            ok = outcome.startswith("applied")
+            self.notify(outcome, severity="information" if ok else "error", timeout=8)
         if self.paused:
             return
         self.pane(index).state = state

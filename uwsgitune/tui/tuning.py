@@ -1,14 +1,13 @@
 """The tuner beside the TUI: advice on every poll, applied only by the `a` key, confirmed.
 
 `watch ADDR --fifo PATH` runs the same `TuneLoop` as `uwsgitune tune`, in recommend mode: it
-never acts by itself. It runs the rules once per poll for the loop (`PollRules`: the TUI's
-own findings are of the screen's window). Its decision shows in the annotations pane. `a`
+never acts by itself. It is the pipeline's tuner (`advise`): it gets the rules' findings of
+the poll and returns the `StepResult`, whose decision shows in the annotations pane. `a`
 opens a confirmation with that decision; `y` asks the poll thread to apply it. The poll
 thread then decides afresh on fresh stats (a stale frame, a cool-down or a change in flight
 still refuse), applies only if the fresh decision is still the one confirmed, under the same
-apply lock as the daemon, and reports the outcome in the next snapshot. Everything runs in
-the poll thread; the UI thread only sets a request. A pipeline that runs the rules itself
-calls `advise` with its findings and gets the `StepResult`, the outcome as an `apply` note.
+apply lock as the daemon, and reports the outcome as a note of kind `apply` in the result.
+Everything runs in the poll thread; the UI thread only sets a request.
 """
 
 from __future__ import annotations
@@ -16,24 +15,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
-from uwsgitune.tui.warnings import Annotation
-from uwsgitune.tuner import Decision
-from uwsgitune.tuner.findings import PollRules
 from uwsgitune.tuner.result import Note, StepResult
-
-
-@dataclass(frozen=True)
-class TunerView:
-    """What a snapshot carries of the tuner: its decision and the last apply outcome."""
-
-    decision: Decision | None
-    outcome: str | None = None  # set once, on the snapshot after an apply request
 
 
 class TuiTuner:
@@ -41,8 +29,6 @@ class TuiTuner:
         self.loop = loop
         self.lock = lock
         self.lines: deque[str] = deque(maxlen=200)  # what the loop said, newest last
-        self._rules = PollRules()
-        self._since: float | None = None  # the last listen restart: rules start afresh
         self._request: tuple[str, int] | None = None
         self._guard = threading.Lock()
 
@@ -50,13 +36,6 @@ class TuiTuner:
         """From the UI thread: apply (action, desired) at the next poll, if still advised."""
         with self._guard:
             self._request = (action, desired)
-
-    def step(self, frame: Frame) -> TunerView:
-        """In the poll thread, after each poll: run the rules, then `advise`."""
-        findings = self._rules.run(self.loop.watch.window.frames(), self._since)
-        result = self.advise(frame, findings)
-        self._since = result.listen_since
-        return TunerView(result.decision, applied(result))
 
     def advise(self, frame: Frame, findings: Sequence[Finding]) -> StepResult:
         """One poll with the rules' findings: the loop's advice, then a pending request
@@ -112,25 +91,3 @@ def _outcome(result: StepResult, expect: tuple[str, int]) -> str:
     if result.outcome.ok:
         return f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({result.outcome.detail})"
     return f"not applied: {result.outcome.result}: {result.outcome.detail}"
-
-
-def tuner_annotation(view: TunerView) -> Annotation | None:
-    d = view.decision
-    if d is None:
-        return None
-    if d.is_change:
-        return Annotation(
-            key="tuner",
-            severity="warning",
-            reason=f"tuner advises {d.action} {d.live}->{d.desired} via {d.via} [{d.code}]: "
-            f"{d.reason}",
-            evidence=" ".join(f"{k}={v}" for k, v in d.evidence.items() if v is not None),
-            recommendation="press a to apply (asks first)",
-            origin="tuner",
-        )
-    return Annotation(
-        key="tuner",
-        severity="info",
-        reason=f"tuner: {d.action} at {d.live} [{d.code}]: {d.reason}",
-        origin="tuner",
-    )
