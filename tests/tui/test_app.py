@@ -6,8 +6,10 @@ from dataclasses import replace
 
 from tests.tui.fakes import FakeWatch, make_app, snapshot
 from tests.tui.frames import emperor_frame, error_frame, frame, history
+from uwsgitune.rules import evaluate
 from uwsgitune.tui.app import WatchApp, next_rate, next_sort
 from uwsgitune.tui.instance import InstancePane
+from uwsgitune.tui.rules_bridge import RulesAnnotator
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.warnings import builtin_warnings
@@ -125,12 +127,14 @@ async def test_disconnected_then_reconnected() -> None:
 
 
 async def test_annotations_pane_shows_warnings() -> None:
+    # A full queue with every worker busy is the rules' finding now (issue 13).
     app = make_app()
+    frames = history(30, busy=4, queue=16)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(snapshot(history(5, busy=4, queue=16)))
+        app.show(replace(snapshot(frames), annotations=tuple(RulesAnnotator(evaluate)(frames))))
         await pilot.pause()
         text = app.pane(0).query_one(AnnotationsPane).plain
-        assert "CRITICAL" in text and "listen queue full" in text and "→" in text
+        assert "CRITICAL" in text and "listen queue is saturated" in text and "→" in text
 
 
 async def test_several_instances_are_tabs() -> None:
