@@ -9,6 +9,7 @@ the instance can get is busy).
 
 from __future__ import annotations
 
+import copy
 import shlex
 import shutil
 from collections.abc import Sequence
@@ -110,3 +111,12 @@ def check_worker_bounds(lo: int, hi: int | None) -> None:
             "max_workers ({hi}) < min_workers ({lo}); give min_workers <= max_workers",
             {"lo": lo, "hi": hi},
         )
+
+
+def field_of(model: type[BaseModel], key: str, **changes: Any) -> Any:
+    """The declaration of `model`'s setting `key`, for another model that exposes it (bounds,
+    unit and description stay the one declaration); `changes` e.g. `default=None`."""
+    info = copy.copy(model.model_fields[key])
+    for attr, value in changes.items():
+        setattr(info, attr, value)
+    return info

@@ -61,8 +61,10 @@ class FindingsTracker:
         instance: str,
         stats_kind: str,
         engine: tuple[Callable[..., Any], Callable[..., Any]] | None = None,
+        settings: Any = None,  # RuleSettings ([instance.rules]); None: the defaults
     ) -> None:
         self.instance = instance
+        self.settings = settings
         self.active: dict[str, Active] = {}
         self.found: tuple[Any, ...] = ()  # the engine's latest findings, for the tuner
         self._state: Any = None
@@ -74,7 +76,7 @@ class FindingsTracker:
         if self._engine is None or self._failed or not frames:
             return
         try:
-            found, self._state = self._engine[0](frames, self._facts, None, self._state)
+            found, self._state = self._engine[0](frames, self._facts, self.settings, self._state)
             now = {a.id: a for a in map(_active, found)}
             self.found = tuple(found)
         except Exception as exc:

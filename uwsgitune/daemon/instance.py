@@ -98,7 +98,7 @@ class InstanceRunner:
         self.watch = InstanceWatch(
             address, interval=spec.interval, timeout=spec.timeout, window_seconds=WINDOW_SECONDS
         )
-        self.findings = FindingsTracker(spec.name, address.kind)
+        self.findings = FindingsTracker(spec.name, address.kind, settings=spec.rule_settings())
         self.actions: dict[tuple[str, str], int] = {}  # counted from the tuner's audit records
         self.counts = PollCounts()
         self.snapshot = Snapshot(stats_uri=address.uri, name=spec.name, mode=spec.mode)
@@ -124,6 +124,7 @@ class InstanceRunner:
         if spec != self.spec:
             self.tuner.close()
             self.tuner = InstanceTuner(spec, self.watch, self.state_dir)
+        self.findings.settings = spec.rule_settings()
         self.spec = spec
         self.snapshot = self._publish()
 

@@ -16,9 +16,10 @@ from uwsgitune.core.settings import num as _f
 from uwsgitune.core.settings import settings_table as _table
 
 
-class TunerSettings(SharedSettings):
-    """The tuner's knobs; `cpu_saturated`, `busy_full`, `memory_headroom` and
-    `cpu_workers_per_cpu` are `SharedSettings`, the same values the rules read."""
+class TunerFields(SharedSettings):
+    """The tuner's knobs, each declared once; `cpu_saturated`, `busy_full`, `memory_headroom`
+    and `cpu_workers_per_cpu` are `SharedSettings`, the same values the rules read. The
+    daemon's `[instance.tuner]` table is this model (its bounds are checked on the instance)."""
 
     # bounds
     min_workers: int = _i(1, 1, 4096, "The floor: never fewer live workers (uWSGI `cheaper`).")
@@ -56,6 +57,10 @@ class TunerSettings(SharedSettings):
     reload_deadline: float = _f(20, 2, 600, "Seconds a reload has to come back with new values.")
     listen_cooldown: float = _f(3600, 60, 86400 * 7, "Seconds between two listen restarts.")
     restart_deadline: float = _f(60, 5, 600, "Seconds a restart has to come back with the listen.")
+
+
+class TunerSettings(TunerFields):
+    """The settings a tuner runs with: the knobs, with min_workers <= max_workers."""
 
     @model_validator(mode="after")
     def _check(self) -> TunerSettings:
