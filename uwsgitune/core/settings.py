@@ -34,16 +34,10 @@ class SharedSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    cpu_saturated: float = num(
-        0.85, 0.1, 1, "CPU saturation at or above which CPU is used up: no worker is added."
-    )
-    busy_full: float = num(
-        0.9, 0.1, 1, "Busy ratio (Little's L / capacity) meaning every worker is busy."
-    )
+    cpu_saturated: float = num(0.85, 0.1, 1, "CPU saturation at which CPU is used up: add none.")
+    busy_full: float = num(0.9, 0.1, 1, "Busy ratio (Little's L / capacity) meaning all busy.")
     memory_headroom: float = num(0.8, 0.1, 1, "Share of available memory new workers may take.")
-    cpu_workers_per_cpu: float = num(
-        2, 0.5, 8, "Requests in service per effective CPU for CPU-bound load (x the IO share)."
-    )
+    cpu_workers_per_cpu: float = num(2, 0.5, 8, "Requests in service per CPU if CPU-bound (x IO).")
 
 
 SHARED = frozenset(SharedSettings.model_fields)
