@@ -101,3 +101,12 @@ def test_a_shared_setting_set_twice_must_agree() -> None:
     [line] = problems(tuner={"busy_full": 0.8}, rules={"busy_full": 0.7})
     assert "busy_full is 0.8 in [instance.tuner] but 0.7 in [instance.rules]" in line
     assert line.endswith("set it once")
+
+
+def test_a_dump_validates_again() -> None:
+    # `daemon --config FILE --metrics-listen ...` validates the dumped config again
+    inst = one(tuner={"cpu_saturated": 0.8, "min_workers": 2}, rules={"window_seconds": 40})
+    data = {"instance": [inst.model_dump(mode="json")]}
+    assert data["instance"][0]["tuner"] == {"cpu_saturated": 0.8}
+    again = validate(data, "command line").instance[0]
+    assert again == inst and again.rule_settings() == inst.rule_settings()

@@ -43,7 +43,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
@@ -133,6 +141,10 @@ class InstanceConfig(_Frozen):
     @classmethod
     def _lift(cls, data: Any) -> Any:
         return lift_bounds(data)
+
+    @field_serializer("tuner", "rules")
+    def _set_only(self, table: BaseModel) -> dict[str, Any]:
+        return set_keys(table)  # a dump validates again: only what the file set
 
     @field_validator("restart_command", mode="before")
     @classmethod
