@@ -41,8 +41,8 @@ def cpu_saturated(frame: Frame, threshold: float = DEFAULTS.cpu_saturated) -> bo
 
 def own_cpu_share(frame: Frame) -> float | None:
     """The instance's own CPU / its effective CPUs: what its workers themselves burn,
-    whatever the neighbours do (`Frame.cpu_saturation`)."""
-    return frame.cpu_saturation
+    whatever the neighbours do (`Frame.own_cpu_share`)."""
+    return frame.own_cpu_share
 
 
 def requests_waiting(frame: Frame) -> int | None:
