@@ -74,3 +74,10 @@ def test_restart_command_argv() -> None:
     args = argparse.Namespace(restart_command="sh -c 'exit 0'", override="o.ini")
     restart = _restart(args)
     assert restart is not None and restart.argv == ("sh", "-c", "exit 0")
+
+
+def test_daemon_flags_are_validated_by_the_config() -> None:
+    args = parse("daemon", "--stats", "/x.sock")
+    assert (args.min_workers, args.max_workers, args.interval) == (None, None, None)
+    args = parse("daemon", "--stats", "/x.sock", "--min-workers", "2", "--interval", "0.5")
+    assert (args.min_workers, args.interval) == (2, "0.5")
