@@ -34,10 +34,10 @@ class SharedSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    cpu_saturated: float = num(0.85, 0.1, 1, "CPU saturation at which CPU is used up: add none.")
+    cpu_saturated: float = num(0.85, 0.1, 1, "CPU saturation at or above which CPU is used up.")
     busy_full: float = num(0.9, 0.1, 1, "Busy ratio (Little's L / capacity) meaning all busy.")
     memory_headroom: float = num(0.8, 0.1, 1, "Share of available memory new workers may take.")
-    cpu_workers_per_cpu: float = num(2, 0.5, 8, "Requests in service per CPU if CPU-bound (x IO).")
+    cpu_workers_per_cpu: float = num(2, 0.5, 8, "Requests in service per CPU when CPU-bound.")
 
 
 SHARED = frozenset(SharedSettings.model_fields)
