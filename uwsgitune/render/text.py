@@ -59,7 +59,16 @@ def summary(f: Frame) -> list[str]:
         return [error_line(f)]
     if f.emperor:
         return _emperor_lines(f)
-    lines = [_title(f), *_state_lines(f)]
+    lines = [_title(f)]
+    if f.kind == "error":
+        lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {_reason(f)}")
+    if f.kind in ("reload", "restart"):
+        lines.append(f"  {f.kind.upper()} detected between polls: counters reset, no rates yet")
+    elif f.reloads_seen:
+        lines.append(
+            f"  note      {f.reloads_seen} reload/restart seen between polls (counters reset, "
+            "reported as a reload, not traffic); rates are from the polls after it"
+        )
     lines.append(
         f"  workers   {f.live} live / {f.workers_max} max: {f.busy} busy, {f.idle} idle, "
         f"{f.cheap} cheap   threads/worker {f.threads}"
@@ -77,27 +86,6 @@ def summary(f: Frame) -> list[str]:
         grew = f.listen_overflows_delta
         note = "  (TCP backlogs overflowed)" if grew else ""
         lines.append(f"  {'':<9} kernel ListenOverflows +{grew} since last poll, host-wide{note}")
-    return lines + _host_lines(f)
-
-
-def _state_lines(f: Frame) -> list[str]:
-    """Disconnected, a reload in this poll, or reloads seen before it."""
-    lines = []
-    if f.kind == "error":
-        lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {_reason(f)}")
-    if f.kind in ("reload", "restart"):
-        lines.append(f"  {f.kind.upper()} detected between polls: counters reset, no rates yet")
-    elif f.reloads_seen:
-        lines.append(
-            f"  note      {f.reloads_seen} reload/restart seen between polls (counters reset, "
-            "reported as a reload, not traffic); rates are from the polls after it"
-        )
-    return lines
-
-
-def _host_lines(f: Frame) -> list[str]:
-    """CPU, memory and health."""
-    lines = []
     eff = num(f.effective_cpus, "g")
     lines.append(
         f"  cpu       host {pct(f.host_cpu_pct)}   instance {num(f.instance_cpu_cores, '.2f')} "
