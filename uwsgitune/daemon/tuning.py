@@ -26,7 +26,7 @@ from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.logs import event
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner import Decision
+from uwsgitune.tuner import Decision, TunerSettings
 
 LOCK_RETRY_SECONDS = 10.0
 Action = tuple[str, str, dict[str, Any]]
@@ -93,7 +93,7 @@ class InstanceTuner:
     def _build(self, frame: Frame) -> Built:
         spec = self.spec
         assert spec.fifo is not None
-        settings = spec.tuner_settings(frame.workers_max)
+        settings: TunerSettings = spec.tuner_settings(frame.workers_max)
         top = settings.max_workers
         path = self.state_dir / f"{spec.name}.audit.jsonl"
         audit = EventAudit(path, spec.name, self._on_record)
