@@ -67,6 +67,19 @@ def restart_argv(value: str | Sequence[str], name: str = "restart_command") -> t
     return argv
 
 
+WORKER_BOUNDS = "worker_bounds"
+
+
+def check_worker_bounds(lo: int, hi: int | None) -> None:
+    """min_workers <= max_workers, checked here once for every settings model."""
+    if hi is not None and hi < lo:
+        raise PydanticCustomError(
+            WORKER_BOUNDS,
+            "max_workers ({hi}) < min_workers ({lo}); give min_workers <= max_workers",
+            {"lo": lo, "hi": hi},
+        )
+
+
 def flag_name(key: str) -> str:
     return "--" + key.replace("_", "-")
 
@@ -92,19 +105,6 @@ def flag_problem(exc: ValidationError) -> str:
         return f"--min-workers {ctx['lo']} > --max-workers {ctx['hi']}; give min <= max"
     where = ".".join(str(x) for x in first["loc"]) or "settings"
     return f"{flag_name(where)}: {first['msg']}"
-
-
-WORKER_BOUNDS = "worker_bounds"
-
-
-def check_worker_bounds(lo: int, hi: int | None) -> None:
-    """min_workers <= max_workers, checked here once for every settings model."""
-    if hi is not None and hi < lo:
-        raise PydanticCustomError(
-            WORKER_BOUNDS,
-            "max_workers ({hi}) < min_workers ({lo}); give min_workers <= max_workers",
-            {"lo": lo, "hi": hi},
-        )
 
 
 def field_of(model: type[BaseModel], key: str, **changes: Any) -> Any:
