@@ -32,7 +32,8 @@ table applies to both.
 Environment overrides (applied before validation, so they are checked like the file):
 `UWSGITUNE_<KEY>` sets `[daemon]` keys (`UWSGITUNE_METRICS_LISTEN`), and
 `UWSGITUNE_INSTANCE_<NAME>_<KEY>` sets a key of the instance whose name, upper-cased with
-every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`).
+every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`); the
+`[instance.tuner]` and `[instance.rules]` tables are set in the file only.
 """
 
 from __future__ import annotations
