@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
-from uwsgitune.pipeline import InstancePipeline, InstanceState
+from uwsgitune.pipeline import InstancePipeline, InstanceState, RulesRunner
 from uwsgitune.tui.app import WatchApp
 
 
@@ -32,11 +32,16 @@ class FakeWatch:
 
 
 def snapshot(
-    frames: Sequence[Frame], index: int = 0, retry_in: float | None = None
+    frames: Sequence[Frame], index: int = 0, retry_in: float | None = None, findings: bool = False
 ) -> tuple[int, InstanceState]:
-    """(index, state) for `app.show`: a state as a pipeline without rules would publish."""
+    """(index, state) for `app.show`: a state as a pipeline publishes it, with the rules'
+    findings when asked."""
     frames = tuple(frames)
-    return index, InstanceState("fake", frame=frames[-1], frames=frames, retry_in=retry_in)
+    found = RulesRunner().run(frames) if findings else ()
+    state = InstanceState(
+        "fake", frame=frames[-1], frames=frames, findings=found, retry_in=retry_in
+    )
+    return index, state
 
 
 def pipeline(watch: FakeWatch) -> InstancePipeline:

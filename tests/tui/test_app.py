@@ -124,12 +124,14 @@ async def test_disconnected_then_reconnected() -> None:
 
 
 async def test_annotations_pane_shows_warnings() -> None:
+    # A full queue with every worker busy is the rules' finding now (issue 13).
     app = make_app()
+    frames = history(30, busy=4, queue=16)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(*snapshot(history(5, busy=4, queue=16)))
+        app.show(*snapshot(frames, findings=True))
         await pilot.pause()
         text = app.pane(0).query_one(AnnotationsPane).plain
-        assert "CRITICAL" in text and "listen queue full" in text and "→" in text
+        assert "CRITICAL" in text and "listen queue is saturated" in text and "→" in text
 
 
 async def test_several_instances_are_tabs() -> None:

@@ -15,9 +15,11 @@ from tests.tui.fakes import make_app, snapshot
 from tests.tui.frames import emperor_frame, history
 
 
-def showing(frames: Any, keys: tuple[str, ...] = ()) -> Callable[[Pilot[Any]], Any]:
+def showing(
+    frames: Any, keys: tuple[str, ...] = (), findings: bool = False
+) -> Callable[[Pilot[Any]], Any]:
     async def run_before(pilot: Pilot[Any]) -> None:
-        pilot.app.show(*snapshot(frames))  # type: ignore[attr-defined]
+        pilot.app.show(*snapshot(frames, findings=findings))  # type: ignore[attr-defined]
         await pilot.pause()
         if keys:
             await pilot.press(*keys)
@@ -27,8 +29,10 @@ def showing(frames: Any, keys: tuple[str, ...] = ()) -> Callable[[Pilot[Any]], A
 
 
 def test_overloaded_80x24(snap_compare: Any) -> None:
+    # A full queue, every worker busy, CPU saturated: findings now, not built-ins (issue 13).
     frames = history(60, workers=8, cheap=4, busy=4, queue=16, cpu=1.9)
-    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=showing(frames))
+    run_before = showing(frames, findings=True)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
 
 
 def test_wide_200x50(snap_compare: Any) -> None:

@@ -23,16 +23,27 @@ def test_healthy_has_no_warnings() -> None:
     assert builtin_warnings(()) == []
 
 
-def test_queue_full_with_since_and_evidence() -> None:
-    frames = tuple(frame(i, queue=16 if i >= 5 else 2) for i in range(10))
-    [a] = builtin_warnings(frames)
-    assert a.key == "queue_full" and a.severity == "critical"
-    assert a.since == T0 + 5 and "16/16" in a.evidence and "4s" in a.evidence
+def findings(frames: tuple) -> list:  # type: ignore[type-arg]
+    """The rules' findings of the frames, as the annotations pane shows them."""
+    return [annotation_from_finding(f) for f in RulesRunner().run(frames)]
+
+
+def test_queue_full_is_a_finding_with_since_and_evidence() -> None:
+    # A full listen queue is the rules' finding now, not a built-in warning (issue 13).
+    frames = tuple(frame(i, queue=16 if i >= 5 else 2) for i in range(30))
+    assert keys(frames) == []
+    [a] = [a for a in findings(frames) if a.key.startswith("listen_queue.")]
+    assert a.key == "listen_queue.saturated" and a.severity == "warning"
+    assert a.since is not None and "peak_queue=16" in a.evidence and "backlog=16" in a.evidence
 
 
 def test_all_busy_cpu_saturated_sorted_by_severity() -> None:
-    frames = history(5, busy=4, cpu=1.9, queue=16)
-    assert keys(frames) == ["queue_full", "all_busy", "cpu_saturated"]
+    # Queue full, all busy and CPU saturated: one critical finding names them together.
+    frames = history(30, busy=4, cpu=1.9, queue=16)
+    assert keys(frames) == []
+    items = findings(frames)
+    assert items[0].key == "listen_queue.cpu_saturated"
+    assert items[0].severity == "critical" and "all_busy_share=1" in items[0].evidence
 
 
 def test_reload_detected_for_a_minute() -> None:
@@ -84,7 +95,7 @@ def test_rules_keep_state_and_survive_failures(monkeypatch: pytest.MonkeyPatch) 
     found = runner.run(frames)
     assert isinstance(calls[0], EngineState) and calls[1] == 1
     items = annotations_for(InstanceState("s", frame=frames[-1], frames=frames, findings=found))
-    assert [a.key for a in items] == ["queue_full", "workers.too_few"]
+    assert [a.key for a in items] == ["workers.too_few"]  # queue_full is a finding now
 
     def broken(*_a):  # type: ignore[no-untyped-def]
         raise ValueError("boom")

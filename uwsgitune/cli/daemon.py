@@ -17,8 +17,10 @@ from typing import Any
 from uwsgitune.cli import exporter_flags
 from uwsgitune.cli.config import config_error
 from uwsgitune.cli.errors import UserError
+from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
 from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.tuner.settings import TunerSettings
 
 
 def register(sub: Any) -> None:
@@ -35,9 +37,10 @@ def register(sub: Any) -> None:
     one.add_argument("--fifo", metavar="PATH", help="the master FIFO")
     one.add_argument("--override", metavar="PATH", help="the override ini uwsgitune owns")
     one.add_argument("--mode", choices=["observe", "recommend", "apply"], default=None)
-    one.add_argument("--min-workers", type=int, default=None, metavar="N")
-    one.add_argument("--max-workers", type=int, default=None, metavar="N")
-    one.add_argument("--interval", default=None, metavar="SECONDS")
+    # checked by the config's validation, which names the flag: `--interval: must be >= 0.1`
+    add_flag(one, TunerSettings, "min_workers", default=None)
+    add_flag(one, TunerSettings, "max_workers", default=None)
+    add_flag(one, TunerSettings, "interval", type=str, default=None, metavar="SECONDS")
     one.add_argument("--timeout", default=None, metavar="SECONDS")
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help=f"metrics endpoint (default {DEFAULT_LISTEN})")  # fmt: skip

@@ -15,6 +15,7 @@ from uwsgitune.cli.watch import replay_frames
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.ini import read_ini_facts
+from uwsgitune.core.settings import add_flag
 from uwsgitune.rules.engine import evaluate
 from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
@@ -22,6 +23,7 @@ from uwsgitune.rules.render import report
 from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
 from uwsgitune.sources.recording import RecordingError, read_recording
 from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner.settings import TunerSettings
 
 EXIT_NONE, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNOBSERVED = 0, 1, 2, 3
 
@@ -50,7 +52,7 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="observe this long (default 60; with --replay: the whole recording)",
     )
-    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--json", action="store_true", help="findings as JSON")
     p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="evaluate a recording")
     p.add_argument(

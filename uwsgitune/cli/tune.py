@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +21,8 @@ from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.loop import MODES, Mode, TuneLoop
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
+from uwsgitune.cli.watch import MAX_WORKERS_HELP
+from uwsgitune.core.settings import add_flag, flag_problem, restart_argv
 from uwsgitune.pipeline import pipeline_for
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
@@ -46,15 +46,10 @@ def register(sub: Any) -> None:
     p.add_argument("--override", metavar="PATH", help="override ini uwsgitune owns (reloads)")
     p.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
     p.add_argument("--mode", choices=MODES, default="observe")
-    p.add_argument("--min-workers", type=int, default=1, metavar="N")
-    p.add_argument(
-        "--max-workers",
-        type=int,
-        metavar="N",
-        help="the ceiling (default: the instance's `processes`)",
-    )
+    add_flag(p, TunerSettings, "min_workers")
+    add_flag(p, TunerSettings, "max_workers", default=None, help=MAX_WORKERS_HELP)
     p.add_argument("--memory-budget", type=int, metavar="MIB", help="MiB all workers may use")
-    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this")
     p.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
     p.add_argument(
@@ -70,11 +65,6 @@ def register(sub: Any) -> None:
 def settings_from(args: argparse.Namespace, workers_max: int | None = None) -> TunerSettings:
     """The tuner's settings from the flags; without --max-workers the ceiling is the
     instance's `processes` (`workers_max`), or the floor when that is not known yet."""
-    if args.max_workers is not None and args.min_workers > args.max_workers:
-        raise UserError(
-            f"--min-workers {args.min_workers} > --max-workers {args.max_workers}; give min <= max",
-            2,
-        )
     top = args.max_workers or max(workers_max or 0, args.min_workers)
     budget = args.memory_budget * 2**20 if getattr(args, "memory_budget", None) else None
     try:
@@ -84,10 +74,8 @@ def settings_from(args: argparse.Namespace, workers_max: int | None = None) -> T
             interval=args.interval,
             memory_budget=budget,
         )
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(x) for x in first["loc"]) or "settings"
-        raise UserError(f"--{where.replace('_', '-')}: {first['msg']}", 2) from None
+    except ValidationError as exc:  # min <= max is checked there, once
+        raise UserError(flag_problem(exc), 2) from None
 
 
 def open_tuner(
@@ -129,16 +117,13 @@ def _restart(args: argparse.Namespace) -> RestartCommand | None:
     if args.restart_command is None:
         return None
     try:
-        argv = shlex.split(args.restart_command)
+        argv = restart_argv(args.restart_command, "--restart-command")
     except ValueError as exc:
-        raise UserError(f"--restart-command: {exc}; quote it as one shell word", 2) from None
-    if not argv:
-        raise UserError("--restart-command is empty; give the command that restarts uWSGI", 2)
+        msg = str(exc)
+        raise UserError(msg if msg.startswith("--") else f"--restart-command: {msg}", 2) from None
     if args.override is None:
         raise UserError("--restart-command needs --override (listen is written there)", 2)
-    if shutil.which(argv[0]) is None:
-        raise UserError(f"--restart-command: {argv[0]!r} not found; give a full path", 2)
-    return RestartCommand(tuple(argv))
+    return RestartCommand(argv)
 
 
 def _log(line: str) -> None:

@@ -15,11 +15,15 @@ from uwsgitune.cli.errors import UserError
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
+from uwsgitune.core.settings import add_flag
 from uwsgitune.pipeline import InstancePipeline, pipeline_for
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
 from uwsgitune.sources.recording import RecordingError, read_recording
 from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner.settings import TunerSettings
+
+MAX_WORKERS_HELP = "the ceiling (default: the instance's `processes`)"
 
 
 def register(sub: Any) -> None:
@@ -38,7 +42,7 @@ def register(sub: Any) -> None:
     mode.add_argument("--once", action="store_true", help="two polls one interval apart, print")
     mode.add_argument("--plain", action="store_true", help="one line per interval until Ctrl-C")
     p.add_argument("--json", action="store_true", help="JSON (with --plain: one per interval)")
-    p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="run on a recording")
     p.add_argument(
@@ -54,13 +58,8 @@ def register(sub: Any) -> None:
     t.add_argument("--fifo", metavar="PATH", help="the instance's master FIFO")
     t.add_argument("--override", metavar="PATH", help="override ini uwsgitune owns (reloads)")
     t.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
-    t.add_argument("--min-workers", type=int, default=1, metavar="N")
-    t.add_argument(
-        "--max-workers",
-        type=int,
-        metavar="N",
-        help="the ceiling (default: the instance's `processes`)",
-    )
+    add_flag(t, TunerSettings, "min_workers")
+    add_flag(t, TunerSettings, "max_workers", default=None, help=MAX_WORKERS_HELP)
     t.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
     p.set_defaults(func=run)
 

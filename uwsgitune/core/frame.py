@@ -192,11 +192,18 @@ class Frame:
         return self.runq_cores / self.rps * 1000
 
     @property
-    def cpu_saturation(self) -> float | None:
-        """Instance CPU against the CPUs it may use (1.0 = every effective CPU busy). None
-        below 0.01 CPU, the smallest cgroup quota (1 ms a 100 ms period): no real limit."""
+    def own_cpu_share(self) -> float | None:
+        """Instance CPU against the CPUs it may use (1.0 = every effective CPU busy), whatever
+        the neighbours hold. None below 0.01 CPU, the smallest cgroup quota (1 ms a 100 ms
+        period): no real limit. The CPU saturation decisions read is
+        `uwsgitune.core.signals.cpu_saturation` (against the CPU the instance can get)."""
         if self.instance_cpu_cores is None or not self.effective_cpus:
             return None
         if self.effective_cpus < 0.01:
             return None
         return self.instance_cpu_cores / self.effective_cpus
+
+    @property
+    def cpu_saturation(self) -> float | None:
+        """The old name of `own_cpu_share` (`watch --json` still shows it by this name)."""
+        return self.own_cpu_share

@@ -18,29 +18,49 @@ min_workers = 2
 max_workers = 16
 interval = 1.0
 # restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
+
+[instance.tuner]                    # any tuner setting (uwsgitune.tuner.settings)
+cooldown_down = 60
+[instance.rules]                    # any rule setting (uwsgitune.rules.settings)
+window_seconds = 60
 ```
+
+examples/uwsgitune.toml lists every setting with its default and unit. A setting the rules and
+the tuner share (cpu_saturated, busy_full, memory_headroom, cpu_workers_per_cpu) set in either
+table applies to both.
 
 Environment overrides (applied before validation, so they are checked like the file):
 `UWSGITUNE_<KEY>` sets `[daemon]` keys (`UWSGITUNE_METRICS_LISTEN`), and
 `UWSGITUNE_INSTANCE_<NAME>_<KEY>` sets a key of the instance whose name, upper-cased with
-every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`).
+every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`); the
+`[instance.tuner]` and `[instance.rules]` tables are set in the file only.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
 from uwsgitune.daemon.errors import ConfigError, describe_errors
+from uwsgitune.daemon.tables import TunerTable, check_shared, lift_bounds, set_keys, shared
 from uwsgitune.exporter.listen import split_listen
+from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.tuner.settings import TunerSettings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -108,23 +128,31 @@ class InstanceConfig(_Frozen):
     fifo: Path | None = None
     override: Path | None = None
     mode: Mode = "observe"
-    min_workers: int = Field(1, ge=1, le=4096)
-    max_workers: int | None = Field(None, ge=1, le=4096)
-    interval: float = Field(1.0, ge=0.1, le=3600)
+    # the tuner's declarations; without max_workers the ceiling is the instance's `processes`
+    min_workers: int = field_of(TunerSettings, "min_workers")
+    max_workers: int | None = field_of(TunerSettings, "max_workers", default=None)
+    interval: float = field_of(TunerSettings, "interval")
     timeout: float | None = Field(None, gt=0, le=60)
     # argv that restarts the instance (a fresh bind): the only way `listen` is applied
     restart_command: tuple[str, ...] | None = None
+    tuner: TunerTable = TunerTable()  # [instance.tuner]: any tuner setting
+    rules: RuleSettings = RuleSettings()  # [instance.rules]: any rule setting
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift(cls, data: Any) -> Any:
+        return lift_bounds(data)
+
+    @field_serializer("tuner", "rules")
+    def _set_only(self, table: BaseModel) -> dict[str, Any]:
+        return set_keys(table)  # a dump validates again: only what the file set
 
     @field_validator("restart_command", mode="before")
     @classmethod
     def _restart(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = shlex.split(value)
-        if value is not None and not value:
-            raise ValueError("restart_command is empty; give the argv that restarts the instance")
-        if isinstance(value, list | tuple) and value and shutil.which(str(value[0])) is None:
-            raise ValueError(f"{value[0]!r} not found; give a full path")
-        return value
+        if value is None or not isinstance(value, str | list | tuple):
+            return value
+        return restart_argv(value)
 
     @field_validator("stats")
     @classmethod
@@ -137,13 +165,24 @@ class InstanceConfig(_Frozen):
 
     @model_validator(mode="after")
     def _bounds(self) -> InstanceConfig:
-        if self.max_workers is not None and self.max_workers < self.min_workers:
-            raise ValueError(f"max_workers ({self.max_workers}) < min_workers ({self.min_workers})")
+        check_worker_bounds(self.min_workers, self.max_workers)
+        check_shared(self.tuner, self.rules)
         if self.mode == "apply" and self.fifo is None:
             raise ValueError("mode 'apply' needs a fifo (the master FIFO uwsgitune writes to)")
         if self.restart_command is not None and self.override is None:
             raise ValueError("restart_command needs an override (listen is written there)")
         return self
+
+    def tuner_settings(self, workers_max: int) -> TunerSettings:
+        """The tuner's settings: the bounds, `[instance.tuner]` and the shared settings of
+        `[instance.rules]`; without max_workers the ceiling is `processes` (`workers_max`)."""
+        top = max(self.max_workers or workers_max, self.min_workers)
+        bounds = {"min_workers": self.min_workers, "max_workers": top, "interval": self.interval}
+        return TunerSettings(**{**set_keys(self.tuner), **shared(self.tuner, self.rules), **bounds})
+
+    def rule_settings(self) -> RuleSettings:
+        """The rules' settings: `[instance.rules]` and the shared settings of `[instance.tuner]`."""
+        return RuleSettings(**{**set_keys(self.rules), **shared(self.tuner, self.rules)})
 
 
 class DaemonConfig(_Frozen):

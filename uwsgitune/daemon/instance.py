@@ -25,7 +25,8 @@ from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.tuning import InstanceTuner
-from uwsgitune.pipeline import LOOKBACK_SECONDS, InstanceState, pipeline_for
+from uwsgitune.pipeline import LOOKBACK_SECONDS, InstanceState, RulesRunner, pipeline_for
+from uwsgitune.rules.facts import Facts
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner.result import StepResult
@@ -103,7 +104,10 @@ class InstanceRunner:
         )
         self.state_dir = state_dir
         self.tuner = InstanceTuner(spec, self.watch, state_dir)
-        self.pipeline = pipeline_for(self.watch, name=spec.name, mode=spec.mode, tuner=self._tune)
+        self.rules = RulesRunner(Facts(stats_kind=address.kind), spec.rule_settings())
+        self.pipeline = pipeline_for(
+            self.watch, name=spec.name, mode=spec.mode, tuner=self._tune, rules=self.rules
+        )
         self.pipeline.republish(spec.mode, recommend=spec.mode != "observe")
         self.task: asyncio.Task[None] | None = None
         self._poller = PollThread(f"poll:{spec.name}")
@@ -125,6 +129,7 @@ class InstanceRunner:
         if spec != self.spec:
             self.tuner.close()
             self.tuner = InstanceTuner(spec, self.watch, self.state_dir)
+        self.rules.settings = spec.rule_settings()
         self.spec = spec
         self.pipeline.republish(spec.mode, recommend=spec.mode != "observe")
 

@@ -86,10 +86,8 @@ class InstanceTuner:
     def _build(self, frame: Frame) -> Built:
         spec = self.spec
         assert spec.fifo is not None
-        top = max(spec.max_workers or frame.workers_max, spec.min_workers)
-        settings = TunerSettings(
-            min_workers=spec.min_workers, max_workers=top, interval=spec.interval
-        )
+        settings: TunerSettings = spec.tuner_settings(frame.workers_max)
+        top = settings.max_workers
         path = self.state_dir / f"{spec.name}.audit.jsonl"
         audit = EventAudit(path, spec.name)
         role = f"uwsgitune daemon, instance {spec.name}"

@@ -17,6 +17,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.signals import cpu_saturation
 from uwsgitune.exporter import compat, optional
 from uwsgitune.exporter.families import Families
 from uwsgitune.exporter.selfmetrics import BuildInfo, add_self
@@ -52,8 +53,9 @@ FRAME_GAUGES: tuple[tuple[str, str, Callable[[Frame], float | None]], ...] = (
      lambda f: f.effective_cpus),
     ("host_cpu_ratio", "Host CPU busy, of all host CPUs, 0-1.", lambda f: _ratio(f.host_cpu_pct)),
     ("instance_cpu_cores", "CPU the instance used, in cores.", lambda f: f.instance_cpu_cores),
-    ("cpu_saturation_ratio", "Instance CPU / effective CPUs (1 = every usable CPU busy).",
-     lambda f: f.cpu_saturation),
+    ("cpu_saturation_ratio", "Instance CPU / the CPU it can get, effective CPUs less what "
+     "others hold (1 = all of it): what the rules and the tuner compare with cpu_saturated.",
+     cpu_saturation),
     ("memory_available_bytes", "Memory the instance can still take (host, cgroup-bounded).",
      lambda f: f.mem_available),
     ("memory_limit_bytes", "Memory the instance may use: cgroup limit or host RAM.",

@@ -6,6 +6,7 @@ import time
 
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.render.units import duration, ms, num, pct, size
+from uwsgitune.rules.settings import DEFAULT_SETTINGS
 
 
 def _clock(t: float) -> str:
@@ -20,7 +21,7 @@ def socket_line(s: SocketView) -> str:
         depth = f"queue {s.queue}/{s.backlog if s.backlog is not None else '?'}"
         if s.full:
             depth += "  FULL: new connections are refused or dropped"
-        elif s.fill is not None and s.fill >= 0.9:
+        elif s.fill is not None and s.fill >= DEFAULT_SETTINGS.listen_fill:  # the rules' one
             depth += "  nearly full"
     src = " (kernel)" if s.source == "kernel" else ""
     return f"{s.name} ({s.proto}, {family}) {depth}{src}"

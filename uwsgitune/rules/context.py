@@ -13,9 +13,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.signals import all_busy as all_busy  # the rules import it from here
+from uwsgitune.core.signals import (
+    cpu_saturation,
+    fullest_fill,
+    listen_backlog,
+    own_cpu_share,
+    requests_waiting,
+)
 from uwsgitune.rules.facts import Facts
 from uwsgitune.rules.finding import EvidenceWindow
 from uwsgitune.rules.settings import RuleSettings
+
+# The per-frame signals are `uwsgitune.core.signals`; these names stay for the rules' imports.
+backlog = listen_backlog
 
 
 def mean(values: Sequence[float]) -> float:
@@ -32,47 +43,6 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 def share(frames: Sequence[Frame], pred: Callable[[Frame], bool]) -> float:
     return sum(1 for f in frames if pred(f)) / len(frames) if frames else 0.0
-
-
-def cpu_busy(f: Frame) -> float | None:
-    """How used up the CPU the instance may use is (1.0 = all of it).
-
-    The instance's own CPU against its effective CPUs, or, when the instance may use every
-    host CPU, the host's busy share if higher: CPU taken by neighbours is not there either.
-    Rules that blame the CPU also check the instance's own share (`cpu_instance_min`): a busy
-    host does not make an IO-bound instance CPU-bound.
-    """
-    sat = f.cpu_saturation
-    host = None
-    whole_host = bool(f.cpu_count and f.effective_cpus and f.effective_cpus >= f.cpu_count - 0.01)
-    if f.host_contended_pct is not None and whole_host:
-        host = f.host_contended_pct / 100  # niced batch work gives way to the workers
-    if sat is None:
-        return host
-    return sat if host is None else max(sat, host)
-
-
-def all_busy(f: Frame, busy_full: float) -> bool:
-    """Every worker busy in this poll: by Δrunning_time (exact over the interval, but lumpy,
-    as a request's time counts when it ends), or by every live worker's status at the poll."""
-    return (f.busy_ratio or 0.0) >= busy_full or (f.live > 0 and f.busy >= f.live)
-
-
-def queue_depth(f: Frame) -> int | None:
-    """Connections waiting on the fullest known socket; None when no socket is readable."""
-    known = [s.queue for s in f.sockets if s.queue is not None and s.backlog]
-    return max(known) if known else None
-
-
-def queue_fill(f: Frame) -> float | None:
-    fills = [s.fill for s in f.sockets if s.fill is not None]
-    return max(fills) if fills else None
-
-
-def backlog(f: Frame) -> int | None:
-    """The smallest known backlog among readable sockets (the first to fill)."""
-    known = [s.backlog for s in f.sockets if s.backlog]
-    return min(known) if known else None
 
 
 @dataclass
@@ -126,18 +96,21 @@ class Context:
             return value
 
     def cpu(self, f: Frame) -> float | None:
-        """`cpu_busy(f)`, computed once per frame: several rules read it."""
-        return self._memoised("cpu", cpu_busy, f)
+        """`signals.cpu_saturation(f)`, computed once per frame: several rules read it.
+        Rules that blame the CPU also check the instance's own share (`cpu_instance_min`)."""
+        return self._memoised("cpu", cpu_saturation, f)
 
     def own_cpu(self, f: Frame) -> float | None:
         """The instance's own CPU / effective CPUs: what its workers themselves burn."""
-        return f.cpu_saturation
+        return own_cpu_share(f)
 
     def depth(self, f: Frame) -> float | None:
-        return self._memoised("depth", queue_depth, f)
+        """Connections waiting, summed over the sockets (`signals.requests_waiting`)."""
+        return self._memoised("depth", requests_waiting, f)
 
     def fill(self, f: Frame) -> float | None:
-        return self._memoised("fill", queue_fill, f)
+        """Queue / backlog of the fullest socket (`signals.fullest_fill`)."""
+        return self._memoised("fill", fullest_fill, f)
 
 
 def evidence_window(frames: Sequence[Frame]) -> EvidenceWindow:

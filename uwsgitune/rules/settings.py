@@ -1,24 +1,21 @@
 """Every threshold of the rules engine, declared once: type, default, bounds, description.
 
-The same declarations drive the config file, the CLI and the docs (`settings_table`).
+The same declarations drive the config file (`[instance.rules]`), the CLI and the docs
+(`settings_table`); the knobs the tuner shares are declared in `uwsgitune.core.settings`.
 Shares are 0-1; CPU saturation is CPU used / effective CPUs (1.0 = every usable CPU busy).
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from uwsgitune.core.settings import SharedSettings
+from uwsgitune.core.settings import count as _i
+from uwsgitune.core.settings import num as _f
+from uwsgitune.core.settings import settings_table as _table
 
 
-def _f(default: float, lo: float, hi: float, text: str) -> float:
-    return Field(float(default), ge=lo, le=hi, description=text)
-
-
-def _i(default: int, lo: int, hi: int, text: str) -> int:
-    return Field(default, ge=lo, le=hi, description=text)
-
-
-class RuleSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class RuleSettings(SharedSettings):
+    """The rules' thresholds; `cpu_saturated`, `busy_full`, `memory_headroom` and
+    `cpu_workers_per_cpu` are `SharedSettings`, the same values the tuner reads."""
 
     # windows and hysteresis
     window_seconds: float = _f(
@@ -32,22 +29,17 @@ class RuleSettings(BaseModel):
         30, 0, 3600, "A raised finding stays until its condition is gone this long."
     )
     # CPU and workers
-    cpu_saturated: float = _f(0.85, 0.1, 1, "CPU saturation at or above which CPU is used up.")
     cpu_headroom: float = _f(
         0.6, 0.05, 1, "CPU saturation below which CPU has room for more workers."
     )
     cpu_instance_min: float = _f(
         0.25, 0.01, 1, "Share of effective CPUs the instance itself uses for CPU to be its limit."
     )
-    busy_full: float = _f(
-        0.9, 0.1, 1, "Busy ratio (Little's L / capacity) meaning all workers busy."
-    )
     all_busy_share: float = _f(
         0.7, 0.1, 1, "Share of polls with all workers busy to call them all busy."
     )
     target_utilisation: float = _f(0.7, 0.1, 1, "Busy ratio Little's-law sizing aims at.")
     max_scale_factor: float = _f(4, 1.1, 100, "One step adds at most this times the live workers.")
-    memory_headroom: float = _f(0.8, 0.1, 1, "Share of available memory new workers may take.")
     # 1. listen queue
     listen_fill: float = _f(0.9, 0.1, 1, "Queue / backlog at or above which a socket is saturated.")
     listen_min_share: float = _f(0.15, 0.01, 1, "Share of polls saturated that makes a finding.")
@@ -70,7 +62,6 @@ class RuleSettings(BaseModel):
     oversub_stretch: float = _f(
         2, 1.1, 100, "Mean response time / CPU time per request meaning waiting."
     )
-    cpu_workers_per_cpu: float = _f(2, 0.5, 8, "Workers per effective CPU for CPU-bound load.")
     # 3. under-provisioned IO-bound
     io_queue_min: float = _f(1, 0, 1e6, "Mean queued connections that count as a queue building.")
     io_cpu_share: float = _f(
@@ -125,8 +116,4 @@ DEFAULT_SETTINGS = RuleSettings()
 
 def settings_table() -> list[tuple[str, str, object, str]]:
     """(name, type, default, description) for each setting: for docs and `--help`."""
-    rows = []
-    for name, field in RuleSettings.model_fields.items():
-        kind = getattr(field.annotation, "__name__", str(field.annotation))
-        rows.append((name, kind, field.default, field.description or ""))
-    return rows
+    return _table(RuleSettings)

@@ -10,14 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.signals import requests_waiting
 from uwsgitune.render.units import ms, num
 
 HISTORY_SECONDS = 300.0
 
 
 def _queue(f: Frame) -> float | None:
-    depths = [s.queue for s in f.sockets if s.queue is not None]
-    return float(max(depths)) if depths else None
+    waiting = requests_waiting(f)  # summed over the sockets, as the rules and the tuner read it
+    return None if waiting is None else float(waiting)
 
 
 def _busy(f: Frame) -> float | None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from uwsgitune.core.frame import Frame, SocketView
+from uwsgitune.core.signals import all_busy, cpu_saturated
 from uwsgitune.render.units import duration, ms, num, pct, size
 
 QUEUE_MINUTE = 60.0
@@ -74,7 +75,7 @@ def state_line(f: Frame, retry_in: float | None) -> Text | None:
 
 
 def _workers(f: Frame) -> Text:
-    busy_style = "bold red" if f.live and f.busy >= f.live else "yellow"
+    busy_style = "bold red" if all_busy(f) else "yellow"
     return Text.assemble(
         ("workers ", "bold"),
         f"{f.live}/{f.workers_max} live  ",
@@ -107,8 +108,7 @@ def _queues(f: Frame, frames: Sequence[Frame]) -> list[Text]:
 
 
 def _host(f: Frame) -> list[Text]:
-    sat = f.cpu_saturation
-    cpu_style = "bold red" if sat is not None and sat >= 0.9 else ""
+    cpu_style = "bold red" if cpu_saturated(f) else ""  # the rules' and the tuner's threshold
     src = {"stats": "memory-report", "psutil": "psutil", "none": "unknown"}[f.mem_source]
     return [
         Text.assemble(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from statistics import fmean, pstdev
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
 from uwsgitune.tuner.model import Estimate, estimate
 from uwsgitune.tuner.settings import TunerSettings
 
@@ -42,6 +43,8 @@ class Facts:
     cpus: float | None
     mem_cap: int | None  # most live workers the memory budget allows
     model: Estimate | None  # the count the CPUs and the IO share need (tuner/model.py)
+    queue_min: float  # TunerSettings.queue_min and .busy_full
+    busy_full: float
     queue_now: float | None = None  # the latest poll's queue and busy ratio
     busy_now: float | None = None
     demand_peak: float | None = None  # most requests in service + queued, last polls
@@ -50,7 +53,7 @@ class Facts:
     def saturated(self) -> bool:
         """Saturated over the last polls, and still at the latest one (a load that just
         stopped leaves a queue in the means)."""
-        now = (self.queue_now or 0.0) >= self.queue_min or (self.busy_now or 0.0) >= self.busy_full
+        now = (self.queue_now or 0.0) >= self.queue_min or busy(self.busy_now, self.busy_full)
         return (self.queued or self.all_busy) and now
 
     @property
@@ -59,10 +62,8 @@ class Facts:
 
     @property
     def all_busy(self) -> bool:
-        return self.busy_ratio is not None and self.busy_ratio >= self.busy_full
-
-    queue_min: float = 0.5
-    busy_full: float = 0.9
+        """The mean busy ratio of the last polls means all busy (`signals.busy`)."""
+        return busy(self.busy_ratio, self.busy_full)
 
     def evidence(self) -> dict[str, float | int | str | None]:
         def r(v: float | None, nd: int = 2) -> float | None:
@@ -88,25 +89,6 @@ class Facts:
 def _mean(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return fmean(vals) if vals else None
-
-
-def _queue(frame: Frame) -> float | None:
-    known = [s.queue for s in frame.sockets if s.queue is not None]
-    return float(sum(known)) if known else None
-
-
-def cpu_saturation(frame: Frame) -> float | None:
-    """The instance's CPU use against the CPU it can get: its effective CPUs, less what the
-    rest of the host keeps busy. On a shared host, more workers cannot use CPU others hold."""
-    inst, cpus = frame.instance_cpu_cores, frame.effective_cpus
-    if inst is None or not cpus:
-        return None
-    available = cpus
-    busy = frame.host_contended_pct  # niced batch work gives way to the workers
-    if busy is not None and frame.cpu_count:
-        idle = (1 - busy / 100) * frame.cpu_count
-        available = min(cpus, inst + max(idle, 0.0))
-    return min(inst / available, 1.0) if available > 0 else 1.0
 
 
 def rated(frame: Frame) -> bool:
@@ -137,49 +119,65 @@ def _regime(frames: Sequence[Frame], live: int, start: float) -> list[Frame]:
     return regime
 
 
+def _waiting(frame: Frame) -> float | None:
+    n = requests_waiting(frame)
+    return None if n is None else float(n)
+
+
+def _measure(sample: Sequence[Frame], settings: TunerSettings) -> tuple[float | None, float]:
+    """Mean throughput over `sample`, and the relative change below which a difference is
+    noise: at least min_noise, more when the polls spread."""
+    x_part = _mean([f.rps for f in sample])
+    noise = settings.min_noise
+    if x_part and len(sample) > 1:
+        cv = pstdev([f.rps or 0.0 for f in sample]) / x_part
+        noise = max(noise, 3 * cv / math.sqrt(len(sample)))
+    return x_part, noise
+
+
+def _recent(recent: Sequence[Frame], latest: Frame) -> dict[str, float | None]:
+    """The short-term means of the per-frame signals (`uwsgitune.core.signals`)."""
+    return {
+        "l_recent": _mean([f.littles_l for f in recent]),
+        "queue": _mean([_waiting(f) for f in recent]),
+        "busy_ratio": _mean([f.busy_ratio for f in recent]),
+        "cpu_sat": _mean([cpu_saturation(f) for f in recent]),
+        "cpu_used": _mean([f.instance_cpu_cores for f in recent]),
+        "queue_now": _waiting(latest),
+        "busy_now": latest.busy_ratio,
+        "demand_peak": max(
+            ((f.littles_l or 0.0) + (_waiting(f) or 0.0) for f in recent), default=None
+        ),
+    }
+
+
 def gather(
     frames: Sequence[Frame], settings: TunerSettings, now: float, regime_start: float
 ) -> Facts:
     latest = frames[-1]
     regime = _regime(frames, latest.live, regime_start)
     sample = regime[-settings.measure_frames :]
-    x_part = _mean([f.rps for f in sample])
+    x_part, noise = _measure(sample, settings)
     w_part = _mean([f.mean_rt_ms for f in sample])
-    noise = settings.min_noise
-    if x_part and len(sample) > 1:
-        cv = pstdev([f.rps or 0.0 for f in sample]) / x_part
-        noise = max(noise, 3 * cv / math.sqrt(len(sample)))
     full = len(sample) >= settings.measure_frames
-    x = x_part if full else None
-    w = w_part if full else None
-    recent = regime[-RECENT:]
     edge = latest.mono - settings.down_window
-    in_window = [f for f in regime if f.mono >= edge]
-    covered = bool(regime) and regime[0].mono <= edge + settings.interval
     return Facts(
         latest=latest,
         now=now,
         live=latest.live,
         regime=tuple(regime),
-        x=x,
-        w=w,
+        x=x_part if full else None,
+        w=w_part if full else None,
         noise=noise,
         x_part=x_part,
         w_part=w_part,
         noise_part=max(noise, 2 * settings.min_noise),
-        l_recent=_mean([f.littles_l for f in recent]),
-        l_window=max((f.littles_l or 0.0 for f in in_window), default=None),
-        window_covered=covered,
-        queue=_mean([_queue(f) for f in recent]),
-        busy_ratio=_mean([f.busy_ratio for f in recent]),
-        cpu_sat=_mean([cpu_saturation(f) for f in recent]),
-        cpu_used=_mean([f.instance_cpu_cores for f in recent]),
+        l_window=max((f.littles_l or 0.0 for f in regime if f.mono >= edge), default=None),
+        window_covered=bool(regime) and regime[0].mono <= edge + settings.interval,
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu),
-        queue_now=_queue(latest),
-        busy_now=latest.busy_ratio,
-        demand_peak=max(((f.littles_l or 0.0) + (_queue(f) or 0.0) for f in recent), default=None),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
+        **_recent(regime[-RECENT:], latest),
     )

@@ -1,26 +1,25 @@
 """Every knob of the tuner, declared once: type, default, bounds, description.
 
-Times are seconds; shares are 0-1; CPU saturation is CPU used / effective CPUs (1.0 = every
-usable CPU busy). Frozen: a running tuner's settings never change under it.
+Times are seconds; shares are 0-1; CPU saturation is `uwsgitune.core.signals.cpu_saturation`
+(1.0 = every CPU the instance can get is busy). Frozen: a running tuner's settings never change
+under it. The knobs the rules share are declared in `uwsgitune.core.settings`; the daemon's
+`[instance.tuner]` table and the CLI's flags read these declarations.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-
-def _f(default: float, lo: float, hi: float, text: str) -> Any:
-    return Field(default, ge=lo, le=hi, description=text)
-
-
-def _i(default: int, lo: int, hi: int, text: str) -> Any:
-    return Field(default, ge=lo, le=hi, description=text)
+from uwsgitune.core.settings import SharedSettings, check_worker_bounds
+from uwsgitune.core.settings import count as _i
+from uwsgitune.core.settings import num as _f
+from uwsgitune.core.settings import settings_table as _table
 
 
-class TunerSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class TunerFields(SharedSettings):
+    """The tuner's knobs, each declared once; `cpu_saturated`, `busy_full`, `memory_headroom`
+    and `cpu_workers_per_cpu` are `SharedSettings`, the same values the rules read. The
+    daemon's `[instance.tuner]` table is this model (its bounds are checked on the instance)."""
 
     # bounds
     min_workers: int = _i(1, 1, 4096, "The floor: never fewer live workers (uWSGI `cheaper`).")
@@ -28,21 +27,12 @@ class TunerSettings(BaseModel):
     memory_budget: int | None = Field(
         None, ge=1, description="Bytes all workers may use together (None: available memory)."
     )
-    memory_headroom: float = _f(0.8, 0.1, 1, "Share of available memory new workers may take.")
     # sizing
-    interval: float = _f(1.0, 0.05, 3600, "Seconds between polls; staleness counts in these.")
+    interval: float = _f(1.0, 0.1, 3600, "Seconds between polls; staleness counts in these.")
     staffing_beta: float = _f(
         2.0, 0, 10, "Spare workers per square root of the requests in service (L + beta√L)."
     )
-    busy_full: float = _f(0.9, 0.5, 1, "Busy ratio meaning every worker is busy (saturated).")
     queue_min: float = _f(0.5, 0, 1e6, "Mean queued connections that count as a queue.")
-    cpu_saturated: float = _f(0.85, 0.1, 1, "CPU saturation at or above which no worker is added.")
-    cpu_workers_per_cpu: float = _f(
-        2.0,
-        0.5,
-        8,
-        "Requests in service per CPU the sizing model aims at (x the IO share of a request).",
-    )
     max_up_factor: float = _f(4.0, 1.1, 16, "A step up at most multiplies the live count by this.")
     model_band: float = _f(
         0.5, 0, 4, "Hold while live workers are within this share above the model's count."
@@ -68,13 +58,13 @@ class TunerSettings(BaseModel):
     listen_cooldown: float = _f(3600, 60, 86400 * 7, "Seconds between two listen restarts.")
     restart_deadline: float = _f(60, 5, 600, "Seconds a restart has to come back with the listen.")
 
+
+class TunerSettings(TunerFields):
+    """The settings a tuner runs with: the knobs, with min_workers <= max_workers."""
+
     @model_validator(mode="after")
     def _check(self) -> TunerSettings:
-        if self.min_workers > self.max_workers:
-            raise ValueError(
-                f"min_workers {self.min_workers} > max_workers {self.max_workers}; "
-                "give a floor at or below the ceiling"
-            )
+        check_worker_bounds(self.min_workers, self.max_workers)
         return self
 
     @property
@@ -84,7 +74,4 @@ class TunerSettings(BaseModel):
 
 def settings_table() -> list[tuple[str, str, object, str]]:
     """(name, type, default, description) of each setting: for docs and `--help`."""
-    return [
-        (name, str(getattr(f.annotation, "__name__", f.annotation)), f.default, f.description or "")
-        for name, f in TunerSettings.model_fields.items()
-    ]
+    return _table(TunerSettings)
