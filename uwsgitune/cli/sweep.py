@@ -121,10 +121,7 @@ def check_url(url: str) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
-    try:
-        rng = plan.parse_workers(args.workers)
-    except plan.PlanError as exc:
-        raise UserError(str(exc), code=2) from None
+    rng = plan.parse_workers(args.workers)  # PlanError: exit 2
     watch = InstanceWatch(addresses([args.stats])[0], interval=0.25, timeout=2.0)
     frame = watch.step()
     problem = plan.check_instance(frame, rng.top)
@@ -134,7 +131,10 @@ def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
     try:
         fifo.check()
     except FifoError as exc:
-        raise UserError(str(exc)) from None
+        exc.code = (
+            1  # a FIFO the sweep cannot use ends the run (1), as `tune` ends on bad input (2)
+        )
+        raise
     check_url(args.url)
     clients = None if args.rate else (args.concurrency or max(4, 2 * rng.top))
     if clients is not None and clients < rng.top:

@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from uwsgitune.errors import UwsgituneError
+
 Kind = Literal["unix", "abstract", "tcp", "http"]
 
 
-class AddressError(ValueError):
+class AddressError(UwsgituneError, ValueError):
     """An address that cannot be parsed; the message is one line for the user."""
+
+    code = 2
 
 
 @dataclass(frozen=True)
