@@ -48,6 +48,13 @@ def register(sub: Any) -> None:
     p.add_argument("--stats", required=True, metavar="ADDR", help="the instance's stats address")
     p.add_argument("--fifo", required=True, metavar="PATH", help="the instance's master FIFO")
     p.add_argument("--workers", required=True, metavar="RANGE", help="1..32 or 1,2,4,8")
+    _load_flags(p)
+    _outcome_flags(p)
+    p.set_defaults(func=run)
+
+
+def _load_flags(p: argparse.ArgumentParser) -> None:
+    """The load each step runs under, and how long."""
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_positive_int, metavar="N", help="closed-loop clients")
     load.add_argument("--rate", type=positive_float, metavar="R", help="open loop, requests/s")
@@ -68,6 +75,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--repeat", type=_positive_int, default=2, metavar="K", help="passes, for the noise (2)"
     )
+
+
+def _outcome_flags(p: argparse.ArgumentParser) -> None:
+    """What counts as good enough, the limits, and where the results go."""
     p.add_argument(
         "--within",
         type=positive_float,
@@ -97,7 +108,6 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="for sweep.json and sweep.svg (./uwsgitune-sweep-TIME)",
     )
-    p.set_defaults(func=run)
 
 
 def check_url(url: str) -> None:

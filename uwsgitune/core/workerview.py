@@ -57,13 +57,16 @@ NO_RATES = WorkerRates()
 
 def worker_rates(
     cur: Worker,
-    prev: Worker,
-    dt: float,
+    prev: Worker | None,
+    dt: float | None,
     proc: ProcSample | None,
     prev_proc: ProcSample | None,
     threads: int,
 ) -> WorkerRates:
-    """A reset slot counts its new value as its delta (a lower bound)."""
+    """The slot's rates since `prev`, none without it. A reset slot counts its new value as
+    its delta (a lower bound)."""
+    if prev is None or dt is None or dt <= 0:
+        return NO_RATES
     reset = slot_reset(prev, cur)
     d_req = cur.requests - (0 if reset else prev.requests)
     d_exc = cur.exceptions - (0 if reset else prev.exceptions)
@@ -92,9 +95,7 @@ def worker_view(
     """One worker slot, built in one go (this runs 64 times a poll: no `replace`)."""
     proc = procs[0].get(cur.pid)
     in_flight = request_views(cur.cores, now)
-    rates = NO_RATES
-    if prev is not None and dt is not None and dt > 0:
-        rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
+    rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
     return WorkerView(
         slot=slot,
         id=cur.id,
