@@ -115,8 +115,7 @@ class Load:
     eps: float = 0.0
     in_service: float = 0.0  # requests in service on average: Δrunning_time/Δt
     static_share: float = 0.0
-    worker_cpu: float = 0.0  # cores each live worker uses
-    master_cpu: float = 0.0
+    worker_cpu: float = 0.0  # cores each live worker uses (the master: none)
     runq: float | None = None  # seconds/s each live worker waits for a CPU; None: unknown
     host_busy: float | None = 0.0  # cores busy on the host; None: the host's CPU unknown
     cpus: int = 4
@@ -164,7 +163,7 @@ class Instance:
     def poll(self, i: float, load: Load, *, reload: bool = False) -> Poll:
         n = load.live + load.cheap
         if reload or len(self.slots) != n:
-            self._respawn(n, reload)
+            self._respawn(n)
         dt = Fraction(i - self.last) if self.last is not None else Fraction(1)
         self.last = i
         self._grow(load, dt)
@@ -175,10 +174,10 @@ class Instance:
             sockets=[_stats_socket(s) for s in load.sockets],
             signal_queue=load.signal_queue,
         )
-        host = self._host(load, dt) if load.host else None
+        host = self._host(load) if load.host else None
         return Poll(self.source, t, self.mono0 + i, doc=parse_stats(doc), host=host)
 
-    def _respawn(self, n: int, reload: bool) -> None:
+    def _respawn(self, n: int) -> None:
         """New workers in every slot (a reload: counters from zero), or a first document."""
         base = 100 if not self.slots else 0
         first = 1000 if not self.pids else max(self.pids) + 1
@@ -207,11 +206,11 @@ class Instance:
         self._add("static", load.rps * load.static_share, dt, live)
         self._add("harakiri", load.harakiri, Fraction(1), live)
         self._add("respawns", load.respawns, Fraction(1), live)
-        for k, pid in enumerate([self.master_pid, *self.pids[:live]]):
-            used = load.master_cpu if k == 0 else load.worker_cpu
-            self.cpu[pid] = self.cpu.get(pid, Fraction(0)) + Fraction(used) * dt
-            waited = 0.0 if k == 0 else (load.runq or 0.0)
-            self.runq[pid] = self.runq.get(pid, Fraction(0)) + Fraction(waited) * dt
+        self.cpu.setdefault(self.master_pid, Fraction(0))
+        self.runq.setdefault(self.master_pid, Fraction(0))
+        for pid in self.pids[:live]:
+            self.cpu[pid] = self.cpu.get(pid, Fraction(0)) + Fraction(load.worker_cpu) * dt
+            self.runq[pid] = self.runq.get(pid, Fraction(0)) + Fraction(load.runq or 0.0) * dt
         if load.host_busy is not None:
             self.host_cpu[0] += Fraction(load.host_busy) * dt
             self.host_cpu[1] += load.cpus * dt
@@ -244,7 +243,7 @@ class Instance:
             }
         return w
 
-    def _host(self, load: Load, dt: Fraction) -> HostSample:
+    def _host(self, load: Load) -> HostSample:
         runq = load.runq is not None
         procs = [
             ProcSample(pid, float(self.cpu[pid]), load.rss if pid != self.master_pid else 0,

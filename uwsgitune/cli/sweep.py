@@ -141,9 +141,8 @@ def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
     try:
         fifo.check()
     except FifoError as exc:
-        exc.code = (
-            1  # a FIFO the sweep cannot use ends the run (1), as `tune` ends on bad input (2)
-        )
+        # A FIFO the master does not hold fails the run (exit 1); `tune`'s bad path is input (2).
+        exc.code = 1
         raise
     check_url(args.url)
     clients = None if args.rate else (args.concurrency or max(4, 2 * rng.top))

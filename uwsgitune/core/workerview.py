@@ -92,7 +92,8 @@ def worker_view(
     now: float,
     threads: int,
 ) -> WorkerView:
-    """One worker slot, built in one go (this runs 64 times a poll: no `replace`)."""
+    """One worker slot, built in one go (this runs 64 times a poll: no `replace`);
+    `procs` holds this poll's processes by pid, then the previous poll's."""
     proc = procs[0].get(cur.pid)
     in_flight = request_views(cur.cores, now)
     rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
