@@ -9,17 +9,13 @@ import pytest
 from tests.uwsgi_harness import uwsgi_instance
 from uwsgitune.launch import IniValue, UwsgiProcess
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "stats"
-LOCAL_FIXTURES = Path(__file__).resolve().parent / "data" / "stats"
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURES = DATA / "stats"  # recorded stats documents; tests read nothing outside the repository
 
 
 def stats_fixture(name: str) -> bytes:
-    """A recorded stats document: tests/data/stats first, then ../shared/fixtures/stats."""
-    for base in (LOCAL_FIXTURES, FIXTURES):
-        path = base / name
-        if path.exists():
-            return path.read_bytes()
-    raise FileNotFoundError(name)
+    """A recorded stats document from tests/data/stats."""
+    return (FIXTURES / name).read_bytes()
 
 
 @pytest.fixture

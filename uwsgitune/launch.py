@@ -18,10 +18,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from uwsgitune.errors import UwsgituneError
+
 IniValue = str | int | bool | Sequence[str]
 
 
-class LaunchError(Exception):
+class LaunchError(UwsgituneError):
     """uWSGI could not be started; the message names the cause and the log file."""
 
 

@@ -5,6 +5,7 @@ the Prometheus snippets of the page pass `promtool check config`."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +24,8 @@ from uwsgitune.launch import UwsgiProcess, free_port
 from uwsgitune.loadgen import run_open
 
 ROOT = Path(__file__).resolve().parents[2]
-GO = ROOT.parent / "shared" / "tools" / "uwsgi_exporter" / "uwsgi_exporter"
+# The prebuilt Go exporter lives outside the repository: $UWSGI_EXPORTER, or on PATH.
+GO = Path(os.environ.get("UWSGI_EXPORTER") or shutil.which("uwsgi_exporter") or "uwsgi_exporter")
 DASHBOARD = ROOT / "examples" / "grafana-uwsgi-compat.json"
 DOC = ROOT / "docs" / "migrating-from-uwsgi_exporter.md"
 BOTH = """
@@ -49,7 +51,7 @@ def test_the_compat_dashboard_answers_for_both_exporters(
     prometheus: Callable[[str], int],
 ) -> None:
     if not GO.exists():
-        pytest.skip(f"the prebuilt Go uwsgi_exporter is not at {GO}")
+        pytest.skip(f"the Go uwsgi_exporter is not at {GO}; set UWSGI_EXPORTER=PATH")
     a = uwsgi(processes=2)
     go_port = free_port()
     go = subprocess.Popen(

@@ -11,11 +11,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from uwsgitune.core.derive import Tracker
+from uwsgitune.core.frame import Frame, RequestView, SocketView
 from uwsgitune.core.model import parse_stats
-from uwsgitune.core.samples import HostSample, Poll
+from uwsgitune.core.samples import HostSample, Poll, ProcSample, UnixQueue
 
 UWSGITUNE = str(Path(sys.executable).parent / "uwsgitune")
 
@@ -90,6 +94,185 @@ def poll_of(raw: bytes, t: float, *, host: HostSample | None = None, source: str
 
 def error_poll(t: float, error: str = "s: connection refused", source: str = "s") -> Poll:
     return Poll(source, 1_800_000_000.0 + t, t, error=error)
+
+
+# --- synthetic instances: documents and host samples over time, derived by the Tracker -------
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Load:
+    """One poll interval of a synthetic instance, per second. `Instance` turns it into the
+    counters of a stats document and of a host sample; the real `Tracker` derives the frame,
+    so test frames cannot drift from real ones."""
+
+    live: int = 4
+    cheap: int = 0  # cheaped slots after the live ones
+    threads: int = 1
+    busy: int = 0  # live workers in a request at the poll (status)
+    rps: float = 0.0
+    eps: float = 0.0
+    in_service: float = 0.0  # requests in service on average: Δrunning_time/Δt
+    static_share: float = 0.0
+    worker_cpu: float = 0.0  # cores each live worker uses (the master: none)
+    runq: float | None = None  # seconds/s each live worker waits for a CPU; None: unknown
+    host_busy: float | None = 0.0  # cores busy on the host; None: the host's CPU unknown
+    cpus: int = 4
+    effective_cpus: float = 4.0
+    somaxconn: int | None = 4096
+    rss: int = 50 * MIB  # each live worker
+    memory_report: bool = True  # rss in the stats; else only in the host's process samples
+    mem_available: int = 4096 * MIB
+    mem_total: int = 8192 * MIB
+    sockets: tuple[SocketView, ...] = ()
+    harakiri: int = 0  # workers killed by harakiri in the interval
+    respawns: int = 0  # worker respawns in the interval
+    signal_queue: int = 0
+    listen_overflows: int = 0  # in the interval
+    request: RequestView | None = None  # in service on core 0 of every live worker
+    host: bool = True  # a host sample beside the document
+    spawned: float = 0.0  # epoch of the last (re)load: the live workers' `last_spawn`
+
+
+def _spread(total: int, n: int) -> list[int]:
+    q, r = divmod(total, n) if n else (0, 0)
+    return [q + (1 if k < r else 0) for k in range(n)]
+
+
+class Instance:
+    """A synthetic uWSGI instance: cumulative counters that grow by a `Load` per second,
+    read as a stats document and a host sample at each poll, through a real `Tracker`."""
+
+    def __init__(self, source: str = "test", t0: float = 1_700_000_000.0, mono0: float = 1000.0):
+        self.source, self.t0, self.mono0 = source, t0, mono0
+        self.tracker = Tracker(source)
+        self.master_pid = 999
+        self.pids: list[int] = []
+        self.slots: list[dict[str, int]] = []
+        self.sums: dict[str, Fraction] = {}
+        self.cpu: dict[int, Fraction] = {}
+        self.runq: dict[int, Fraction] = {}
+        self.host_cpu = [Fraction(0), Fraction(0)]  # busy, total
+        self.overflows = 0
+        self.last: float | None = None
+
+    def frame(self, i: float, load: Load, *, reload: bool = False) -> Frame:
+        return self.tracker.update(self.poll(i, load, reload=reload))
+
+    def poll(self, i: float, load: Load, *, reload: bool = False) -> Poll:
+        n = load.live + load.cheap
+        if reload or len(self.slots) != n:
+            self._respawn(n)
+        dt = Fraction(i - self.last) if self.last is not None else Fraction(1)
+        self.last = i
+        self._grow(load, dt)
+        t = self.t0 + i
+        doc = document(
+            self.master_pid,
+            [self._worker(k, load, t) for k in range(n)],
+            sockets=[_stats_socket(s) for s in load.sockets],
+            signal_queue=load.signal_queue,
+        )
+        host = self._host(load) if load.host else None
+        return Poll(self.source, t, self.mono0 + i, doc=parse_stats(doc), host=host)
+
+    def _respawn(self, n: int) -> None:
+        """New workers in every slot (a reload: counters from zero), or a first document."""
+        base = 100 if not self.slots else 0
+        first = 1000 if not self.pids else max(self.pids) + 1
+        self.pids = [first + k for k in range(n)]
+        self.slots = [
+            dict(requests=base, exceptions=0, running_time=30_000 * base, static=0,
+                 harakiri=0, respawns=1)
+            for _ in range(n)
+        ]  # fmt: skip
+        self.sums = {}
+
+    def _add(self, name: str, per_second: float, dt: Fraction, live: int) -> None:
+        """Grow counter `name` of the live slots by `per_second` x dt, whole numbers summing
+        to the exact total."""
+        before = round(self.sums.get(name, Fraction(0)))
+        self.sums[name] = self.sums.get(name, Fraction(0)) + Fraction(per_second) * dt
+        extras = _spread(round(self.sums[name]) - before, live)
+        for slot, extra in zip(self.slots[:live], extras, strict=True):
+            slot[name] += extra
+
+    def _grow(self, load: Load, dt: Fraction) -> None:
+        live = load.live
+        self._add("requests", load.rps, dt, live)
+        self._add("exceptions", load.eps, dt, live)
+        self._add("running_time", load.in_service * 1_000_000, dt, live)
+        self._add("static", load.rps * load.static_share, dt, live)
+        self._add("harakiri", load.harakiri, Fraction(1), live)
+        self._add("respawns", load.respawns, Fraction(1), live)
+        self.cpu.setdefault(self.master_pid, Fraction(0))
+        self.runq.setdefault(self.master_pid, Fraction(0))
+        for pid in self.pids[:live]:
+            self.cpu[pid] = self.cpu.get(pid, Fraction(0)) + Fraction(load.worker_cpu) * dt
+            self.runq[pid] = self.runq.get(pid, Fraction(0)) + Fraction(load.runq or 0.0) * dt
+        if load.host_busy is not None:
+            self.host_cpu[0] += Fraction(load.host_busy) * dt
+            self.host_cpu[1] += load.cpus * dt
+        self.overflows += load.listen_overflows
+
+    def _worker(self, k: int, load: Load, t: float) -> dict[str, Any]:
+        c, live = self.slots[k], k < load.live
+        w = worker(
+            k + 1,
+            self.pids[k] if live else 0,
+            status=("busy" if k < load.busy else "idle") if live else "cheap",
+            requests=c["requests"],
+            running_time=c["running_time"],
+            exceptions=c["exceptions"],
+            respawn_count=c["respawns"],
+            harakiri_count=c["harakiri"],
+            cores=load.threads,
+        )
+        w["accepting"] = int(live)
+        w["rss"] = load.rss if load.memory_report and live else 0
+        w["avg_rt"] = 30_000
+        w["last_spawn"] = load.spawned
+        w["cores"][0]["static_requests"] = c["static"]
+        if load.request is not None and live:
+            r = load.request
+            w["cores"][0] |= {
+                "in_request": 1,
+                "vars": [f"REQUEST_METHOD={r.method}", f"PATH_INFO={r.path}"],
+                "req_info": {"request_start": t - (r.age or 0.0)},
+            }
+        return w
+
+    def _host(self, load: Load) -> HostSample:
+        runq = load.runq is not None
+        procs = [
+            ProcSample(pid, float(self.cpu[pid]), load.rss if pid != self.master_pid else 0,
+                       runq_seconds=float(self.runq[pid]) if runq else None)
+            for pid in [self.master_pid, *self.pids[: load.live]]
+        ]  # fmt: skip
+        return HostSample(
+            cpu_count=load.cpus,
+            effective_cpus=load.effective_cpus,
+            cpu_busy_seconds=float(self.host_cpu[0]),
+            cpu_total_seconds=float(self.host_cpu[1]),
+            mem_total=load.mem_total,
+            mem_available=load.mem_available,
+            somaxconn=load.somaxconn,
+            listen_overflows=self.overflows,
+            procs=tuple(procs),
+            unix_queues=tuple(
+                UnixQueue(s.name, s.queue or 0, s.backlog or 0)
+                for s in load.sockets
+                if s.source == "kernel" and s.unix
+            ),
+        )
+
+
+def _stats_socket(s: SocketView) -> dict[str, Any]:
+    """The stats document's entry for `s` (a kernel-read unix socket's queue is the host's)."""
+    queue = s.queue if s.source == "stats" else 0
+    backlog = s.backlog if s.source == "stats" else 0
+    return {"name": s.name, "proto": s.proto, "queue": queue or 0, "max_queue": backlog or 0}
 
 
 # --- hostile peers -------------------------------------------------------------------------

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, LOCAL_FIXTURES
+from tests.conftest import FIXTURES
 from tests.observe.helpers import document, never_spawned, poll_of, worker
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import ValidationError, parse_stats
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import plain_line, summary
 
-ALL_FIXTURES = sorted({p.name: p for d in (FIXTURES, LOCAL_FIXTURES) for p in d.glob("*.json")})
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.json"))
 
 
 def _fixture_paths() -> list[Path]:
-    paths = [p for d in (LOCAL_FIXTURES, FIXTURES) if d.exists() for p in sorted(d.glob("*.json"))]
+    paths = sorted(FIXTURES.glob("*.json"))
     assert len(paths) >= 11
     return paths
 
@@ -44,7 +44,7 @@ def test_every_fixture_parses_and_renders(path: Path) -> None:
 
 def test_fixture_specifics() -> None:
     def load(name: str) -> Any:
-        return parse_stats((LOCAL_FIXTURES / name).read_bytes())
+        return parse_stats((FIXTURES / name).read_bytes())
 
     emperor = load("emperor.json")
     assert emperor.is_emperor and emperor.vassals and emperor.vassals[0].id == "v1.ini"

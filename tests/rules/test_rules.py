@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.rules.frames import MIB, T0, frame, series, varying, with_workers
-from uwsgitune.core.frame import RequestView
+from tests.rules.frames import MIB, T0, frame, series, stuck, varying
 from uwsgitune.rules import ConfigFacts, Facts, Finding, evaluate, finding_to_dict
 from uwsgitune.rules.build import model_estimate
 from uwsgitune.rules.settings import RuleSettings
@@ -186,7 +185,7 @@ def test_flat_rss_is_not_a_leak() -> None:
 
 
 def test_threads_under_the_gil() -> None:
-    frames = [with_workers(f, cpu_pct=98.0, busy_pct=100.0) for f in series(30, live=2, threads=4)]
+    frames = series(30, live=2, threads=4, worker=dict(cpu_pct=98.0, busy_pct=100.0))
     f = one(evaluate(frames)[0], "threads_gil")
     rec = f.recommendation
     assert rec is not None and rec.setting == "threads" and rec.value == 1
@@ -194,8 +193,14 @@ def test_threads_under_the_gil() -> None:
 
 
 def test_threads_quiet_when_cpu_is_saturated() -> None:
-    frames = series(30, live=2, threads=4, instance_cpu_cores=3.9, host_cpu_pct=99.0)
-    frames = [with_workers(f, cpu_pct=98.0, busy_pct=100.0) for f in frames]
+    frames = series(
+        30,
+        live=2,
+        threads=4,
+        instance_cpu_cores=3.9,
+        host_cpu_pct=99.0,
+        worker=dict(cpu_pct=98.0, busy_pct=100.0),
+    )
     assert "threads_gil" not in ids(evaluate(frames)[0])
 
 
@@ -210,9 +215,7 @@ def test_exceptions_harakiri_respawns() -> None:
 
 
 def test_stuck_request() -> None:
-    frames = series(30)
-    req = RequestView(core=0, method="GET", path="/report", age=45.0)
-    frames[-1] = with_workers(frames[-1], requests_in_flight=(req,), request_age=45.0)
+    frames = [*series(29), frame(29, worker=stuck(45.0, "GET", "/report"))]
     f = one(evaluate(frames)[0], "health.stuck_requests")
     assert f.value("path") == "GET /report" and f.recommendation is not None
 

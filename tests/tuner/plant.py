@@ -3,6 +3,9 @@
 Closed loop: `clients` keep one request each in the system. Open loop: `rate` requests/s.
 A request needs `cpu_ms` of CPU and `io_ms` of waiting; the CPUs cap the throughput at
 cpus / cpu. Requests beyond the live workers wait in the listen queue.
+
+Each poll is a synthetic stats document and host sample (`tests.observe.helpers.Instance`)
+that the real `Tracker` turns into the frame the policy reads.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from tests.observe.helpers import Instance, Load
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
 
@@ -34,6 +38,8 @@ class Plant:
     schedstat: bool = True  # the run-queue wait is known
     contention_above: int | None = None  # past this count a lock costs 5% per worker
     rng: random.Random = field(init=False)
+    instance: Instance | None = field(init=False, default=None)
+    last_t: float | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -60,36 +66,41 @@ class Plant:
         CPU per worker beyond the CPUs."""
         return self.cpu_ms * (1 + 0.01 * max(n - self.cpus, 0))
 
-    def frame(self, t: float) -> Frame:
+    def load(self) -> Load:
+        """One second at the current count: throughput, requests in service, CPU and the
+        run-queue wait of processor sharing, the listen queue."""
         x, in_service, queue = self.steady(self.live)
         x *= 1 + self.rng.gauss(0, self.noise)
-        kind = "reload" if self.reload_at == t else "ok"
-        busy = round(in_service)
         cores = x * self.cpu_ms_at(self.live) / 1000
         # Processor sharing: requests not waiting on IO are on a CPU or in its run queue.
         runq = max(in_service - x * self.io_ms / 1000 - cores, 0.0)
-        return Frame(
-            source="plant",
-            t=1_700_000_000 + t,
-            mono=t,
-            kind=kind,
-            dt=1.0,
-            workers_max=self.workers_max,
+        return Load(
             live=self.live,
-            busy=busy,
-            idle=self.live - busy,
-            rps=x if kind == "ok" else None,
-            mean_rt_ms=in_service / x * 1000 if x and kind == "ok" else None,
-            littles_l=in_service if kind == "ok" else None,
-            busy_ratio=in_service / self.live if kind == "ok" and self.live else None,
-            sockets=(SocketView("127.0.0.1:9000", "http", False, round(queue), 100, "stats"),),
+            cheap=max(self.workers_max - self.live, 0),
+            busy=round(in_service),
+            rps=x,
+            in_service=in_service,
+            worker_cpu=cores / self.live if self.live else 0.0,
+            # each live worker waits in its busy share (in_service / live) of the poll
+            runq=(runq / in_service if in_service else 0.0) if self.schedstat else None,
+            host_busy=None,
+            cpus=round(self.cpus),
             effective_cpus=self.cpus,
-            instance_cpu_cores=cores,
-            runq_cores=runq if self.schedstat else None,
-            mem_per_worker=self.mem_per_worker,
+            somaxconn=None,
+            rss=self.mem_per_worker,
             mem_available=max(self.mem_available - self.live * self.mem_per_worker, 0),
-            loaded_at=1_700_000_000 + (self.reload_at or -1000.0),
+            sockets=(SocketView("127.0.0.1:9000", "http", False, round(queue), 100, "stats"),),
+            spawned=1_700_000_000 + (self.reload_at or -1000.0),
         )
+
+    def frame(self, t: float) -> Frame:
+        """The poll at `t` (a new instance when `t` goes back: a new run of polls)."""
+        load = self.load()
+        if self.instance is None or self.last_t is None or t <= self.last_t:
+            self.instance = Instance("plant", 1_700_000_000, 0.0)
+            self.instance.frame(t - 1, load)  # the first poll has no rates
+        self.last_t = t
+        return self.instance.frame(t, load, reload=self.reload_at == t)
 
 
 def run(

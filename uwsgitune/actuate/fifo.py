@@ -19,9 +19,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from uwsgitune.errors import UwsgituneError
 
-class FifoError(Exception):
+
+class FifoError(UwsgituneError):
     """A write that was refused or failed; the message names the path and the fix."""
+
+    code = 2
 
 
 class FifoSetupError(FifoError):

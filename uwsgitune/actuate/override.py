@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from uwsgitune.core.ini import parse_ini
+from uwsgitune.errors import UwsgituneError
 
 KNOWN_ALGOS = ("spare", "backlog", "busyness", "manual")
 DEFAULT_LISTEN = 100
 
 
-class OverrideError(ValueError):
+class OverrideError(UwsgituneError, ValueError):
     """An override that must not be written; the message lists every problem."""
 
 
@@ -31,7 +32,7 @@ class SetupError(OverrideError):
     so the tuner stops applying and says what to fix."""
 
 
-class IniError(ValueError):
+class IniError(UwsgituneError, ValueError):
     """An ini that cannot be read or holds a bad number; the message names it."""
 
 

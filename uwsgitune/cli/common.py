@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from uwsgitune.cli.errors import UserError
-from uwsgitune.core.address import AddressError, StatsAddress, parse_address
+from uwsgitune.core.address import StatsAddress, parse_address
 
 
 def positive_float(text: str) -> float:
@@ -30,10 +29,5 @@ def duration_seconds(text: str) -> float:
 
 
 def addresses(texts: list[str]) -> list[StatsAddress]:
-    out = []
-    for text in texts:
-        try:
-            out.append(parse_address(text))
-        except AddressError as exc:
-            raise UserError(str(exc), code=2) from None
-    return out
+    """Each text parsed; a bad one raises AddressError (exit status 2)."""
+    return [parse_address(text) for text in texts]

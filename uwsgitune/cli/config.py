@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.cli.errors import UserError
 from uwsgitune.daemon.config import load_config
-from uwsgitune.daemon.errors import ConfigError
 
 
 def register(sub: Any) -> None:
@@ -32,18 +29,7 @@ def register(sub: Any) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.file, {} if args.no_env else os.environ)
-    except ConfigError as exc:
-        raise config_error(exc) from None
+    config = load_config(args.file, {} if args.no_env else os.environ)  # ConfigError: exit 2
     n = len(config.instance)
     print(f"ok: {n} instance{'s' if n != 1 else ''}")
     return 0
-
-
-def config_error(exc: ConfigError) -> UserError:
-    """Every problem on its own `uwsgitune: FILE: key: reason` line; exit status 2."""
-    lines = exc.lines()
-    for line in lines[:-1]:
-        print(f"uwsgitune: {line}", file=sys.stderr)
-    return UserError(lines[-1] if lines else "invalid config", code=2)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.cli import exporter_flags
-from uwsgitune.cli.config import config_error
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
@@ -101,15 +100,9 @@ def load(args: argparse.Namespace) -> DaemonConfig:
 
 def run(args: argparse.Namespace) -> int:
     from uwsgitune.daemon import logs
-    from uwsgitune.daemon.runtime import Daemon, StartupError
+    from uwsgitune.daemon.runtime import Daemon
 
-    try:
-        config = load(args)
-    except ConfigError as exc:
-        raise config_error(exc) from None
+    config = load(args)
     logs.setup(config.daemon.log_format, level=config.daemon.log_level)
     daemon = Daemon(config, config_path=args.config)
-    try:
-        return asyncio.run(daemon.serve())
-    except StartupError as exc:
-        raise UserError(str(exc), code=1) from None
+    return asyncio.run(daemon.serve())

@@ -67,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
     session = DemoSession(duration=args.duration, load=not args.no_load)
     try:
         return run_session(session, _show(args.interval))
-    except LaunchError as exc:
-        raise UserError(f"demo: {exc}") from None
+    except LaunchError as exc:  # the same failure, named as the demo's
+        raise LaunchError(f"demo: {exc}") from None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from uwsgitune.errors import UwsgituneError
 
-class UserError(Exception):
+
+class UserError(UwsgituneError):
     """Bad input or an unreachable instance. `str()` names the thing and the fix."""
 
     def __init__(self, message: str, code: int = 1) -> None:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from uwsgitune import __version__
-from uwsgitune.cli.errors import UserError
+from uwsgitune.errors import UwsgituneError
 
 # Commands, in help order. Each module defines `register(subparsers)`, which sets `func`.
 COMMANDS = ["watch", "demo", "record", "recommend", "sweep", "daemon", "config", "tune", "doctor"]
@@ -41,8 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args))
-    except UserError as exc:
-        print(f"uwsgitune: {exc}", file=sys.stderr)
+    except UwsgituneError as exc:  # every user-facing failure: its lines, no traceback
+        for line in exc.lines():
+            print(f"uwsgitune: {line}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         return 130

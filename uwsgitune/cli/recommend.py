@@ -21,7 +21,7 @@ from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
 from uwsgitune.rules.render import report
 from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
-from uwsgitune.sources.recording import RecordingError, read_recording
+from uwsgitune.sources.recording import read_recording
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner.settings import TunerSettings
 
@@ -123,11 +123,8 @@ def _observed(frames: list[Frame]) -> bool:
 
 def _replay(path: Path, window: float | None) -> dict[str, list[Frame]]:
     by_source: dict[str, list[Frame]] = {}
-    try:
-        for frame in replay_frames(read_recording(path)):
-            by_source.setdefault(frame.source, []).append(frame)
-    except RecordingError as exc:
-        raise UserError(str(exc), code=2) from None
+    for frame in replay_frames(read_recording(path)):  # RecordingError: exit 2
+        by_source.setdefault(frame.source, []).append(frame)
     if not by_source:
         raise UserError(f"{path}: the recording holds no polls", code=2)
     if window is not None:

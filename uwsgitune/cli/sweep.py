@@ -48,6 +48,13 @@ def register(sub: Any) -> None:
     p.add_argument("--stats", required=True, metavar="ADDR", help="the instance's stats address")
     p.add_argument("--fifo", required=True, metavar="PATH", help="the instance's master FIFO")
     p.add_argument("--workers", required=True, metavar="RANGE", help="1..32 or 1,2,4,8")
+    _load_flags(p)
+    _outcome_flags(p)
+    p.set_defaults(func=run)
+
+
+def _load_flags(p: argparse.ArgumentParser) -> None:
+    """The load each step runs under, and how long."""
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_positive_int, metavar="N", help="closed-loop clients")
     load.add_argument("--rate", type=positive_float, metavar="R", help="open loop, requests/s")
@@ -68,6 +75,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--repeat", type=_positive_int, default=2, metavar="K", help="passes, for the noise (2)"
     )
+
+
+def _outcome_flags(p: argparse.ArgumentParser) -> None:
+    """What counts as good enough, the limits, and where the results go."""
     p.add_argument(
         "--within",
         type=positive_float,
@@ -97,7 +108,6 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="for sweep.json and sweep.svg (./uwsgitune-sweep-TIME)",
     )
-    p.set_defaults(func=run)
 
 
 def check_url(url: str) -> None:
@@ -121,10 +131,7 @@ def check_url(url: str) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
-    try:
-        rng = plan.parse_workers(args.workers)
-    except plan.PlanError as exc:
-        raise UserError(str(exc), code=2) from None
+    rng = plan.parse_workers(args.workers)  # PlanError: exit 2
     watch = InstanceWatch(addresses([args.stats])[0], interval=0.25, timeout=2.0)
     frame = watch.step()
     problem = plan.check_instance(frame, rng.top)
@@ -134,7 +141,9 @@ def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
     try:
         fifo.check()
     except FifoError as exc:
-        raise UserError(str(exc)) from None
+        # A FIFO the master does not hold fails the run (exit 1); `tune`'s bad path is input (2).
+        exc.code = 1
+        raise
     check_url(args.url)
     clients = None if args.rate else (args.concurrency or max(4, 2 * rng.top))
     if clients is not None and clients < rng.top:

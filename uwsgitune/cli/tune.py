@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.build import Built, build_loop
-from uwsgitune.actuate.fifo import FifoError, fifo_inode
+from uwsgitune.actuate.fifo import fifo_inode
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.loop import MODES, Mode, TuneLoop
 from uwsgitune.cli.common import addresses, positive_float
@@ -89,10 +89,7 @@ def open_tuner(
     """The TuneLoop for `args` (--fifo, --override, --ini, --audit) on a first poll of
     `watch`; a FIFO that is not one, or stats that do not answer, end in one line. What the
     loop says on start (a stop resumed from the audit log) goes to `log`."""
-    try:
-        fifo_inode(Path(args.fifo))
-    except FifoError as exc:
-        raise UserError(str(exc), 2) from None
+    fifo_inode(Path(args.fifo))  # FifoError: exit 2
     first = watch.step()
     if first.kind == "error":
         raise UserError(f"{first.error}", 1)

@@ -19,7 +19,7 @@ from uwsgitune.core.settings import add_flag
 from uwsgitune.pipeline import InstancePipeline, pipeline_for
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
-from uwsgitune.sources.recording import RecordingError, read_recording
+from uwsgitune.sources.recording import read_recording
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner.settings import TunerSettings
 
@@ -193,13 +193,10 @@ def replay_frames(polls: Iterable[Poll]) -> Iterable[Frame]:
 
 def _replay(args: argparse.Namespace) -> int:
     last: dict[str, Frame] = {}
-    try:
-        for frame in replay_frames(read_recording(args.replay)):
-            last[frame.source] = frame
-            if args.plain:
-                _emit_plain(frame, args.json)
-    except RecordingError as exc:
-        raise UserError(str(exc), code=2) from None
+    for frame in replay_frames(read_recording(args.replay)):  # RecordingError: exit 2
+        last[frame.source] = frame
+        if args.plain:
+            _emit_plain(frame, args.json)
     if not last:
         raise UserError(f"{args.replay}: the recording holds no polls", code=2)
     if not args.plain:

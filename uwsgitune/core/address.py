@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from uwsgitune.errors import UwsgituneError
+
 Kind = Literal["unix", "abstract", "tcp", "http"]
 
 
-class AddressError(ValueError):
+class AddressError(UwsgituneError, ValueError):
     """An address that cannot be parsed; the message is one line for the user."""
+
+    code = 2
 
 
 @dataclass(frozen=True)
@@ -70,39 +74,47 @@ def _host_port(text: str, original: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port_text)
 
 
+def _unix_uri(raw: str) -> StatsAddress:
+    path = raw[len("unix://") :]
+    if not path:
+        raise AddressError(f"{raw}: no path after unix://")
+    if path.startswith("@"):
+        if len(path) == 1:
+            raise AddressError(f"{raw}: no abstract socket name after '@'")
+        return StatsAddress("abstract", path=path[1:], text=raw)
+    return StatsAddress("unix", path=os.path.expanduser(path), text=raw)
+
+
+def _http_uri(raw: str) -> StatsAddress:
+    if raw.startswith("https://"):
+        raise AddressError(f"{raw}: uWSGI's stats-http does not speak TLS; use http://")
+    parts = urlsplit(raw)
+    try:
+        http_port = parts.port
+    except ValueError:  # not a number, or out of range: urlsplit raises late
+        http_port = -1
+    if http_port is None:
+        raise AddressError(f"{raw}: no port; write http://HOST:PORT")
+    if not 0 < http_port < 65536:
+        raise AddressError(f"{raw}: no valid port; write http://HOST:PORT, e.g. :9191")
+    http_host = parts.hostname or "127.0.0.1"
+    return StatsAddress(
+        "http", host=http_host, port=http_port, http_path=parts.path or "/", text=raw
+    )
+
+
 def parse_address(text: str) -> StatsAddress:
     """Parse one user-typed address. Raises `AddressError` with a one-line hint."""
     raw = text.strip()
     if not raw:
         raise AddressError("empty stats address; give a socket path, @abstract or HOST:PORT")
     if raw.startswith("unix://"):
-        path = raw[len("unix://") :]
-        if not path:
-            raise AddressError(f"{raw}: no path after unix://")
-        if path.startswith("@"):
-            if len(path) == 1:
-                raise AddressError(f"{raw}: no abstract socket name after '@'")
-            return StatsAddress("abstract", path=path[1:], text=raw)
-        return StatsAddress("unix", path=os.path.expanduser(path), text=raw)
+        return _unix_uri(raw)
     if raw.startswith("tcp://"):
         host, port = _host_port(raw[len("tcp://") :].rstrip("/"), raw)
         return StatsAddress("tcp", host=host, port=port, text=raw)
     if raw.startswith(("http://", "https://")):
-        if raw.startswith("https://"):
-            raise AddressError(f"{raw}: uWSGI's stats-http does not speak TLS; use http://")
-        parts = urlsplit(raw)
-        try:
-            http_port = parts.port
-        except ValueError:  # not a number, or out of range: urlsplit raises late
-            http_port = -1
-        if http_port is None:
-            raise AddressError(f"{raw}: no port; write http://HOST:PORT")
-        if not 0 < http_port < 65536:
-            raise AddressError(f"{raw}: no valid port; write http://HOST:PORT, e.g. :9191")
-        http_host = parts.hostname or "127.0.0.1"
-        return StatsAddress(
-            "http", host=http_host, port=http_port, http_path=parts.path or "/", text=raw
-        )
+        return _http_uri(raw)
     if raw.startswith("@"):
         if len(raw) == 1:
             raise AddressError("@: no abstract socket name after '@'")

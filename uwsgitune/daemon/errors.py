@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from uwsgitune.errors import UwsgituneError
+
 _BOUNDS = {
     "greater_than_equal": ">=",
     "greater_than": ">",
@@ -19,8 +21,10 @@ _BOUNDS = {
 }
 
 
-class ConfigError(Exception):
+class ConfigError(UwsgituneError):
     """One or more config problems; `lines()` gives one line each, prefixed by the source."""
+
+    code = 2
 
     def __init__(self, problems: list[str], source: str = "") -> None:
         super().__init__("; ".join(problems))

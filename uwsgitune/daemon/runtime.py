@@ -24,6 +24,7 @@ from uwsgitune.daemon.errors import ConfigError
 from uwsgitune.daemon.instance import InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
+from uwsgitune.errors import UwsgituneError
 from uwsgitune.exporter.collector import registry_for
 from uwsgitune.exporter.endpoint import build_site, ip_loopback
 from uwsgitune.exporter.http import MetricsServer
@@ -33,7 +34,7 @@ GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
 
 
-class StartupError(Exception):
+class StartupError(UwsgituneError):
     """The daemon could not start (e.g. the metrics address is taken): one line."""
 
 

@@ -53,13 +53,9 @@ def _emperor_lines(f: Frame) -> list[str]:
     return lines
 
 
-def summary(f: Frame) -> list[str]:
-    """The readable block of `watch --once`."""
-    if f.kind == "error" and not f.master_pid:
-        return [error_line(f)]
-    if f.emperor:
-        return _emperor_lines(f)
-    lines = [_title(f)]
+def _state_lines(f: Frame) -> list[str]:
+    """Disconnected, reloaded just now, or reloaded earlier: what the rates below mean."""
+    lines = []
     if f.kind == "error":
         lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {_reason(f)}")
     if f.kind in ("reload", "restart"):
@@ -69,39 +65,59 @@ def summary(f: Frame) -> list[str]:
             f"  note      {f.reloads_seen} reload/restart seen between polls (counters reset, "
             "reported as a reload, not traffic); rates are from the polls after it"
         )
-    lines.append(
-        f"  workers   {f.live} live / {f.workers_max} max: {f.busy} busy, {f.idle} idle, "
-        f"{f.cheap} cheap   threads/worker {f.threads}"
-    )
-    lines.append(f"  traffic   {num(f.rps)} req/s   {num(f.eps, '.2f')} exceptions/s")
-    lines.append(
-        f"  latency   mean {ms(f.mean_rt_ms)} (Δrunning_time/Δrequests)   "
-        f"uWSGI avg_rt {ms(f.avg_rt_ms)} (half-life average, not a mean)"
-    )
+    return lines
+
+
+def _traffic_lines(f: Frame) -> list[str]:
     busy = None if f.busy_ratio is None else f.busy_ratio * 100
-    lines.append(f"  load      busy {pct(busy)}   Little's L {num(f.littles_l, '.2f')} in service")
-    for i, s in enumerate(f.sockets):
-        lines.append(f"  {'sockets' if i == 0 else '':<9} {socket_line(s)}")
+    return [
+        f"  workers   {f.live} live / {f.workers_max} max: {f.busy} busy, {f.idle} idle, "
+        f"{f.cheap} cheap   threads/worker {f.threads}",
+        f"  traffic   {num(f.rps)} req/s   {num(f.eps, '.2f')} exceptions/s",
+        f"  latency   mean {ms(f.mean_rt_ms)} (Δrunning_time/Δrequests)   "
+        f"uWSGI avg_rt {ms(f.avg_rt_ms)} (half-life average, not a mean)",
+        f"  load      busy {pct(busy)}   Little's L {num(f.littles_l, '.2f')} in service",
+    ]
+
+
+def _socket_lines(f: Frame) -> list[str]:
+    lines = [
+        f"  {'sockets' if i == 0 else '':<9} {socket_line(s)}" for i, s in enumerate(f.sockets)
+    ]
     if f.listen_overflows_delta is not None:
         grew = f.listen_overflows_delta
         note = "  (TCP backlogs overflowed)" if grew else ""
         lines.append(f"  {'':<9} kernel ListenOverflows +{grew} since last poll, host-wide{note}")
+    return lines
+
+
+def _resource_lines(f: Frame) -> list[str]:
     eff = num(f.effective_cpus, "g")
-    lines.append(
-        f"  cpu       host {pct(f.host_cpu_pct)}   instance {num(f.instance_cpu_cores, '.2f')} "
-        f"cores of {eff} effective ({f.cpu_count or '?'} host CPUs)"
-    )
     src = {"stats": "--memory-report", "psutil": "psutil", "none": "unknown"}[f.mem_source]
-    lines.append(
+    return [
+        f"  cpu       host {pct(f.host_cpu_pct)}   instance {num(f.instance_cpu_cores, '.2f')} "
+        f"cores of {eff} effective ({f.cpu_count or '?'} host CPUs)",
         f"  memory    {size(f.mem_per_worker)}/worker, {size(f.mem_total_rss)} total ({src})   "
-        f"available {size(f.mem_available)} of {size(f.mem_limit)}"
-    )
-    lines.append(
+        f"available {size(f.mem_available)} of {size(f.mem_limit)}",
         f"  health    harakiri {f.harakiri_total} (+{num(f.harakiri_delta, 'd', '?')})   "
         f"respawns {f.respawns_total} (+{num(f.respawns_delta, 'd', '?')})   "
-        f"signal queue {f.signal_queue}"
-    )
-    return lines
+        f"signal queue {f.signal_queue}",
+    ]
+
+
+def summary(f: Frame) -> list[str]:
+    """The readable block of `watch --once`."""
+    if f.kind == "error" and not f.master_pid:
+        return [error_line(f)]
+    if f.emperor:
+        return _emperor_lines(f)
+    return [
+        _title(f),
+        *_state_lines(f),
+        *_traffic_lines(f),
+        *_socket_lines(f),
+        *_resource_lines(f),
+    ]
 
 
 def plain_line(f: Frame) -> str:

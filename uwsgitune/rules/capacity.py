@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import (
@@ -30,45 +31,64 @@ from uwsgitune.rules.finding import Finding
 from uwsgitune.rules.listen import sized_target
 
 
+class _Stretch(NamedTuple):
+    """CPU-bound load stretched by too many workers: the numbers the finding shows."""
+
+    cpu: float  # host CPU saturation (median)
+    cpu_ms: float  # CPU time per request
+    rt_ms: float  # mean response time
+    stretch: float  # rt_ms / cpu_ms
+    target: int  # workers
+
+
+def _stretched(ctx: Context, frames: Sequence[Frame], eff: float) -> _Stretch | None:
+    s, f = ctx.settings, ctx.latest
+    cpu = quantile(values(frames, ctx.cpu), 0.5) if values(frames, ctx.cpu) else None
+    own = mean(values(frames, ctx.own_cpu))
+    if cpu is None or cpu < s.cpu_saturated or own < s.cpu_instance_min:
+        return None
+    cpu_ms = values(frames, lambda x: x.cpu_ms_per_request)
+    rt_ms = values(frames, lambda x: x.mean_rt_ms)
+    if not cpu_ms or not rt_ms or mean(cpu_ms) <= 0:
+        return None
+    stretch = mean(rt_ms) / mean(cpu_ms)
+    if stretch < s.oversub_stretch:
+        return None
+    model = model_estimate(frames)
+    target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
+    if model is not None and model.workers is not None:
+        target = model.workers  # the tuner's count: the IO share of a request included
+    if f.live <= target:
+        return None
+    return _Stretch(cpu, mean(cpu_ms), mean(rt_ms), stretch, target)
+
+
 def oversubscribed_cpu(ctx: Context) -> list[Finding]:
     s, f = ctx.settings, ctx.latest
     frames = ctx.window()
     eff = f.effective_cpus
     if not frames or not eff or f.live < s.oversub_ratio * eff:
         return []
-    cpu = quantile(values(frames, ctx.cpu), 0.5) if values(frames, ctx.cpu) else None
-    own = mean(values(frames, ctx.own_cpu))
-    if cpu is None or cpu < s.cpu_saturated or own < s.cpu_instance_min:
+    found = _stretched(ctx, frames, eff)
+    if found is None:
         return []
-    cpu_ms = values(frames, lambda x: x.cpu_ms_per_request)
-    rt_ms = values(frames, lambda x: x.mean_rt_ms)
-    if not cpu_ms or not rt_ms or mean(cpu_ms) <= 0:
-        return []
-    stretch = mean(rt_ms) / mean(cpu_ms)
-    if stretch < s.oversub_stretch:
-        return []
-    model = model_estimate(frames)
-    target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
-    if model is not None and model.workers is not None:
-        target = model.workers  # the tuner's count: the IO share of a request included
-    if f.live <= target:
-        return []
-    expected_rt = mean(cpu_ms) * max(target / eff, 1.0)
+    cpu, cpu_ms, rt_ms, stretch, target = found
     reason = (
         f"{f.live} workers share {eff:g} CPUs that are {cpu:.0%} used, so each request spends "
         f"{stretch:.1f}x its CPU time waiting for a CPU: fewer workers give the same or more "
         "throughput."
     )
     effect = (
-        f"about the same req/s with mean response time near {expected_rt:.0f} ms "
-        f"instead of {mean(rt_ms):.0f} ms, and {f.live - target} workers' memory freed"
+        f"about the same req/s with mean response time near "
+        f"{cpu_ms * max(target / eff, 1.0):.0f} ms instead of {rt_ms:.0f} ms, "
+        f"and {f.live - target} workers' memory freed"
     )
     evidence = ev(
         live=(f.live, "workers"),
         effective_cpus=(eff, "cpus"),
         cpu_saturation=(cpu, "ratio"),
-        mean_rt=(mean(rt_ms), "ms"),
-        cpu_per_request=(mean(cpu_ms), "ms"),
+        mean_rt=(rt_ms, "ms"),
+        cpu_per_request=(cpu_ms, "ms"),
         stretch=(stretch, "x"),
         rps=(mean(values(frames, lambda x: x.rps)), "req/s"),
         target_workers=(target, "workers"),

@@ -20,12 +20,15 @@ from uwsgitune import __version__
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.redact import strip_request_vars
 from uwsgitune.core.samples import HostSample, Poll, ProcSample, TcpQueue, UnixQueue
+from uwsgitune.errors import UwsgituneError
 
 FORMAT_VERSION = 1
 
 
-class RecordingError(Exception):
+class RecordingError(UwsgituneError):
     """A recording that cannot be read; one line naming the file and line."""
+
+    code = 2
 
 
 def poll_to_record(poll: Poll, raw: bytes | None, *, keep_vars: bool = False) -> dict[str, Any]:

@@ -18,12 +18,13 @@ import stat
 import time
 
 from uwsgitune.core.address import StatsAddress
+from uwsgitune.errors import UwsgituneError
 
 MAX_DOCUMENT = 16 * 1024 * 1024
 RAW_FIRST_BYTE = 1.0  # seconds a raw TCP peer may stay silent before we suspect stats-http
 
 
-class StatsError(Exception):
+class StatsError(UwsgituneError):
     """A poll that failed. `str()` is one line: the address, what happened, the likely fix."""
 
     def __init__(self, address: StatsAddress | str, message: str) -> None:

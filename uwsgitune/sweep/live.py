@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Protocol
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.errors import UwsgituneError
 
 PLUS_RETRY_SECONDS = 3.0  # a `+` not applied after three master cycles is resent
 POLL_SECONDS = 0.25
@@ -35,7 +36,7 @@ class Fifo(Protocol):
     def write(self, commands: str) -> None: ...
 
 
-class SweepError(Exception):
+class SweepError(UwsgituneError):
     """The sweep cannot go on; one line naming the thing and the fix."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.errors import UwsgituneError
 
 MAX_WORKERS = 1024
 EVERY_VALUE_UP_TO = 8  # at most this many values: measure them all
@@ -17,8 +18,10 @@ REFINE_MAX = 2
 SETTLE_SECONDS = 2.5  # typical: one 1 s master cycle to apply +/-, a poll, the drain
 
 
-class PlanError(ValueError):
+class PlanError(UwsgituneError, ValueError):
     """Bad `--workers` text or an unsuitable instance; the message names the fix."""
+
+    code = 2
 
 
 @dataclass(frozen=True)

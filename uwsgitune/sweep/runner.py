@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.loadgen import LoadResult, LoadRun
@@ -95,21 +95,20 @@ def step_result(
     )
 
 
+@dataclass
 class Sweep:
-    def __init__(
-        self,
-        cfg: SweepConfig,
-        live: LiveCount,
-        *,
-        log: Callable[[str], None] = print,
-        mono: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.cfg = cfg
-        self.live = live
-        self.stop: StopFlag = live.stop
-        self.log = log
-        self._mono = mono
-        self._done = 0
+    """One sweep of `cfg` on the instance behind `live`; `log` gets a line per step."""
+
+    cfg: SweepConfig
+    live: LiveCount
+    _: KW_ONLY
+    log: Callable[[str], None] = print
+    mono: Callable[[], float] = time.monotonic
+    _done: int = field(default=0, init=False)
+
+    @property
+    def stop(self) -> StopFlag:
+        return self.live.stop
 
     def run(self) -> SweepOutcome:
         out = SweepOutcome()
@@ -158,7 +157,7 @@ class Sweep:
     async def _measure(self, workers: int, pass_no: int) -> StepResult:
         spec, cfg = self.cfg.load, self.cfg
         budget = cfg.warmup + cfg.step_seconds + spec.timeout + 5
-        run = LoadRun(spec.url, duration=budget, timeout=spec.timeout, clock=self._mono)
+        run = LoadRun(spec.url, duration=budget, timeout=spec.timeout, clock=self.mono)
         if spec.clients:
             task = asyncio.ensure_future(run.closed_loop(spec.clients))
         else:
@@ -166,10 +165,10 @@ class Sweep:
         try:
             await self._wait(cfg.warmup, task)
             self.live.watch.step()
-            a = _mark(run.result, self._mono())
+            a = _mark(run.result, self.mono())
             await self._wait(cfg.step_seconds, task)
             frame = self.live.watch.step()
-            b = _mark(run.result, self._mono())
+            b = _mark(run.result, self.mono())
         finally:
             run.stop()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -177,14 +176,14 @@ class Sweep:
         return step_result(workers, pass_no, a, b, run.result, frame)
 
     async def _wait(self, seconds: float, task: asyncio.Future[LoadResult]) -> None:
-        end = self._mono() + seconds
-        while self._mono() < end:
+        end = self.mono() + seconds
+        while self.mono() < end:
             if self.stop.is_set:
                 raise Interrupted
             if task.done():
                 task.result()  # the load died: surface why
                 raise SweepError("the load generator ended early")
-            await asyncio.sleep(min(0.1, max(0.0, end - self._mono())))
+            await asyncio.sleep(min(0.1, max(0.0, end - self.mono())))
 
     def _restore(self, original: int) -> tuple[int | None, bool]:
         if original < 1:

@@ -34,49 +34,58 @@ class Column:
     help: str
 
 
+def columns(table: str) -> tuple[Column, ...]:
+    """Columns from a text table: key, label, width, help (the rest of the line)."""
+    out = []
+    for line in table.strip().splitlines():
+        key, label, width, help_ = line.split(maxsplit=3)
+        out.append(Column(key, label, int(width), help_))
+    return tuple(out)
+
+
 # The uwsgitop columns, in its order, then ours. AVG½ is uWSGI's avg_rt: (avg + last)/2.
-WORKER_COLUMNS: tuple[Column, ...] = (
-    Column("wid", "WID", 4, "worker id (slot+1 when cheap)"),
-    Column("share", "%", 5, "share of all requests served by this worker"),
-    Column("pid", "PID", 8, "worker pid"),
-    Column("req", "REQ", 8, "requests since the last reload"),
-    Column("rps", "RPS", 7, "requests/s over the last interval"),
-    Column("exc", "EXC", 5, "exceptions"),
-    Column("sig", "SIG", 4, "signals handled"),
-    Column("status", "STATUS", 7, "idle, busy, cheap, pause, sigN"),
-    Column("avg", "AVG½", 8, "uWSGI avg_rt: a half-life average (avg+last)/2, not a mean"),
-    Column("mean", "MEAN", 8, "true mean response time: Δrunning_time/Δrequests"),
-    Column("rss", "RSS", 9, "resident memory (memory-report or psutil)"),
-    Column("vsz", "VSZ", 9, "virtual memory (memory-report)"),
-    Column("tx", "TX", 9, "bytes sent"),
-    Column("respawn", "ReSpwn", 6, "respawns of this slot"),
-    Column("hc", "HC", 3, "harakiri count"),
-    Column("runt", "RunT", 8, "busy time: running_time, time spent serving requests"),
-    Column("lastspawn", "LastSpwn", 8, "time since the last spawn"),
-    Column("busy", "BUSY%", 6, "busy %: Δrunning_time/Δt per thread"),
-    Column("cpu", "CPU%", 6, "CPU % of one core"),
-    Column("age", "AGE", 7, "age of the oldest request in service"),
-)
+WORKER_COLUMNS = columns("""
+wid        WID        4  worker id (slot+1 when cheap)
+share      %          5  share of all requests served by this worker
+pid        PID        8  worker pid
+req        REQ        8  requests since the last reload
+rps        RPS        7  requests/s over the last interval
+exc        EXC        5  exceptions
+sig        SIG        4  signals handled
+status     STATUS     7  idle, busy, cheap, pause, sigN
+avg        AVG½       8  uWSGI avg_rt: a half-life average (avg+last)/2, not a mean
+mean       MEAN       8  true mean response time: Δrunning_time/Δrequests
+rss        RSS        9  resident memory (memory-report or psutil)
+vsz        VSZ        9  virtual memory (memory-report)
+tx         TX         9  bytes sent
+respawn    ReSpwn     6  respawns of this slot
+hc         HC         3  harakiri count
+runt       RunT       8  busy time: running_time, time spent serving requests
+lastspawn  LastSpwn   8  time since the last spawn
+busy       BUSY%      6  busy %: Δrunning_time/Δt per thread
+cpu        CPU%       6  CPU % of one core
+age        AGE        7  age of the oldest request in service
+""")
 COLUMN_KEYS = tuple(c.key for c in WORKER_COLUMNS)
 
-CORE_COLUMNS: tuple[Column, ...] = (
-    Column("wid", "WID", 4, "worker id"),
-    Column("core", "CORE", 4, "core (thread) id"),
-    Column("pid", "PID", 8, "worker pid"),
-    Column("req", "REQ", 8, "requests served by this core"),
-    Column("status", "STATUS", 7, "busy when in a request"),
-    Column("age", "AGE", 7, "age of the request in service"),
-    Column("request", "REQUEST", 40, "method and path (request vars are never shown)"),
-)
+CORE_COLUMNS = columns("""
+wid      WID       4  worker id
+core     CORE      4  core (thread) id
+pid      PID       8  worker pid
+req      REQ       8  requests served by this core
+status   STATUS    7  busy when in a request
+age      AGE       7  age of the request in service
+request  REQUEST  40  method and path (request vars are never shown)
+""")
 
-VASSAL_COLUMNS: tuple[Column, ...] = (
-    Column("name", "VASSAL", 24, "vassal config name"),
-    Column("pid", "PID", 8, "vassal master pid"),
-    Column("ready", "READY", 6, "ready"),
-    Column("accepting", "ACCEPT", 6, "accepting"),
-    Column("respawns", "ReSpwn", 6, "respawns"),
-    Column("born", "UP", 9, "time since born"),
-)
+VASSAL_COLUMNS = columns("""
+name       VASSAL  24  vassal config name
+pid        PID      8  vassal master pid
+ready      READY    6  ready
+accepting  ACCEPT   6  accepting
+respawns   ReSpwn   6  respawns
+born       UP       9  time since born
+""")
 
 STATUS_STYLE = {"busy": "bold yellow", "idle": "green", "cheap": "dim", "pause": "magenta"}
 
@@ -87,6 +96,10 @@ def status_style(status: str) -> str:
     if status.startswith("sig"):
         return "bold red"
     return STATUS_STYLE.get(status, "")
+
+
+def _count(value: int, style: str = "") -> Cell:
+    return Cell(str(value), value, style)
 
 
 def _n(value: float | None, fmt: str = ".1f") -> Cell:
@@ -109,10 +122,10 @@ def worker_row(w: WorkerView, total_requests: int, now: float) -> Row:
         Cell(str(w.id or w.slot + 1), w.slot, dim),
         Cell(f"{share:.1f}", share),
         Cell(str(w.pid) if w.pid else "-", w.pid),
-        Cell(str(w.requests), w.requests),
+        _count(w.requests),
         _n(w.rps),
-        Cell(str(w.exceptions), w.exceptions, "red" if w.exceptions else ""),
-        Cell(str(w.signals), w.signals),
+        _count(w.exceptions, "red" if w.exceptions else ""),
+        _count(w.signals),
         Cell(w.status, w.status, status_style(w.status), right=False),
         _ms_us(w.avg_rt_us),
         Cell(
@@ -122,8 +135,8 @@ def worker_row(w: WorkerView, total_requests: int, now: float) -> Row:
         _size(w.rss),
         _size(w.vsz),
         _size(w.tx),
-        Cell(str(w.respawn_count), w.respawn_count),
-        Cell(str(w.harakiri_count), w.harakiri_count, "red" if w.harakiri_count else ""),
+        _count(w.respawn_count),
+        _count(w.harakiri_count, "red" if w.harakiri_count else ""),
         Cell(duration(w.running_time_us / 1e6), float(w.running_time_us)),
         Cell(duration(spawned), -1.0 if spawned is None else -spawned),
         _n(w.busy_pct, ".0f"),
@@ -151,9 +164,9 @@ def core_rows(f: Frame) -> list[Row]:
             request = f"{r.method} {r.path}".strip() if r else ""
             cells = (
                 Cell(str(w.id), w.slot),
-                Cell(str(core), core),
-                Cell(str(w.pid), w.pid),
-                Cell(str(requests), requests),
+                _count(core),
+                _count(w.pid),
+                _count(requests),
                 Cell(status, status, status_style(status), right=False),
                 Cell(duration(r.age) if r else "", (r.age or 0.0) if r else -1.0),
                 Cell(request, request, right=False),
@@ -168,10 +181,10 @@ def vassal_rows(f: Frame) -> list[Row]:
         up = f.t - v.born if v.born > 0 else None
         cells = (
             Cell(v.name, v.name, "bold", right=False),
-            Cell(str(v.pid), v.pid),
+            _count(v.pid),
             Cell("yes" if v.ready else "no", int(v.ready), "green" if v.ready else "red"),
             Cell("yes" if v.accepting else "no", int(v.accepting)),
-            Cell(str(v.respawns), v.respawns, "yellow" if v.respawns else ""),
+            _count(v.respawns, "yellow" if v.respawns else ""),
             Cell(duration(up), -1.0 if up is None else up),
         )
         rows.append((f"v{v.name}", cells))

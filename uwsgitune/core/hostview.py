@@ -1,0 +1,129 @@
+"""The host's part of a frame: sockets' kernel queues, memory, CPU and run-queue time.
+
+CPU and run-queue time come from per-process samples (`ProcSample`) of the master and the
+workers, as deltas between two host samples; memory and limits from the latest sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+from uwsgitune.core.frame import Frame, SocketView
+from uwsgitune.core.model import Socket, StatsDoc
+from uwsgitune.core.samples import HostSample
+from uwsgitune.core.workerview import procs_by_pid
+
+
+def socket_views(sockets: tuple[Socket, ...], host: HostSample | None) -> tuple[SocketView, ...]:
+    kernel = {q.path: q for q in host.unix_queues} if host else {}
+    tcp = {q.name: q for q in host.tcp_queues} if host else {}
+    out = []
+    for s in sockets:
+        if s.is_unix:
+            q = kernel.get(s.name)
+            if q is not None:
+                out.append(SocketView(s.name, s.proto, True, q.queue, q.backlog, "kernel"))
+            else:
+                out.append(SocketView(s.name, s.proto, True, None, None, "none"))
+        elif (t := tcp.get(s.name)) is not None:  # the kernel now, not the master's sample
+            out.append(SocketView(s.name, s.proto, False, t.queue, t.backlog, "kernel"))
+        else:
+            out.append(SocketView(s.name, s.proto, False, s.queue, s.max_queue or None, "stats"))
+    return tuple(out)
+
+
+def _delta(cur: int | None, prev: int | None) -> int | None:
+    if cur is None or prev is None:
+        return None
+    return max(cur - prev, 0)
+
+
+def _share(part: float, total: float) -> float | None:
+    return min(max(part / total * 100, 0.0), 100.0) if total > 0 else None
+
+
+def _busy_shares(frame: Frame) -> dict[int, float]:
+    """Each live worker's share of the poll spent in requests. A worker's run-queue wait
+    counts towards its requests in that share only: idle workers woken together for every
+    new connection (the thundering herd) wait for a CPU too, outside any request, and the
+    master serves none. With threads, a process's threads take turns at accept() under
+    uWSGI's own lock, so a process's wait counts whole."""
+    if frame.threads > 1:
+        return {w.pid: 1.0 for w in frame.workers if w.live}
+    return {w.pid: min(max(w.busy_pct or 0.0, 0.0) / 100, 1.0) for w in frame.workers if w.live}
+
+
+class InstanceCpu(NamedTuple):
+    """CPU seconds the master and workers used between two host samples, the run-queue
+    seconds their requests waited, and each threaded process's GIL share (used + waited,
+    per second). Waits are None when a process's run-queue time is not known."""
+
+    used: float
+    runq: float | None
+    gil: list[float] | None
+
+
+def instance_cpu(
+    frame: Frame, host: HostSample, prev: HostSample, dt: float, doc: StatsDoc
+) -> InstanceCpu:
+    inst, runq, runq_known = 0.0, 0.0, True
+    pids = {doc.pid} | {w.pid for w in doc.workers if w.pid > 0}
+    shares = _busy_shares(frame)
+    before = procs_by_pid(prev)
+    gil: list[float] = []
+    for p in host.procs:
+        q = before.get(p.pid)
+        if p.pid in pids and q is not None:
+            used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
+            inst += used
+            if p.runq_seconds is None or q.runq_seconds is None:
+                runq_known = False
+                continue
+            waited = max(p.runq_seconds - q.runq_seconds, 0.0)
+            runq += waited * shares.get(p.pid, 0.0)
+            if frame.threads > 1 and p.pid in shares:
+                gil.append(min((used + waited) / dt, 1.0))
+    if not runq_known:
+        return InstanceCpu(inst, None, None)
+    return InstanceCpu(inst, runq, gil)
+
+
+def _with_memory(frame: Frame, host: HostSample) -> Frame:
+    live_rss = [w.rss for w in frame.workers if w.live and w.rss]
+    mem_source = "stats" if frame.memory_report else ("psutil" if live_rss else "none")
+    return replace(
+        frame,
+        cpu_count=host.cpu_count,
+        effective_cpus=host.effective_cpus,
+        somaxconn=host.somaxconn,
+        mem_total_rss=sum(live_rss) if live_rss else None,
+        mem_per_worker=(sum(live_rss) // len(live_rss)) if live_rss else None,
+        mem_source=mem_source,  # type: ignore[arg-type]
+        mem_available=host.available_memory,
+        mem_limit=host.memory_limit,
+    )
+
+
+def with_host(
+    frame: Frame, host: HostSample | None, prev: HostSample | None, dt: float | None, doc: StatsDoc
+) -> Frame:
+    """`frame` with the host's facts; the CPU and listen deltas need a previous sample."""
+    if host is None:
+        return frame
+    frame = _with_memory(frame, host)
+    if prev is None or dt is None or dt <= 0:
+        return frame
+    total = host.cpu_total_seconds - prev.cpu_total_seconds
+    busy = host.cpu_busy_seconds - prev.cpu_busy_seconds
+    cpu = instance_cpu(frame, host, prev, dt, doc)
+    return replace(
+        frame,
+        host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
+        host_nice_pct=_share(host.cpu_nice_seconds - prev.cpu_nice_seconds, total),
+        instance_cpu_cores=cpu.used / dt,
+        runq_cores=cpu.runq / dt if cpu.runq is not None else None,
+        gil_busy=sum(cpu.gil) / len(cpu.gil) if cpu.gil else None,
+        listen_overflows_delta=_delta(host.listen_overflows, prev.listen_overflows),
+        listen_drops_delta=_delta(host.listen_drops, prev.listen_drops),
+    )

@@ -1,0 +1,125 @@
+"""One worker slot's view at one poll: its counters, its rates since the last poll, and the
+requests its cores are serving."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from uwsgitune.core.frame import RequestView, WorkerView
+from uwsgitune.core.model import Core, Worker
+from uwsgitune.core.reload import slot_reset
+from uwsgitune.core.samples import HostSample, ProcSample
+
+Procs = dict[int, ProcSample]
+
+
+def procs_by_pid(host: HostSample | None) -> Procs:
+    return {p.pid: p for p in host.procs} if host else {}
+
+
+def rate(delta: float, dt: float) -> float:
+    return max(delta, 0.0) / dt if dt > 0 else 0.0
+
+
+def request_views(cores: tuple[Core, ...], now: float) -> tuple[RequestView, ...]:
+    out: list[RequestView] = []
+    for core in cores:
+        if not core.in_request:
+            continue
+        method = path = ""
+        for var in core.vars:
+            if var.startswith("REQUEST_METHOD="):
+                method = var[15:]
+            elif var.startswith("PATH_INFO="):
+                path = var[10:]
+            else:
+                continue
+            if method and path:
+                break
+        start = core.req_info.request_start
+        age = max(0.0, now - start) if start > 0 else None
+        out.append(RequestView(core=core.id, method=method, path=path, age=age))
+    return tuple(out)
+
+
+class WorkerRates(NamedTuple):
+    """A slot's rates between two polls; all None without a previous poll."""
+
+    rps: float | None = None
+    eps: float | None = None
+    busy_pct: float | None = None
+    cpu_pct: float | None = None
+    mean_rt_ms: float | None = None
+
+
+NO_RATES = WorkerRates()
+
+
+def worker_rates(
+    cur: Worker,
+    prev: Worker | None,
+    dt: float | None,
+    proc: ProcSample | None,
+    prev_proc: ProcSample | None,
+    threads: int,
+) -> WorkerRates:
+    """The slot's rates since `prev`, none without it. A reset slot counts its new value as
+    its delta (a lower bound)."""
+    if prev is None or dt is None or dt <= 0:
+        return NO_RATES
+    reset = slot_reset(prev, cur)
+    d_req = cur.requests - (0 if reset else prev.requests)
+    d_exc = cur.exceptions - (0 if reset else prev.exceptions)
+    d_rt = cur.running_time - (0 if reset else prev.running_time)
+    cpu_pct = None
+    if proc and prev_proc:
+        cpu_pct = rate(proc.cpu_seconds - prev_proc.cpu_seconds, dt) * 100
+    return WorkerRates(
+        rps=rate(d_req, dt),
+        eps=rate(d_exc, dt),
+        busy_pct=min(100.0, rate(d_rt / 1e6, dt) / max(threads, 1) * 100),
+        cpu_pct=cpu_pct,
+        mean_rt_ms=(d_rt / d_req / 1000) if d_req > 0 else None,
+    )
+
+
+def worker_view(
+    slot: int,
+    cur: Worker,
+    prev: Worker | None,
+    dt: float | None,
+    procs: tuple[Procs, Procs],
+    now: float,
+    threads: int,
+) -> WorkerView:
+    """One worker slot, built in one go (this runs 64 times a poll: no `replace`);
+    `procs` holds this poll's processes by pid, then the previous poll's."""
+    proc = procs[0].get(cur.pid)
+    in_flight = request_views(cur.cores, now)
+    rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
+    return WorkerView(
+        slot=slot,
+        id=cur.id,
+        pid=cur.pid,
+        status=cur.status,
+        last_spawn=cur.last_spawn,
+        rss=(cur.rss or (proc.rss if proc else None)) if cur.live else (cur.rss or None),
+        vsz=cur.vsz or None,
+        requests=cur.requests,
+        exceptions=cur.exceptions,
+        signals=cur.signals,
+        tx=cur.tx,
+        static_requests=sum(c.static_requests for c in cur.cores),
+        cores_requests=tuple(c.requests for c in cur.cores),
+        avg_rt_us=cur.avg_rt,
+        running_time_us=cur.running_time,
+        respawn_count=cur.respawn_count,
+        harakiri_count=cur.harakiri_count,
+        request_age=max((r.age for r in in_flight if r.age is not None), default=None),
+        requests_in_flight=in_flight,
+        rps=rates.rps,
+        eps=rates.eps,
+        busy_pct=rates.busy_pct,
+        cpu_pct=rates.cpu_pct,
+        mean_rt_ms=rates.mean_rt_ms,
+    )

@@ -1,0 +1,19 @@
+"""The one base of every failure a user can act on.
+
+`str()` of a `UwsgituneError` is one line that names the thing and the fix (a config error
+may hold one such line per problem: `lines()`). The CLI catches this base in one place
+(`uwsgitune.cli.main`), prints each line as `uwsgitune: LINE` on stderr and exits with
+`code` (1 by default, 2 for bad input), without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class UwsgituneError(Exception):
+    """A failure the user can act on; `str()` names the thing and the fix."""
+
+    code: int = 1  # the CLI's exit status: 2 for bad input (a flag, a file, an address)
+
+    def lines(self) -> list[str]:
+        """What the CLI prints, one `uwsgitune: ` line each."""
+        return [str(self)]
