@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,7 +17,7 @@ from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.ini import read_ini_facts
 from uwsgitune.core.settings import add_flag
-from uwsgitune.rules.engine import evaluate
+from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
 from uwsgitune.rules.render import report
@@ -112,8 +113,12 @@ def settings_for(window: float | None) -> RuleSettings:
 def _evaluate(
     source: str, frames: list[Frame], config: ConfigFacts, window: float
 ) -> list[Finding]:
+    """The whole observed window judged at once, through the rules' one entry point."""
     facts = Facts(config=config, stats_kind=_stats_kind(source))
-    findings, _ = evaluate(frames, facts, settings_for(window))
+    rules = RulesRunner(facts, settings_for(window), lookback=math.inf)  # every frame given
+    findings = rules.run(frames)
+    if rules.error is not None:
+        raise UserError(f"{source}: {rules.error}; this is a bug, please report it", code=70)
     return list(findings)
 
 

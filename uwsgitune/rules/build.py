@@ -54,7 +54,8 @@ def model_estimate(frames: Sequence[Frame]) -> Estimate | None:
     if not frames:
         return None
     live = frames[-1].live
-    return estimate([f for f in frames if f.live == live and f.rps], SIZING.cpu_workers_per_cpu)
+    same = [f for f in frames if f.live == live and f.rps]
+    return estimate(same, SIZING.cpu_workers_per_cpu, SIZING.cpu_saturated)
 
 
 def demand_workers(in_service: float, queued: float, threads: int) -> int:

@@ -176,7 +176,7 @@ def gather(
         window_covered=bool(regime) and regime[0].mono <= edge + settings.interval,
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
-        model=estimate(sample, settings.cpu_workers_per_cpu),
+        model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
         **_recent(regime[-RECENT:], latest),

@@ -42,10 +42,12 @@ from dataclasses import dataclass
 from statistics import fmean, pstdev
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.settings import SharedSettings
 
 MIN_REQUESTS = 30  # fewer requests than this over the polls: no estimate
 MIN_CPU_MS = 0.02  # less CPU per request than this: the CPUs do not bound the count
-CONTENDED = 0.85  # host CPU busy share from which, without schedstat, W - cpu is not IO
+# host CPU busy share from which, without schedstat, W - cpu is not IO: the CPU is used up
+CONTENDED: float = SharedSettings.model_fields["cpu_saturated"].default
 GIL_CAP = 0.95  # a GIL busier than this is read as saturated (its M/M/1 wait is unbounded)
 
 
@@ -145,9 +147,9 @@ def io_ms(rt_ms: float, cpu_ms: float, runq_ms: float | None, gil_busy: float | 
     return max(rest - cpu_ms * u / (1 - u), 0.0)
 
 
-def _contended(frames: Sequence[Frame]) -> bool:
+def _contended(frames: Sequence[Frame], saturated: float) -> bool:
     busy = [f.host_contended_pct / 100 for f in frames if f.host_contended_pct is not None]
-    return bool(busy) and fmean(busy) >= CONTENDED
+    return bool(busy) and fmean(busy) >= saturated
 
 
 def _concurrency(cpus: float, cpu_ms: float, io_ms: float) -> float:
@@ -166,8 +168,11 @@ def _spread(frames: Sequence[Frame], cpus: float) -> float:
     return pstdev(per) / fmean(per) / math.sqrt(len(per))
 
 
-def estimate(frames: Sequence[Frame], per_cpu: float) -> Estimate | None:
-    """The model's worker count from the frames of one regime (same live count, settled)."""
+def estimate(
+    frames: Sequence[Frame], per_cpu: float, saturated: float = CONTENDED
+) -> Estimate | None:
+    """The model's worker count from the frames of one regime (same live count, settled).
+    `saturated`: the host CPU busy share at which the CPU is used up (`cpu_saturated`)."""
     if not frames:
         return None
     totals = _weighted(frames)
@@ -175,7 +180,7 @@ def estimate(frames: Sequence[Frame], per_cpu: float) -> Estimate | None:
     if totals is None or cpus is None:
         return None
     cpu_ms, runq_ms = totals.cpu_ms, totals.runq_ms
-    if runq_ms is None and _contended(frames):
+    if runq_ms is None and _contended(frames, saturated):
         return None  # waiting for a CPU would be read as IO: no honest estimate
     threads = max(frames[-1].threads, 1)
     gil = totals.gil_busy if threads > 1 else None
