@@ -66,17 +66,11 @@ def test_data_flows_one_way() -> None:
     assert not wrong, wrong
 
 
-# The Go uwsgi_exporter is a prebuilt binary beside the repository, for a side-by-side
-# check that is skipped where it is absent; it is a tool, not test data.
-OPTIONAL_TOOLS = ("tests/exporter/test_dashboard_both.py",)
-
-
 def test_tests_stay_inside_the_repository() -> None:
     reach = [
         str(p.relative_to(ROOT))
         for p in (ROOT / "tests").rglob("*.py")
         if p != Path(__file__).resolve()
-        and str(p.relative_to(ROOT)) not in OPTIONAL_TOOLS
         and ('"shared"' in p.read_text() or "../shared" in p.read_text())
     ]
     assert not reach, f"tests reading outside the repository (use tests/data): {reach}"

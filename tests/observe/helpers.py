@@ -118,6 +118,7 @@ class Load:
     worker_cpu: float = 0.0  # cores each live worker uses (the master: none)
     runq: float | None = None  # seconds/s each live worker waits for a CPU; None: unknown
     host_busy: float | None = 0.0  # cores busy on the host; None: the host's CPU unknown
+    host_nice: float = 0.0  # of those, cores busy at a positive nice (batch work)
     cpus: int = 4
     effective_cpus: float = 4.0
     somaxconn: int | None = 4096
@@ -153,7 +154,7 @@ class Instance:
         self.sums: dict[str, Fraction] = {}
         self.cpu: dict[int, Fraction] = {}
         self.runq: dict[int, Fraction] = {}
-        self.host_cpu = [Fraction(0), Fraction(0)]  # busy, total
+        self.host_cpu = [Fraction(0), Fraction(0), Fraction(0)]  # busy, total, nice
         self.overflows = 0
         self.last: float | None = None
 
@@ -214,6 +215,7 @@ class Instance:
         if load.host_busy is not None:
             self.host_cpu[0] += Fraction(load.host_busy) * dt
             self.host_cpu[1] += load.cpus * dt
+            self.host_cpu[2] += Fraction(load.host_nice) * dt
         self.overflows += load.listen_overflows
 
     def _worker(self, k: int, load: Load, t: float) -> dict[str, Any]:
@@ -255,6 +257,7 @@ class Instance:
             effective_cpus=load.effective_cpus,
             cpu_busy_seconds=float(self.host_cpu[0]),
             cpu_total_seconds=float(self.host_cpu[1]),
+            cpu_nice_seconds=float(self.host_cpu[2]),
             mem_total=load.mem_total,
             mem_available=load.mem_available,
             somaxconn=load.somaxconn,
@@ -263,7 +266,7 @@ class Instance:
             unix_queues=tuple(
                 UnixQueue(s.name, s.queue or 0, s.backlog or 0)
                 for s in load.sockets
-                if s.source == "kernel" and s.unix
+                if s.source == "kernel" and s.unix and s.queue is not None
             ),
         )
 

@@ -66,6 +66,7 @@ def load(**kw: Any) -> Load:
         static_share=kw.get("static_share", 0.0),
         worker_cpu=worker_cpu,
         host_busy=host_busy,
+        host_nice=kw.get("host_nice_pct", 0.0) / 100 * cpus,
         cpus=cpus,
         effective_cpus=kw.get("effective_cpus", 4.0),
         somaxconn=kw.get("somaxconn", 4096),
@@ -88,7 +89,7 @@ KNOWN = {
     "instance_cpu_cores", "host_cpu_pct", "cpu_count", "mem_per_worker", "busy", "idle", "eps",
     "static_share", "effective_cpus", "somaxconn", "memory_report", "mem_available",
     "sockets", "harakiri_delta", "respawns_delta", "signal_queue", "listen_overflows_delta",
-    "worker", "mem_total_rss", "mem_source",
+    "worker", "mem_total_rss", "mem_source", "host_nice_pct",
 }  # fmt: skip
 
 

@@ -16,8 +16,8 @@ from uwsgitune.tuner.facts import gather
 from uwsgitune.tuner.settings import TunerSettings
 
 
-def unix(queue: int | None, backlog: int | None = 100) -> SocketView:
-    return SocketView("/run/app.sock", "uwsgi", True, queue, backlog, "kernel")
+def unix(queue: int | None, backlog: int | None = 100, path: str = "/run/app.sock") -> SocketView:
+    return SocketView(path, "uwsgi", True, queue, backlog, "kernel")
 
 
 def test_cpu_saturation_is_against_the_cpu_the_instance_can_get() -> None:
@@ -45,7 +45,7 @@ def test_cpu_saturated_at_the_one_threshold() -> None:
 
 
 def test_requests_waiting_is_the_sum_and_the_fill_the_fullest_socket() -> None:
-    f = frame(0, sockets=(tcp(queue=6, backlog=8), unix(10), unix(None)))
+    f = frame(0, sockets=(tcp(queue=6, backlog=8), unix(10), unix(None, path="/run/b.sock")))
     assert signals.requests_waiting(f) == 16
     assert signals.fullest_fill(f) == 0.75
     assert signals.listen_backlog(f) == 8
