@@ -37,6 +37,7 @@ class Plant:
     reload_at: float | None = None
     schedstat: bool = True  # the run-queue wait is known
     contention_above: int | None = None  # past this count a lock costs 5% per worker
+    others: float | None = None  # cores other processes keep busy (None: host CPU unknown)
     rng: random.Random = field(init=False)
     instance: Instance | None = field(init=False, default=None)
     last_t: float | None = field(init=False, default=None)
@@ -48,7 +49,8 @@ class Plant:
         """(throughput/s, requests in service, queued) at `n` live workers."""
         s = (self.cpu_ms + self.io_ms) / 1000
         cpu = self.cpu_ms_at(n)
-        cpu_cap = self.cpus / (cpu / 1000) if cpu else float("inf")
+        cpus = self.cpus - (self.others or 0.0)
+        cpu_cap = cpus / (cpu / 1000) if cpu else float("inf")
         if self.contention_above is not None and n > self.contention_above:
             cpu_cap = min(cpu_cap, self.contention_above / s * 0.95 ** (n - self.contention_above))
         if self.clients is not None:
@@ -83,7 +85,7 @@ class Plant:
             worker_cpu=cores / self.live if self.live else 0.0,
             # each live worker waits in its busy share (in_service / live) of the poll
             runq=(runq / in_service if in_service else 0.0) if self.schedstat else None,
-            host_busy=None,
+            host_busy=None if self.others is None else min(cores + self.others, self.cpus),
             cpus=round(self.cpus),
             effective_cpus=self.cpus,
             somaxconn=None,

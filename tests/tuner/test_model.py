@@ -124,3 +124,16 @@ def test_niced_batch_work_leaves_the_cpus_available() -> None:
     plain = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=100.0,
                   instance_cpu_cores=1.0)  # fmt: skip
     assert available_cpus(plain) == pytest.approx(1.0)
+
+
+def test_nice_gives_way_only_without_session_autogrouping(tmp_path: Path) -> None:
+    from uwsgitune.sources.host import autogroup
+
+    knob = tmp_path / "sys" / "kernel" / "sched_autogroup_enabled"
+    knob.parent.mkdir(parents=True)
+    knob.write_text("1\n")
+    assert autogroup(tmp_path)  # niced work elsewhere competes: its CPU is not available
+    knob.write_text("0\n")
+    assert not autogroup(tmp_path)
+    knob.unlink()
+    assert not autogroup(tmp_path)  # a kernel without the knob has no autogrouping

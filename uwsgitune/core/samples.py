@@ -60,7 +60,9 @@ class HostSample:
     procs: tuple[ProcSample, ...] = ()
     unix_queues: tuple[UnixQueue, ...] = ()
     tcp_queues: tuple[TcpQueue, ...] = ()
-    cpu_nice_seconds: float = 0.0  # host, cumulative: busy at a positive nice (batch work)
+    # host, cumulative: busy at a positive nice (batch work that gives way to the workers;
+    # 0 under session autogrouping, where nice does not reach across sessions)
+    cpu_nice_seconds: float = 0.0
 
     @property
     def available_memory(self) -> int:

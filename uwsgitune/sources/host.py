@@ -25,6 +25,14 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def autogroup(proc: Path = Path("/proc")) -> bool:
+    """Whether the scheduler groups tasks by session (`kernel.sched_autogroup_enabled`).
+    Then a process's nice weighs only within its session: niced work started elsewhere (a
+    build in a shell, another service) competes with the workers as a whole group, so its
+    CPU is not CPU the workers can have."""
+    return _read(proc / "sys" / "kernel" / "sched_autogroup_enabled") == "1"
+
+
 def _cgroup_dirs(pid: int, root: Path = CGROUP_ROOT) -> list[Path]:
     """The cgroup directories of a process, from its own dir up to the root (v2 and v1)."""
     text = _read(Path(f"/proc/{pid}/cgroup")) or _read(Path("/proc/self/cgroup")) or ""
@@ -189,7 +197,7 @@ class HostSampler:
             cpu_count=psutil.cpu_count() or 1,
             effective_cpus=effective_cpus(master or os.getpid(), dirs),
             cpu_busy_seconds=total - idle,
-            cpu_nice_seconds=getattr(cpu, "nice", 0.0),
+            cpu_nice_seconds=getattr(cpu, "nice", 0.0) if not autogroup() else 0.0,
             cpu_total_seconds=total,
             mem_total=vm.total,
             mem_available=vm.available,

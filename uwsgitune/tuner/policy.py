@@ -181,7 +181,8 @@ def decide(
 def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidence) -> Decision:
     via = _route(p, f)
     x, w, noise = (f.x, f.w, f.noise) if f.x else (f.x_part, f.w_part, f.noise_part)
-    probe = Probe(f.live, p.desired, x, w, noise, f.now) if p.probe and x else None
+    cpus = f.model.cpus if f.model is not None else None
+    probe = Probe(f.live, p.desired, x, w, noise, f.now, cpus) if p.probe and x else None
     nxt = replace(
         st,
         last_change=f.now,

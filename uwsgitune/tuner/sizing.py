@@ -47,7 +47,9 @@ from dataclasses import dataclass, replace
 from uwsgitune.tuner.facts import Facts
 from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.state import TunerState
+from uwsgitune.tuner.state import Probe, TunerState
+
+HOST_MOVED = 0.2  # CPUs available to the instance changing by more: a probe proves nothing
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,14 @@ def _band(n: int, s: TunerSettings) -> int:
     return max(1, math.ceil(n * s.model_band))
 
 
+def _host_moved(p: Probe, f: Facts) -> bool:
+    """The CPUs the instance can get changed during the probe by more than its noise."""
+    after = f.model.cpus if f.model is not None else None
+    if p.cpus_before is None or after is None or p.cpus_before <= 0:
+        return False
+    return abs(after - p.cpus_before) / p.cpus_before > max(p.noise, f.noise, HOST_MOVED)
+
+
 def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
     """The verdict on a finished probe: continue (None), or revert (a Proposal)."""
     p = st.probe
@@ -80,9 +90,10 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
         return st, None
     if p.to_live != f.live:
         return replace(st, probe=None), None  # the count moved otherwise: nothing to judge
-    if not f.saturated:
-        # Capacity now exceeds demand: the step absorbed the queue, or the load fell. A
-        # throughput change then says nothing about the step; Little's law sizes from here.
+    if not f.saturated or _host_moved(p, f):
+        # Capacity now exceeds demand: the step absorbed the queue, or the load fell. Or
+        # other work took (or gave back) CPU meanwhile. A throughput change then says
+        # nothing about the step; the model and Little's law size from here.
         return replace(st, probe=None), None
     noise = max(p.noise, f.noise)
     dx = (f.x - p.x_before) / p.x_before if p.x_before > 0 else 0.0

@@ -23,6 +23,7 @@ class Probe:
     w_before: float | None
     noise: float
     started: float
+    cpus_before: float | None = None  # CPUs the instance could get when it started
 
     @property
     def up(self) -> bool:
