@@ -72,6 +72,7 @@ class Tracker:
             mean_rt_ms=None,
             littles_l=None,
             busy_ratio=None,
+            stats_repairs=0,
         )
 
     def _frame(self, poll: Poll) -> Frame:
@@ -134,6 +135,7 @@ class Tracker:
             mono=poll.mono,
             dt=dt,
             read_ms=poll.read_seconds * 1000,
+            stats_repairs=poll.repairs,
             loaded_at=self.loaded_at,
             reloads_seen=self.reloads_seen,
             version=doc.version,

@@ -18,17 +18,23 @@ need the method and path) and are dropped by `redact` before anything is shown o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from uwsgitune.core.repair import repair_request_vars
 
 __all__ = [
     "Core",
     "EmperorDoc",
+    "Parsed",
     "ReqInfo",
     "Socket",
     "StatsDoc",
     "ValidationError",
     "Vassal",
     "Worker",
+    "parse_document",
     "parse_stats",
 ]
 
@@ -172,6 +178,39 @@ class StatsDoc(_Model):
 EmperorDoc = StatsDoc
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A validated document, the bytes it was read from (repaired when `repairs`), and how
+    many request `vars` strings had to be repaired to make it valid JSON."""
+
+    doc: StatsDoc
+    raw: bytes
+    repairs: int = 0
+
+
+def _json_invalid(exc: ValidationError) -> bool:
+    return any(e.get("type") == "json_invalid" for e in exc.errors(include_url=False))
+
+
+def parse_document(raw: bytes | str) -> Parsed:
+    """The one parse of a stats document: the fast parse, and only when it fails on invalid
+    JSON, the same after repairing request data (core/repair.py). Raises the first
+    `ValidationError` (a ValueError) when the document is bad anywhere else."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    try:
+        return Parsed(StatsDoc.model_validate_json(data), data)
+    except ValidationError as exc:
+        if not _json_invalid(exc):
+            raise
+        fixed, repairs = repair_request_vars(data)
+        if not repairs:
+            raise
+        try:
+            return Parsed(StatsDoc.model_validate_json(fixed), fixed, repairs)
+        except ValidationError:
+            raise exc from None
+
+
 def parse_stats(raw: bytes | str) -> StatsDoc:
-    """Validate one raw document. Raises `ValidationError` (a ValueError) on bad input."""
-    return StatsDoc.model_validate_json(raw)
+    """Validate one raw document (request data repaired, see `parse_document`)."""
+    return parse_document(raw).doc

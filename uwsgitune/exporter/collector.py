@@ -168,6 +168,8 @@ def add_own(out: Families, snap: InstanceState) -> None:
     counts = snap.counts
     if counts is not None:
         out.counter("uwsgitune_poll_errors_total", "Failed polls.", uri, counts.errors)
+        doc = "Polls whose document was invalid JSON only inside request data, repaired."
+        out.counter("uwsgitune_stats_repairs_total", doc, uri, counts.repairs)
         doc = "Wall time of each poll (read, parse, host sampling)."
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
 

@@ -11,7 +11,7 @@ import psutil
 from pydantic import ValidationError
 
 from uwsgitune.core.address import StatsAddress
-from uwsgitune.core.model import StatsDoc, parse_stats
+from uwsgitune.core.model import parse_document
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.host import HostSampler
 from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats
@@ -90,16 +90,17 @@ class Observer:
         t, mono = self._wall(), self._mono()
         read_s = mono - start
         try:
-            doc: StatsDoc = parse_stats(raw)
+            parsed = parse_document(raw)
         except ValidationError as exc:
             return Poll(source, t, mono, error=f"{source}: {describe_validation(exc)}")
+        doc = parsed.doc
         if not doc.model_fields_set & {"workers", "vassals"}:
             # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
             return Poll(
                 source, t, mono, error=f"{source}: JSON without workers; not a uWSGI stats socket"
             )
-        parsed = self._mono()
-        self.last_raw = raw
+        done = self._mono()
+        self.last_raw = parsed.raw  # repaired, when it was: what a recording stores
         host = self.host.sample(doc) if self.host is not None else None
         return Poll(
             source,
@@ -109,5 +110,6 @@ class Observer:
             host=host,
             raw_size=len(raw),
             read_seconds=read_s,
-            parse_seconds=parsed - mono,
+            parse_seconds=done - mono,
+            repairs=parsed.repairs,
         )
