@@ -11,7 +11,7 @@ import psutil
 from pydantic import ValidationError
 
 from uwsgitune.core.address import StatsAddress
-from uwsgitune.core.model import parse_document
+from uwsgitune.core.model import Parsed, parse_document
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.host import HostSampler
 from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats
@@ -88,28 +88,37 @@ class Observer:
         except StatsError as exc:
             return Poll(source, self._wall(), self._mono(), error=str(exc))
         t, mono = self._wall(), self._mono()
-        read_s = mono - start
-        try:
-            parsed = parse_document(raw)
-        except ValidationError as exc:
-            return Poll(source, t, mono, error=f"{source}: {describe_validation(exc)}")
-        doc = parsed.doc
-        if not doc.model_fields_set & {"workers", "vassals"}:
-            # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
-            return Poll(
-                source, t, mono, error=f"{source}: JSON without workers; not a uWSGI stats socket"
-            )
+        parsed = _parse(raw)
+        if isinstance(parsed, str):
+            return Poll(source, t, mono, error=f"{source}: {parsed}")
         done = self._mono()
         self.last_raw = parsed.raw  # repaired, when it was: what a recording stores
-        host = self.host.sample(doc) if self.host is not None else None
+        try:
+            host = self.host.sample(parsed.doc) if self.host is not None else None
+        except (ValueError, OverflowError, OSError, psutil.Error) as exc:
+            # A bug's safety net: the model bounds every pid, so this should not happen.
+            why = f"host sampling failed ({type(exc).__name__}) for master pid {parsed.doc.pid}"
+            return Poll(source, t, mono, error=f"{source}: {why}; report this as a bug")
         return Poll(
             source,
             t,
             mono,
-            doc=doc,
+            doc=parsed.doc,
             host=host,
             raw_size=len(raw),
-            read_seconds=read_s,
+            read_seconds=mono - start,
             parse_seconds=done - mono,
             repairs=parsed.repairs,
         )
+
+
+def _parse(raw: bytes) -> Parsed | str:
+    """The parsed document, or why it is not one (one line, without the address)."""
+    try:
+        parsed = parse_document(raw)
+    except ValidationError as exc:
+        return describe_validation(exc)
+    if not parsed.doc.model_fields_set & {"workers", "vassals"}:
+        # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
+        return "JSON without workers; not a uWSGI stats socket"
+    return parsed
