@@ -8,7 +8,8 @@ import pytest
 from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
-from tests.observe.helpers import document, fake_server, send, worker
+from tests.observe.helpers import document, fake_server, read_then_send, send, worker
+from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import StatsDoc, parse_stats
@@ -54,3 +55,30 @@ def test_one_broken_instance_never_breaks_another() -> None:
     assert 'uwsgi_up{stats_uri="unix:///bad.sock"} 0.0' in text
     assert 'uwsgi_worker_requests_total{stats_uri="unix:///good.sock"' in text
     assert 'uwsgi_worker_requests_total{stats_uri="unix:///bad.sock"' not in text
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b1m\u202e"
+
+
+def test_terminal_escapes_in_a_status_line_are_never_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    answer = f"HTTP/1.0 {ESCAPES}404 Gone\r\n\r\n".encode()
+    with fake_server(read_then_send(answer)) as addr:
+        assert main(["watch", f"http://{addr}", "--once"]) == 1
+    err = capsys.readouterr().err
+    assert "HTTP \\x1b]0;owned\\x07" in err, err  # shown, escaped
+    assert not any(c in err for c in "\x1b\x07\x9b\u202e"), err
+
+
+def test_terminal_escapes_in_a_document_are_never_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    busy = worker(1, 5, status="busy" + ESCAPES)
+    busy["cores"][0] |= {"in_request": 1, "vars": [f"PATH_INFO=/{ESCAPES}", "REQUEST_METHOD=GET"]}
+    socket = {"name": f"/run/{ESCAPES}.sock", "proto": "uwsgi" + ESCAPES}
+    raw = document(version=ESCAPES, workers=[busy], sockets=[socket])
+    with fake_server(send(raw)) as addr:
+        assert main(["watch", addr, "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "\\x1b" in out and not any(c in out for c in "\x1b\x07\x9b\u202e"), out

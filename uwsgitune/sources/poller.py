@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.model import Parsed, parse_document
+from uwsgitune.core.redact import printable
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.host import HostSampler
 from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats
@@ -24,9 +25,9 @@ def describe_validation(err: ValidationError) -> str:
     if kind == "json_invalid":
         if "EOF" in msg:
             return "truncated JSON (the document ends early); the peer closed mid-document"
-        return f"invalid JSON ({msg}); is this a uWSGI stats socket?"
-    where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-    return f"not a uWSGI stats document ({where}: {msg})"
+        return printable(f"invalid JSON ({msg}); is this a uWSGI stats socket?")
+    where = ".".join(str(p) for p in first.get("loc", ())) or "document"  # keys: peer data
+    return printable(f"not a uWSGI stats document ({where}: {msg})")
 
 
 def _local_ips() -> set[str]:

@@ -18,6 +18,7 @@ import stat
 import time
 
 from uwsgitune.core.address import StatsAddress
+from uwsgitune.core.redact import printable
 from uwsgitune.errors import UwsgituneError
 
 MAX_DOCUMENT = 16 * 1024 * 1024
@@ -28,6 +29,7 @@ class StatsError(UwsgituneError):
     """A poll that failed. `str()` is one line: the address, what happened, the likely fix."""
 
     def __init__(self, address: StatsAddress | str, message: str) -> None:
+        message = printable(message)  # it may quote what the peer sent
         super().__init__(f"{address}: {message}")
         self.address = str(address)
         self.reason = message
