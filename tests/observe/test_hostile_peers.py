@@ -4,11 +4,20 @@ metrics."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
 import pytest
 from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
 from tests.observe.helpers import document, fake_server, read_then_send, send, worker
+from tests.tuner.plant import Plant
+from tests.tuner.test_tui_advise import _Watch
+from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.derive import Tracker
@@ -17,6 +26,7 @@ from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import registry_for
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.sources.poller import Observer
+from uwsgitune.tuner import TunerSettings
 
 HOSTILE = [
     ("master-pid-negative", document(pid=-1), "pid"),
@@ -82,3 +92,39 @@ def test_terminal_escapes_in_a_document_are_never_printed(
         assert main(["watch", addr, "--once"]) == 0
     out = capsys.readouterr().out
     assert "\\x1b" in out and not any(c in out for c in "\x1b\x07\x9b\u202e"), out
+
+
+@pytest.fixture
+def foreign_pid() -> Iterator[int]:
+    """A process of another uid: a `sleep` as nobody when we are root, else init."""
+    if os.getuid() != 0:
+        yield 1
+        return
+    proc = subprocess.Popen(["sleep", "30"], user=65534)
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()  # only the process this fixture started, by its handle
+        proc.wait(5)
+
+
+def test_apply_refuses_a_stats_socket_served_by_another_uid(
+    tmp_path: Path, foreign_pid: int
+) -> None:
+    """SO_PEERCRED: the socket is served by this test's uid, the master it names runs as
+    another: nothing is applied (observing stays allowed)."""
+    for pid, refused in ((foreign_pid, True), (os.getpid(), False)):
+        path = str(tmp_path / f"{pid}.sock")
+        with fake_server(send(document(pid=pid)), unix_path=path) as addr:
+            poll = Observer(parse_address(addr)).poll()
+        assert poll.ok and poll.peer_uid == os.getuid()
+        frames = [Plant(live=2, cpus=8, io_ms=50).frame(float(t)) for t in range(6)]
+        watch = _Watch(frames)
+        watch.last_poll = poll  # type: ignore[assignment]
+        loop = TuneLoop(watch, None, None, TunerSettings(max_workers=8), "apply",  # type: ignore[arg-type]
+                        mono=partial(float, frames[-1].mono))  # fmt: skip
+        result = loop.apply_now()
+        assert result.decision is not None and result.decision.is_change
+        assert result.stopped is not None
+        assert ("is served by uid" in result.stopped) is refused, result.stopped
+        assert ("no FIFO given" in result.stopped) is not refused, result.stopped

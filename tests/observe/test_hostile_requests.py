@@ -5,6 +5,7 @@ makes the stats invalid JSON while it is served. The document is repaired, and c
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -64,6 +65,7 @@ def test_hostile_requests_on_a_real_uwsgi(
         assert poll.ok, poll.error
         assert poll.doc is not None and poll.repairs >= 2
         assert len(poll.doc.workers) == 2 and poll.doc.sockets
+        assert poll.peer_uid == os.stat(f"/proc/{poll.doc.pid}").st_uid  # SO_PEERCRED
         assert sum(w.status == "busy" for w in poll.doc.workers) == 2
         assert main(["watch", proc.stats, "--once"]) == 0
     out = capsys.readouterr().out

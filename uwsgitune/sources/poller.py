@@ -15,7 +15,7 @@ from uwsgitune.core.model import Parsed, parse_document
 from uwsgitune.core.redact import printable
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.host import HostSampler
-from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats
+from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats_from
 
 
 def describe_validation(err: ValidationError) -> str:
@@ -85,10 +85,11 @@ class Observer:
         source = str(self.address)
         start = self._mono()
         try:
-            raw = read_stats(self.address, timeout=self.timeout, max_bytes=self.max_bytes)
+            got = read_stats_from(self.address, timeout=self.timeout, max_bytes=self.max_bytes)
         except StatsError as exc:
             return Poll(source, self._wall(), self._mono(), error=str(exc))
         t, mono = self._wall(), self._mono()
+        raw = got.data
         parsed = _parse(raw)
         if isinstance(parsed, str):
             return Poll(source, t, mono, error=f"{source}: {parsed}")
@@ -110,6 +111,7 @@ class Observer:
             read_seconds=mono - start,
             parse_seconds=done - mono,
             repairs=parsed.repairs,
+            peer_uid=got.peer_uid,
         )
 
 
