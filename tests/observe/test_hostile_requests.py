@@ -135,3 +135,13 @@ def test_record_and_replay_a_repaired_poll(tmp_path: Path) -> None:
     (replayed,) = read_recording(path)
     assert replayed.doc is not None and len(replayed.doc.workers) == 64
     assert b"PATH_INFO" not in path.read_bytes()
+
+
+def test_the_tui_says_a_document_was_repaired() -> None:
+    from uwsgitune.core.derive import Tracker
+    from uwsgitune.tui.summary import state_line
+
+    with fake_server(send(_inject(b"\x01"))) as addr:
+        poll = Observer(parse_address(addr)).poll()
+    line = state_line(Tracker(addr).update(poll), None)
+    assert line is not None and "1 request string(s)" in line.plain and "repaired" in line.plain
