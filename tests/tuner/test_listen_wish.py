@@ -84,6 +84,7 @@ class _Window:
 
 class _Watch:
     address = "unix:///run/app-stats.sock"
+    last_poll = None  # no stats socket read: no peer to check
 
     def __init__(self, frames: list) -> None:  # type: ignore[type-arg]
         self.window = _Window(frames)

@@ -24,6 +24,7 @@ class _Window:
 
 class _Watch:
     address = "unix:///run/app-stats.sock"
+    last_poll = None  # no stats socket read: no peer to check
 
     def __init__(self, frames: list[Frame]) -> None:
         self.window = _Window(frames)

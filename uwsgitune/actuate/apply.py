@@ -25,6 +25,7 @@ from uwsgitune.actuate.override import (
     as_int,
     read_keys,
 )
+from uwsgitune.actuate.peer import peer_refusal
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
 from uwsgitune.sources.host import somaxconn
@@ -106,6 +107,9 @@ class Applier:
             self._audit("verify", result="unconfirmed", detail=detail)
 
     def _apply(self, d: Decision, frame: Frame, now: float) -> None:
+        refused = peer_refusal(self.instance, self.watch.last_poll)
+        if refused:
+            return self._setup_stop(d, refused)
         if d.via == "fifo":
             self._apply_fifo(d, frame, now)
         else:
@@ -201,6 +205,10 @@ class Applier:
         changes = (*last_hour(self.state.changes, now), now)
         self.state = replace(self.state, last_change=now, changes=changes)
         head = f"listen {wish.current} -> {target}"
+        refused = peer_refusal(self.instance, self.watch.last_poll)
+        if refused:  # paced like a restart: said once per attempt, not at every poll
+            self._note("error", "listen", f"ERROR: {head} [refused] {refused}")
+            return self._listen_change(wish, target, "refused", refused)
         self._note("info", "listen", f"apply: {head} via restart [{wish.finding}] {wish.why}")
         self._note("info", "listen", f"apply: listen [restart] running: {self.restart}")
         applier = ListenApplier(

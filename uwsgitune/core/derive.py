@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from uwsgitune.core.frame import Frame, FrameKind, VassalView, WorkerView
 from uwsgitune.core.hostview import socket_views, with_host
 from uwsgitune.core.model import StatsDoc
+from uwsgitune.core.redact import printable
 from uwsgitune.core.reload import detect_reload, loaded_at_estimate, respawns_between, slot_reset
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.workerview import procs_by_pid, worker_view
@@ -72,6 +73,7 @@ class Tracker:
             mean_rt_ms=None,
             littles_l=None,
             busy_ratio=None,
+            stats_repairs=0,
         )
 
     def _frame(self, poll: Poll) -> Frame:
@@ -134,9 +136,10 @@ class Tracker:
             mono=poll.mono,
             dt=dt,
             read_ms=poll.read_seconds * 1000,
+            stats_repairs=poll.repairs,
             loaded_at=self.loaded_at,
             reloads_seen=self.reloads_seen,
-            version=doc.version,
+            version=printable(doc.version),
             master_pid=doc.pid,
             emperor=doc.is_emperor,
             vassals=_vassal_views(doc),
@@ -160,7 +163,9 @@ class Tracker:
 
 def _vassal_views(doc: StatsDoc) -> tuple[VassalView, ...]:
     return tuple(
-        VassalView(v.id, v.pid, bool(v.ready), bool(v.accepting), v.respawns, v.born, v.last_mod)
+        VassalView(
+            printable(v.id), v.pid, bool(v.ready), bool(v.accepting), v.respawns, v.born, v.last_mod
+        )
         for v in doc.vassals or ()
     )
 

@@ -103,6 +103,7 @@ class Frame:
     loaded_at: float | None = None  # epoch of the last (re)load, best estimate
     reloads_seen: int = 0
     emperor: bool = False
+    stats_repairs: int = 0  # request strings repaired in this poll's document (core/repair.py)
     vassals: tuple[VassalView, ...] = ()
     # workers
     workers_max: int = 0

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.model import Socket, StatsDoc
+from uwsgitune.core.redact import printable
 from uwsgitune.core.samples import HostSample
 from uwsgitune.core.workerview import procs_by_pid
 
@@ -20,6 +21,8 @@ def socket_views(sockets: tuple[Socket, ...], host: HostSample | None) -> tuple[
     tcp = {q.name: q for q in host.tcp_queues} if host else {}
     out = []
     for s in sockets:
+        if not (s.name + s.proto).isprintable():  # names a peer sent, made safe to print
+            s = s.model_copy(update={"name": printable(s.name), "proto": printable(s.proto)})
         if s.is_unix:
             q = kernel.get(s.name)
             if q is not None:

@@ -18,19 +18,35 @@ need the method and path) and are dropped by `redact` before anything is shown o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from uwsgitune.core.repair import repair_request_vars
 
 __all__ = [
     "Core",
     "EmperorDoc",
+    "Parsed",
     "ReqInfo",
     "Socket",
     "StatsDoc",
     "ValidationError",
     "Vassal",
     "Worker",
+    "parse_document",
     "parse_stats",
 ]
+
+
+# Every number is bounded, so that a hostile or broken peer gives a poll error naming the
+# field (never an OverflowError deep in the host sampler or in the exposition): uWSGI's
+# counters are uint64, pids at most the kernel's PID_MAX_LIMIT (2**22), ids 32-bit.
+U64 = Annotated[int, Field(ge=0, le=2**64 - 1)]
+Pid = Annotated[int, Field(ge=0, le=2**22)]
+Id32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
+Num = Annotated[float, Field(ge=-(2.0**63), le=2.0**64, allow_inf_nan=False)]
 
 
 class _Model(BaseModel):
@@ -38,49 +54,49 @@ class _Model(BaseModel):
 
 
 class ReqInfo(_Model):
-    request_start: float = 0.0
+    request_start: Num = 0.0
 
 
 class Core(_Model):
-    id: int = 0
-    requests: int = 0
-    static_requests: int = 0
-    routed_requests: int = 0
-    offloaded_requests: int = 0
-    write_errors: int = 0
-    read_errors: int = 0
-    in_request: int = 0
+    id: U64 = 0
+    requests: U64 = 0
+    static_requests: U64 = 0
+    routed_requests: U64 = 0
+    offloaded_requests: U64 = 0
+    write_errors: U64 = 0
+    read_errors: U64 = 0
+    in_request: U64 = 0
     vars: tuple[str, ...] = ()
     req_info: ReqInfo = Field(default_factory=ReqInfo)
 
 
 class App(_Model):
-    id: int = 0
+    id: U64 = 0
     mountpoint: str = ""
-    startup_time: float = 0
-    requests: int = 0
-    exceptions: int = 0
+    startup_time: Num = 0
+    requests: U64 = 0
+    exceptions: U64 = 0
     chdir: str = ""
 
 
 class Worker(_Model):
-    id: int = 0
-    pid: int = 0
-    accepting: int = 0
-    requests: int = 0
-    delta_requests: int = 0
-    exceptions: int = 0
-    harakiri_count: int = 0
-    signals: int = 0
-    signal_queue: int = 0
+    id: U64 = 0
+    pid: Pid = 0
+    accepting: U64 = 0
+    requests: U64 = 0
+    delta_requests: U64 = 0
+    exceptions: U64 = 0
+    harakiri_count: U64 = 0
+    signals: U64 = 0
+    signal_queue: U64 = 0
     status: str = "idle"
-    rss: int = 0
-    vsz: int = 0
-    running_time: int = 0
-    last_spawn: float = 0
-    respawn_count: int = 0
-    tx: int = 0
-    avg_rt: int = 0
+    rss: U64 = 0
+    vsz: U64 = 0
+    running_time: U64 = 0
+    last_spawn: Num = 0
+    respawn_count: U64 = 0
+    tx: U64 = 0
+    avg_rt: U64 = 0
     apps: tuple[App, ...] = ()
     cores: tuple[Core, ...] = ()
 
@@ -97,10 +113,10 @@ class Worker(_Model):
 class Socket(_Model):
     name: str = ""
     proto: str = ""
-    queue: int = 0
-    max_queue: int = 0
-    shared: int = 0
-    can_offload: int = 0
+    queue: U64 = 0
+    max_queue: U64 = 0
+    shared: U64 = 0
+    can_offload: U64 = 0
 
     @property
     def is_unix(self) -> bool:
@@ -111,41 +127,41 @@ class Socket(_Model):
 
 
 class Metric(_Model):
-    type: int = 0
+    type: U64 = 0
     oid: str = ""
-    value: float = 0
+    value: Num = 0
 
 
 class Cache(_Model):
     name: str = ""
-    hits: int = 0
-    miss: int = 0
-    full: int = 0
-    items: int = 0
-    max_items: int = 0
+    hits: U64 = 0
+    miss: U64 = 0
+    full: U64 = 0
+    items: U64 = 0
+    max_items: U64 = 0
 
 
 class Vassal(_Model):
     id: str = ""
-    pid: int = 0
-    born: float = 0
-    last_mod: float = 0
-    ready: int = 0
-    accepting: int = 0
-    respawns: int = 0
-    cursed: int = 0
+    pid: Pid = 0
+    born: Num = 0
+    last_mod: Num = 0
+    ready: U64 = 0
+    accepting: U64 = 0
+    respawns: U64 = 0
+    cursed: U64 = 0
     monitor: str = ""
 
 
 class StatsDoc(_Model):
     version: str = ""
-    listen_queue: int = 0
-    listen_queue_errors: int = 0
-    signal_queue: int = 0
-    load: int = 0
-    pid: int = 0
-    uid: int = 0
-    gid: int = 0
+    listen_queue: U64 = 0
+    listen_queue_errors: U64 = 0
+    signal_queue: U64 = 0
+    load: U64 = 0
+    pid: Pid = 0
+    uid: Id32 = 0
+    gid: Id32 = 0
     cwd: str = ""
     sockets: tuple[Socket, ...] = ()
     workers: tuple[Worker, ...] = ()
@@ -172,6 +188,39 @@ class StatsDoc(_Model):
 EmperorDoc = StatsDoc
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A validated document, the bytes it was read from (repaired when `repairs`), and how
+    many request `vars` strings had to be repaired to make it valid JSON."""
+
+    doc: StatsDoc
+    raw: bytes
+    repairs: int = 0
+
+
+def _json_invalid(exc: ValidationError) -> bool:
+    return any(e.get("type") == "json_invalid" for e in exc.errors(include_url=False))
+
+
+def parse_document(raw: bytes | str) -> Parsed:
+    """The one parse of a stats document: the fast parse, and only when it fails on invalid
+    JSON, the same after repairing request data (core/repair.py). Raises the first
+    `ValidationError` (a ValueError) when the document is bad anywhere else."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    try:
+        return Parsed(StatsDoc.model_validate_json(data), data)
+    except ValidationError as exc:
+        if not _json_invalid(exc):
+            raise
+        fixed, repairs = repair_request_vars(data)
+        if not repairs:
+            raise
+        try:
+            return Parsed(StatsDoc.model_validate_json(fixed), fixed, repairs)
+        except ValidationError:
+            raise exc from None
+
+
 def parse_stats(raw: bytes | str) -> StatsDoc:
-    """Validate one raw document. Raises `ValidationError` (a ValueError) on bad input."""
-    return StatsDoc.model_validate_json(raw)
+    """Validate one raw document (request data repaired, see `parse_document`)."""
+    return parse_document(raw).doc

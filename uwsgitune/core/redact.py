@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# C0, DEL, C1 (terminal escapes) and the bidi overrides that reorder what a terminal shows
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """Text a peer sent, safe to print: every control character as a visible escape. The one
+    sanitiser of peer data in messages (a status line can carry terminal escapes)."""
+    return text if text.isprintable() else _UNPRINTABLE.sub(_escape, text)
 
 
 def strip_request_vars(doc: dict[str, Any]) -> dict[str, Any]:

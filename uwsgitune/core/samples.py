@@ -100,6 +100,8 @@ class Poll:
     raw_size: int = 0
     read_seconds: float = 0.0  # connect + read
     parse_seconds: float = 0.0
+    repairs: int = 0  # request `vars` strings repaired to make the document valid JSON
+    peer_uid: int | None = None  # SO_PEERCRED of a unix stats socket: who serves it
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from uwsgitune.core.frame import RequestView, WorkerView
 from uwsgitune.core.model import Core, Worker
+from uwsgitune.core.redact import printable
 from uwsgitune.core.reload import slot_reset
 from uwsgitune.core.samples import HostSample, ProcSample
 
@@ -38,7 +39,8 @@ def request_views(cores: tuple[Core, ...], now: float) -> tuple[RequestView, ...
                 break
         start = core.req_info.request_start
         age = max(0.0, now - start) if start > 0 else None
-        out.append(RequestView(core=core.id, method=method, path=path, age=age))
+        view = RequestView(core.id, printable(method), printable(path), age)
+        out.append(view)
     return tuple(out)
 
 
@@ -101,7 +103,7 @@ def worker_view(
         slot=slot,
         id=cur.id,
         pid=cur.pid,
-        status=cur.status,
+        status=printable(cur.status),
         last_spawn=cur.last_spawn,
         rss=(cur.rss or (proc.rss if proc else None)) if cur.live else (cur.rss or None),
         vsz=cur.vsz or None,

@@ -153,6 +153,9 @@ class InstanceRunner:
                 event("disconnected", logging.WARNING, instance=name, stats=self.spec.stats,
                       error=cur.error)  # fmt: skip
             return
+        if cur.stats_repairs and not (prev and prev.stats_repairs):
+            event("stats_repaired", logging.WARNING, instance=name, stats=self.spec.stats,
+                  strings=cur.stats_repairs)  # fmt: skip
         if prev is None or not prev.ok:
             down = None if prev is None else round(cur.t - (prev.disconnected_since or prev.t), 1)
             event("connected", instance=name, stats=self.spec.stats, version=cur.version,

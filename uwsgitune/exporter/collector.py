@@ -9,6 +9,7 @@ findings, actions) stay.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from uwsgitune.exporter.uwsgi_metrics import add_uwsgi_metrics
 from uwsgitune.pipeline.state import InstanceState
 
 StateSource = Callable[[], Iterable[InstanceState]]
+log = logging.getLogger(__name__)
 
 
 def _ratio(pct: float | None) -> float | None:
@@ -79,10 +81,23 @@ class UwsgiCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         out = Families()
-        options = self.options
         for snap in self._source():
-            add_snapshot(out, snap, options)
+            out.merge(instance_families(snap, self.options))
         yield from out
+
+
+def instance_families(snap: InstanceState, options: ExportOptions) -> Families:
+    """One instance's families, built apart: whatever fails there costs only that instance
+    its metrics (it reads `uwsgi_up 0`), never another instance's or the scrape."""
+    own = Families()
+    try:
+        add_snapshot(own, snap, options)
+    except Exception as exc:  # a bug or a value the model let through: isolate it
+        log.warning("metrics of %s dropped from this scrape: %s", snap.stats_uri,
+                    type(exc).__name__)  # fmt: skip
+        own = Families()
+        compat.add_up(own, snap.stats_uri, False)
+    return own
 
 
 def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | None = None) -> None:
@@ -168,6 +183,8 @@ def add_own(out: Families, snap: InstanceState) -> None:
     counts = snap.counts
     if counts is not None:
         out.counter("uwsgitune_poll_errors_total", "Failed polls.", uri, counts.errors)
+        doc = "Polls whose document was invalid JSON only inside request data, repaired."
+        out.counter("uwsgitune_stats_repairs_total", doc, uri, counts.repairs)
         doc = "Wall time of each poll (read, parse, host sampling)."
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
 

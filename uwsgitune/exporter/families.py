@@ -43,5 +43,14 @@ class Families:
         samples.append(Sample(f"{name}_count", {"stats_uri": uri}, float(count)))
         samples.append(Sample(f"{name}_sum", {"stats_uri": uri}, float(total)))
 
+    def merge(self, other: Families) -> None:
+        """Add every sample of `other` (one instance's families) to these."""
+        for name, family in other._families.items():
+            mine = self._families.get(name)
+            if mine is None:
+                self._families[name] = family
+            else:
+                mine.samples.extend(family.samples)
+
     def __iter__(self) -> Iterator[Metric]:
         return (f for f in self._families.values() if f.samples)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 import threading
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from uwsgitune.exporter.request import Request, Response, parse_head, text
 from uwsgitune.exporter.text import render as render_text
 
 MAX_HEAD = 16 * 1024
+log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -108,9 +110,11 @@ class MetricsServer:
             return text(400, "bad request line").encode()
         try:
             answer = await self.handler(request)
-        except Exception as exc:  # a collector bug must not take the endpoint down
+        except Exception:  # a collector bug must not take the endpoint down
             self.failures += 1
-            answer = text(500, f"collector failed: {exc!r}")
+            log.exception("rendering %s failed", request.path)
+            # The body never echoes the exception: it can carry what a stats peer sent.
+            answer = text(500, "collector failed; see uwsgitune's log")
         return answer.encode(head_only=request.method == "HEAD")
 
     async def _metrics_only(self, request: Request) -> Response:

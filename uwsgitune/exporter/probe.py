@@ -15,7 +15,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.core.address import AddressError, StatsAddress, parse_address
 from uwsgitune.core.derive import Tracker
-from uwsgitune.core.model import ValidationError, parse_stats
+from uwsgitune.core.model import ValidationError, parse_document
 from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
 from uwsgitune.exporter.text import render
@@ -44,15 +44,15 @@ def probe_snapshot(addr: StatsAddress, timeout: float) -> InstanceState:
     start = time.perf_counter()
     source = str(addr)
     try:
-        doc = parse_stats(read_stats(addr, timeout=timeout))
-        poll = Poll(source, time.time(), time.monotonic(), doc=doc)
+        parsed = parse_document(read_stats(addr, timeout=timeout))
+        poll = Poll(source, time.time(), time.monotonic(), doc=parsed.doc, repairs=parsed.repairs)
     except StatsError as exc:
         poll = Poll(source, time.time(), time.monotonic(), error=str(exc))
     except ValidationError:
         poll = Poll(source, time.time(), time.monotonic(), error=f"{source}: invalid stats")
     seconds = time.perf_counter() - start
     frame = Tracker(source).update(poll)
-    counts = PollCounts(1, 0 if poll.ok else 1, seconds, seconds)
+    counts = PollCounts(1, 0 if poll.ok else 1, seconds, seconds, int(poll.repairs > 0))
     return InstanceState(addr.uri, frame=frame, poll=poll if poll.ok else None, counts=counts)
 
 

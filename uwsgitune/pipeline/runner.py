@@ -92,7 +92,7 @@ class InstancePipeline:
         poll = self.watch.last_poll
         good = poll if frame.ok and poll is not None and poll.mono == frame.mono else None
         retry = None if frame.ok else max(0.0, self.watch.next_due - self._mono())
-        counts = (old.counts or PollCounts()).after(frame.ok, seconds)
+        counts = (old.counts or PollCounts()).after(frame.ok, seconds, frame.stats_repairs > 0)
         return replace(
             old,
             frame=frame,

@@ -19,9 +19,11 @@ class PollCounts:
     errors: int = 0
     seconds: float = 0.0  # wall time of every poll, summed
     last_seconds: float = 0.0
+    repairs: int = 0  # polls whose document needed request data repaired (core/repair.py)
 
-    def after(self, ok: bool, seconds: float) -> PollCounts:
-        return PollCounts(self.polls + 1, self.errors + (not ok), self.seconds + seconds, seconds)
+    def after(self, ok: bool, seconds: float, repaired: bool = False) -> PollCounts:
+        return PollCounts(self.polls + 1, self.errors + (not ok), self.seconds + seconds, seconds,
+                          self.repairs + repaired)  # fmt: skip
 
 
 Actions = tuple[tuple[str, str, int], ...]  # (kind, result, count), sorted

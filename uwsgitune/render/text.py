@@ -58,6 +58,11 @@ def _state_lines(f: Frame) -> list[str]:
     lines = []
     if f.kind == "error":
         lines.append(f"  DISCONNECTED since {_clock(f.disconnected_since or f.t)}: {_reason(f)}")
+    if f.stats_repairs:
+        lines.append(
+            f"  note      {f.stats_repairs} request string(s) in the stats were invalid JSON "
+            "(uWSGI escapes too little); repaired, every counter is intact"
+        )
     if f.kind in ("reload", "restart"):
         lines.append(f"  {f.kind.upper()} detected between polls: counters reset, no rates yet")
     elif f.reloads_seen:

@@ -11,10 +11,11 @@ import psutil
 from pydantic import ValidationError
 
 from uwsgitune.core.address import StatsAddress
-from uwsgitune.core.model import StatsDoc, parse_stats
+from uwsgitune.core.model import Parsed, parse_document
+from uwsgitune.core.redact import printable
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.host import HostSampler
-from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats
+from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats_from
 
 
 def describe_validation(err: ValidationError) -> str:
@@ -24,9 +25,9 @@ def describe_validation(err: ValidationError) -> str:
     if kind == "json_invalid":
         if "EOF" in msg:
             return "truncated JSON (the document ends early); the peer closed mid-document"
-        return f"invalid JSON ({msg}); is this a uWSGI stats socket?"
-    where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-    return f"not a uWSGI stats document ({where}: {msg})"
+        return printable(f"invalid JSON ({msg}); is this a uWSGI stats socket?")
+    where = ".".join(str(p) for p in first.get("loc", ())) or "document"  # keys: peer data
+    return printable(f"not a uWSGI stats document ({where}: {msg})")
 
 
 def _local_ips() -> set[str]:
@@ -84,30 +85,43 @@ class Observer:
         source = str(self.address)
         start = self._mono()
         try:
-            raw = read_stats(self.address, timeout=self.timeout, max_bytes=self.max_bytes)
+            got = read_stats_from(self.address, timeout=self.timeout, max_bytes=self.max_bytes)
         except StatsError as exc:
             return Poll(source, self._wall(), self._mono(), error=str(exc))
         t, mono = self._wall(), self._mono()
-        read_s = mono - start
+        raw = got.data
+        parsed = _parse(raw)
+        if isinstance(parsed, str):
+            return Poll(source, t, mono, error=f"{source}: {parsed}")
+        done = self._mono()
+        self.last_raw = parsed.raw  # repaired, when it was: what a recording stores
         try:
-            doc: StatsDoc = parse_stats(raw)
-        except ValidationError as exc:
-            return Poll(source, t, mono, error=f"{source}: {describe_validation(exc)}")
-        if not doc.model_fields_set & {"workers", "vassals"}:
-            # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
-            return Poll(
-                source, t, mono, error=f"{source}: JSON without workers; not a uWSGI stats socket"
-            )
-        parsed = self._mono()
-        self.last_raw = raw
-        host = self.host.sample(doc) if self.host is not None else None
+            host = self.host.sample(parsed.doc) if self.host is not None else None
+        except (ValueError, OverflowError, OSError, psutil.Error) as exc:
+            # A bug's safety net: the model bounds every pid, so this should not happen.
+            why = f"host sampling failed ({type(exc).__name__}) for master pid {parsed.doc.pid}"
+            return Poll(source, t, mono, error=f"{source}: {why}; report this as a bug")
         return Poll(
             source,
             t,
             mono,
-            doc=doc,
+            doc=parsed.doc,
             host=host,
             raw_size=len(raw),
-            read_seconds=read_s,
-            parse_seconds=parsed - mono,
+            read_seconds=mono - start,
+            parse_seconds=done - mono,
+            repairs=parsed.repairs,
+            peer_uid=got.peer_uid,
         )
+
+
+def _parse(raw: bytes) -> Parsed | str:
+    """The parsed document, or why it is not one (one line, without the address)."""
+    try:
+        parsed = parse_document(raw)
+    except ValidationError as exc:
+        return describe_validation(exc)
+    if not parsed.doc.model_fields_set & {"workers", "vassals"}:
+        # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
+        return "JSON without workers; not a uWSGI stats socket"
+    return parsed

@@ -15,9 +15,12 @@ import errno
 import os
 import socket
 import stat
+import struct
 import time
+from dataclasses import dataclass
 
 from uwsgitune.core.address import StatsAddress
+from uwsgitune.core.redact import printable
 from uwsgitune.errors import UwsgituneError
 
 MAX_DOCUMENT = 16 * 1024 * 1024
@@ -28,6 +31,7 @@ class StatsError(UwsgituneError):
     """A poll that failed. `str()` is one line: the address, what happened, the likely fix."""
 
     def __init__(self, address: StatsAddress | str, message: str) -> None:
+        message = printable(message)  # it may quote what the peer sent
         super().__init__(f"{address}: {message}")
         self.address = str(address)
         self.reason = message
@@ -185,8 +189,31 @@ def check_document(addr: StatsAddress, data: bytes) -> bytes:
     return data
 
 
+@dataclass(frozen=True)
+class StatsRead:
+    data: bytes
+    peer_uid: int | None = None  # who serves a unix stats socket (SO_PEERCRED); None over TCP
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    if sock.family != socket.AF_UNIX:
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[1])
+
+
 def read_stats(addr: StatsAddress, *, timeout: float = 2.0, max_bytes: int = MAX_DOCUMENT) -> bytes:
     """One connection, one document, closed. Raises `StatsError` with a one-line message."""
+    return read_stats_from(addr, timeout=timeout, max_bytes=max_bytes).data
+
+
+def read_stats_from(
+    addr: StatsAddress, *, timeout: float = 2.0, max_bytes: int = MAX_DOCUMENT
+) -> StatsRead:
+    """`read_stats`, and who served the document (the uid behind a unix socket)."""
     deadline = time.monotonic() + timeout
     try:
         sock = _connect(addr, deadline)
@@ -195,6 +222,7 @@ def read_stats(addr: StatsAddress, *, timeout: float = 2.0, max_bytes: int = MAX
     except UnicodeError:  # a host name IDNA cannot encode
         raise StatsError(addr, "invalid host name; check the address") from None
     try:
+        peer = _peer_uid(sock)
         if addr.kind == "http":
             request = f"GET {addr.http_path} HTTP/1.0\r\nHost: {addr.host}\r\n\r\n"
             sock.sendall(request.encode())
@@ -207,4 +235,4 @@ def read_stats(addr: StatsAddress, *, timeout: float = 2.0, max_bytes: int = MAX
         sock.close()
     if addr.kind == "http":
         data = _strip_http(addr, data)
-    return check_document(addr, data)
+    return StatsRead(check_document(addr, data), peer)

@@ -69,6 +69,9 @@ def state_line(f: Frame, retry_in: float | None) -> Text | None:
         return Text(f"DISCONNECTED since {since}{retry}: {f.error}", style="bold red")
     if f.kind in ("reload", "restart"):
         return Text(f"{f.kind.upper()} detected: counters reset, rates on the next poll", "yellow")
+    if f.stats_repairs:
+        text = f"{f.stats_repairs} request string(s) in the stats were invalid JSON; repaired"
+        return Text(text, style="yellow")
     if f.kind == "first":
         return Text("first poll: rates after the next one", style="dim")
     return None
