@@ -161,6 +161,10 @@ class Instance:
     def frame(self, i: float, load: Load, *, reload: bool = False) -> Frame:
         return self.tracker.update(self.poll(i, load, reload=reload))
 
+    def error(self, i: float, error: str = "connection refused") -> Frame:
+        """The poll at `i` failed (`error_poll`): the tracker's error frame."""
+        return self.tracker.update(Poll(self.source, self.t0 + i, self.mono0 + i, error=error))
+
     def poll(self, i: float, load: Load, *, reload: bool = False) -> Poll:
         n = load.live + load.cheap
         if reload or len(self.slots) != n:

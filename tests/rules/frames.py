@@ -16,7 +16,7 @@ from uwsgitune.core.frame import Frame, RequestView, SocketView
 T0 = 1_700_000_000.0
 MONO0 = 1000.0
 
-__all__ = ["MIB", "T0", "frame", "series", "tcp", "varying"]
+__all__ = ["MIB", "T0", "failed", "frame", "series", "tcp", "varying"]
 
 
 def tcp(queue: int = 0, backlog: int = 1024) -> SocketView:
@@ -115,6 +115,13 @@ def series(n: int, start: int = 0, **kw: Any) -> list[Frame]:
 def frame(i: int, **kw: Any) -> Frame:
     """The i-th poll (1 s apart) of a healthy instance; keyword arguments name fields."""
     return series(1, i, **kw)[0]
+
+
+def failed(i: int, error: str = "connection refused", **kw: Any) -> Frame:
+    """The i-th poll failing (`error`) after a good one with the fields in `kw`."""
+    inst = Instance("test", T0, MONO0)
+    inst.frame(i - 1, load(**_check(kw)))
+    return inst.error(i, error)
 
 
 def stuck(age: float, method: str = "GET", path: str = "/report") -> dict[str, Any]:

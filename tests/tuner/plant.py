@@ -37,6 +37,8 @@ class Plant:
     reload_at: float | None = None
     schedstat: bool = True  # the run-queue wait is known
     contention_above: int | None = None  # past this count a lock costs 5% per worker
+    threads: int = 1  # per process (the queueing arithmetic counts processes)
+    host_busy: float | None = None  # cores busy on the host (None: the host's CPU unknown)
     rng: random.Random = field(init=False)
     instance: Instance | None = field(init=False, default=None)
     last_t: float | None = field(init=False, default=None)
@@ -77,13 +79,14 @@ class Plant:
         return Load(
             live=self.live,
             cheap=max(self.workers_max - self.live, 0),
+            threads=self.threads,
             busy=round(in_service),
             rps=x,
             in_service=in_service,
             worker_cpu=cores / self.live if self.live else 0.0,
             # each live worker waits in its busy share (in_service / live) of the poll
             runq=(runq / in_service if in_service else 0.0) if self.schedstat else None,
-            host_busy=None,
+            host_busy=self.host_busy,
             cpus=round(self.cpus),
             effective_cpus=self.cpus,
             somaxconn=None,
