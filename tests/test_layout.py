@@ -74,3 +74,24 @@ def test_tests_stay_inside_the_repository() -> None:
         and ('"shared"' in p.read_text() or "../shared" in p.read_text())
     ]
     assert not reach, f"tests reading outside the repository (use tests/data): {reach}"
+
+
+# the test-frame factory: synthetic documents and host samples, fed through the real Tracker
+FRAME_FACTORY = {"tests/observe/helpers.py", "tests/rules/frames.py"}
+
+
+def test_test_frames_come_from_the_tracker() -> None:
+    """A test frame is built by the real `Tracker` (the factory), never by hand: a hand-built
+    `Frame(...)` can hold what no real poll gives, and drifts from real frames."""
+    built = []
+    for p in sorted((ROOT / "tests").rglob("*.py")):
+        name = str(p.relative_to(ROOT))
+        if name in FRAME_FACTORY:
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+                if called == "Frame":
+                    built.append(f"{name}:{node.lineno}")
+    assert not built, f"build these frames with tests/rules/frames.py or Instance: {built}"

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
+from tests.rules.frames import frame
 from tests.states import change, finding
-from uwsgitune.core.frame import Frame
 from uwsgitune.daemon import logs
 from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.pipeline import InstanceState, RulesRunner
 from uwsgitune.pipeline.state import count_actions
 from uwsgitune.tuner.result import StepResult
 
-FRAMES = [Frame(source="x", t=1.0, mono=1.0, kind="ok")]
+FRAMES = [frame(1)]
 
 
 @pytest.fixture

@@ -132,13 +132,27 @@ class Load:
     signal_queue: int = 0
     listen_overflows: int = 0  # in the interval
     request: RequestView | None = None  # in service on core 0 of every live worker
+    requests: tuple[RequestView, ...] = ()  # else: in service on core 0 of live worker k
+    avg_rt_us: int = 30_000  # uWSGI's running average, every worker
+    # each live worker's share of the requests and running time (default: even)
+    weights: tuple[float, ...] = ()
     host: bool = True  # a host sample beside the document
     spawned: float = 0.0  # epoch of the last (re)load: the live workers' `last_spawn`
 
 
-def _spread(total: int, n: int) -> list[int]:
+def _spread(total: int, n: int, weights: tuple[float, ...] = ()) -> list[int]:
+    if weights:
+        w = [Fraction(x) for x in weights[:n]]
+        cum = [round(total * sum(w[: k + 1]) / sum(w)) if sum(w) else 0 for k in range(n)]
+        return [c - p for c, p in zip(cum, [0, *cum[:-1]], strict=True)]
     q, r = divmod(total, n) if n else (0, 0)
     return [q + (1 if k < r else 0) for k in range(n)]
+
+
+def _tick(per_second: float) -> Fraction:
+    """CPU seconds a second on a 2^-20 s grid: the host sample's running totals stay exact
+    floats, so a steady load gives steady frames (no rounding noise between polls)."""
+    return Fraction(round(per_second * 2**20), 2**20)
 
 
 class Instance:
@@ -161,10 +175,14 @@ class Instance:
     def frame(self, i: float, load: Load, *, reload: bool = False) -> Frame:
         return self.tracker.update(self.poll(i, load, reload=reload))
 
+    def error(self, i: float, error: str = "connection refused") -> Frame:
+        """The poll at `i` failed (`error_poll`): the tracker's error frame."""
+        return self.tracker.update(Poll(self.source, self.t0 + i, self.mono0 + i, error=error))
+
     def poll(self, i: float, load: Load, *, reload: bool = False) -> Poll:
         n = load.live + load.cheap
         if reload or len(self.slots) != n:
-            self._respawn(n)
+            self._respawn(n, load.live)
         dt = Fraction(i - self.last) if self.last is not None else Fraction(1)
         self.last = i
         self._grow(load, dt)
@@ -178,44 +196,47 @@ class Instance:
         host = self._host(load) if load.host else None
         return Poll(self.source, t, self.mono0 + i, doc=parse_stats(doc), host=host)
 
-    def _respawn(self, n: int) -> None:
-        """New workers in every slot (a reload: counters from zero), or a first document."""
-        base = 100 if not self.slots else 0
+    def _respawn(self, n: int, live: int) -> None:
+        """New workers in every slot (a reload: counters from zero), or a first document (the
+        live workers have served 100 requests each, the cheap slots none)."""
+        base = [100 if not self.slots and k < live else 0 for k in range(n)]
         first = 1000 if not self.pids else max(self.pids) + 1
         self.pids = [first + k for k in range(n)]
         self.slots = [
-            dict(requests=base, exceptions=0, running_time=30_000 * base, static=0,
+            dict(requests=b, exceptions=0, running_time=30_000 * b, static=0,
                  harakiri=0, respawns=1)
-            for _ in range(n)
+            for b in base
         ]  # fmt: skip
         self.sums = {}
 
-    def _add(self, name: str, per_second: float, dt: Fraction, live: int) -> None:
+    def _add(
+        self, name: str, per_second: float, dt: Fraction, live: int, weights: tuple[float, ...]
+    ) -> None:
         """Grow counter `name` of the live slots by `per_second` x dt, whole numbers summing
         to the exact total."""
         before = round(self.sums.get(name, Fraction(0)))
         self.sums[name] = self.sums.get(name, Fraction(0)) + Fraction(per_second) * dt
-        extras = _spread(round(self.sums[name]) - before, live)
+        extras = _spread(round(self.sums[name]) - before, live, weights)
         for slot, extra in zip(self.slots[:live], extras, strict=True):
             slot[name] += extra
 
     def _grow(self, load: Load, dt: Fraction) -> None:
-        live = load.live
-        self._add("requests", load.rps, dt, live)
-        self._add("exceptions", load.eps, dt, live)
-        self._add("running_time", load.in_service * 1_000_000, dt, live)
-        self._add("static", load.rps * load.static_share, dt, live)
-        self._add("harakiri", load.harakiri, Fraction(1), live)
-        self._add("respawns", load.respawns, Fraction(1), live)
+        live, w = load.live, load.weights
+        self._add("requests", load.rps, dt, live, w)
+        self._add("exceptions", load.eps, dt, live, w)
+        self._add("running_time", load.in_service * 1_000_000, dt, live, w)
+        self._add("static", load.rps * load.static_share, dt, live, w)
+        self._add("harakiri", load.harakiri, Fraction(1), live, ())
+        self._add("respawns", load.respawns, Fraction(1), live, ())
         self.cpu.setdefault(self.master_pid, Fraction(0))
         self.runq.setdefault(self.master_pid, Fraction(0))
         for pid in self.pids[:live]:
-            self.cpu[pid] = self.cpu.get(pid, Fraction(0)) + Fraction(load.worker_cpu) * dt
-            self.runq[pid] = self.runq.get(pid, Fraction(0)) + Fraction(load.runq or 0.0) * dt
+            self.cpu[pid] = self.cpu.get(pid, Fraction(0)) + _tick(load.worker_cpu) * dt
+            self.runq[pid] = self.runq.get(pid, Fraction(0)) + _tick(load.runq or 0.0) * dt
         if load.host_busy is not None:
-            self.host_cpu[0] += Fraction(load.host_busy) * dt
+            self.host_cpu[0] += _tick(load.host_busy) * dt
             self.host_cpu[1] += load.cpus * dt
-            self.host_cpu[2] += Fraction(load.host_nice) * dt
+            self.host_cpu[2] += _tick(load.host_nice) * dt
         self.overflows += load.listen_overflows
 
     def _worker(self, k: int, load: Load, t: float) -> dict[str, Any]:
@@ -233,11 +254,12 @@ class Instance:
         )
         w["accepting"] = int(live)
         w["rss"] = load.rss if load.memory_report and live else 0
-        w["avg_rt"] = 30_000
+        w["avg_rt"] = load.avg_rt_us if live else 0
         w["last_spawn"] = load.spawned
         w["cores"][0]["static_requests"] = c["static"]
-        if load.request is not None and live:
-            r = load.request
+        w["cores"][0]["requests"] = c["requests"]  # core 0 serves them all
+        r = load.request or (load.requests[k] if k < len(load.requests) else None)
+        if r is not None and live:
             w["cores"][0] |= {
                 "in_request": 1,
                 "vars": [f"REQUEST_METHOD={r.method}", f"PATH_INFO={r.path}"],

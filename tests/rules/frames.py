@@ -7,7 +7,7 @@ and are turned into the load that produces them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tests.observe.helpers import MIB, Instance, Load
@@ -16,7 +16,7 @@ from uwsgitune.core.frame import Frame, RequestView, SocketView
 T0 = 1_700_000_000.0
 MONO0 = 1000.0
 
-__all__ = ["MIB", "T0", "frame", "series", "tcp", "varying"]
+__all__ = ["MIB", "T0", "failed", "frame", "play", "series", "tcp", "varying"]
 
 
 def tcp(queue: int = 0, backlog: int = 1024) -> SocketView:
@@ -115,6 +115,31 @@ def series(n: int, start: int = 0, **kw: Any) -> list[Frame]:
 def frame(i: int, **kw: Any) -> Frame:
     """The i-th poll (1 s apart) of a healthy instance; keyword arguments name fields."""
     return series(1, i, **kw)[0]
+
+
+def play(steps: Sequence[tuple[str, float, Load]], source: str = "test") -> list[Frame]:
+    """One instance polled at each step's time (seconds, increasing) under its load: "ok" a
+    poll, "error" a failed poll, "reload" the workers respawned, "restart" a new master,
+    "first" a new tracker (the monitor restarted)."""
+    inst = Instance(source, T0, MONO0)
+    out = []
+    for kind, i, step in steps:
+        if kind == "first" and out:
+            inst = Instance(source, T0, MONO0)
+        if kind == "restart":
+            inst.master_pid += 1
+        if kind == "error":
+            out.append(inst.error(i))
+        else:
+            out.append(inst.frame(i, step, reload=kind in ("reload", "restart")))
+    return out
+
+
+def failed(i: int, error: str = "connection refused", **kw: Any) -> Frame:
+    """The i-th poll failing (`error`) after a good one with the fields in `kw`."""
+    inst = Instance("test", T0, MONO0)
+    inst.frame(i - 1, load(**_check(kw)))
+    return inst.error(i, error)
 
 
 def stuck(age: float, method: str = "GET", path: str = "/report") -> dict[str, Any]:

@@ -7,105 +7,91 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uwsgitune.core.frame import Frame, RequestView, SocketView, WorkerView
+from tests.observe.helpers import Load
+from tests.rules.frames import play
+from uwsgitune.core.frame import Frame, RequestView, SocketView
 from uwsgitune.rules import ConfigFacts, Facts, evaluate, finding_to_dict
 
 pos = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 ratio = st.floats(min_value=0, max_value=1, allow_nan=False)
-opt_pos = st.none() | pos
-opt_int = st.none() | st.integers(min_value=0, max_value=1 << 40)
 
 requests = st.builds(
     RequestView,
-    core=st.integers(0, 4),
+    core=st.just(0),
     method=st.sampled_from(["GET", "POST", ""]),
-    path=st.text(max_size=8),
-    age=st.none() | st.floats(0, 1e5, allow_nan=False),
+    path=st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="=\x00"), max_size=8
+    ),
+    age=st.floats(0, 1e5, allow_nan=False),
 )
-workers = st.builds(
-    WorkerView,
-    slot=st.integers(0, 64),
-    id=st.integers(0, 64),
-    pid=st.integers(0, 1 << 20),
-    status=st.sampled_from(["idle", "busy", "cheap", "pause", "sig9"]),
-    requests=st.integers(0, 10**6),
-    exceptions=st.integers(0, 10**6),
-    signals=st.integers(0, 100),
-    tx=st.integers(0, 10**9),
-    avg_rt_us=st.integers(0, 10**8),
-    running_time_us=st.integers(0, 10**12),
-    rss=opt_int,
-    vsz=opt_int,
-    respawn_count=st.integers(0, 100),
-    harakiri_count=st.integers(0, 100),
-    last_spawn=pos,
-    rps=opt_pos,
-    eps=opt_pos,
-    busy_pct=st.none() | st.floats(0, 100),
-    cpu_pct=st.none() | st.floats(0, 400),
-    mean_rt_ms=opt_pos,
-    request_age=opt_pos,
-    requests_in_flight=st.lists(requests, max_size=2).map(tuple),
-)
-sockets = st.builds(
-    SocketView,
-    name=st.sampled_from(["127.0.0.1:1", "/s.sock"]),
-    proto=st.just("http"),
-    unix=st.booleans(),
-    queue=st.none() | st.integers(0, 5000),
-    backlog=st.none() | st.integers(0, 5000),
-    source=st.sampled_from(["stats", "kernel", "none"]),
+sockets = st.one_of(
+    st.builds(
+        SocketView,
+        name=st.just("127.0.0.1:1"),
+        proto=st.just("http"),
+        unix=st.just(False),
+        queue=st.integers(0, 5000),
+        backlog=st.integers(0, 5000),
+        source=st.just("stats"),
+    ),
+    st.builds(
+        SocketView,
+        name=st.sampled_from(["/s.sock", "/t.sock"]),
+        proto=st.just("uwsgi"),
+        unix=st.just(True),
+        queue=st.integers(0, 5000),
+        backlog=st.integers(0, 5000),
+        source=st.just("kernel"),
+    ),
+    st.just(SocketView("/n.sock", "uwsgi", True, None, None, "none")),
 )
 
 
 @st.composite
+def loads(draw: st.DrawFn, slots: int, spawned: float) -> Load:
+    live = draw(st.integers(0, slots))
+    return Load(
+        live=live,
+        cheap=slots - live,  # a new slot count is a new instance: the Tracker sees a reload
+        threads=draw(st.integers(1, 8)),
+        busy=draw(st.integers(0, live)),
+        rps=draw(pos),
+        eps=draw(pos),
+        in_service=draw(pos),
+        static_share=draw(ratio),
+        worker_cpu=draw(st.floats(0, 8)),
+        runq=draw(st.none() | st.floats(0, 8)),
+        host_busy=draw(st.none() | st.floats(0, 64)),
+        host_nice=draw(st.floats(0, 8)),
+        cpus=draw(st.integers(1, 64)),
+        effective_cpus=draw(st.floats(0, 64)),
+        somaxconn=draw(st.none() | st.integers(0, 65535)),
+        rss=draw(st.integers(0, 1 << 40)),
+        memory_report=draw(st.booleans()),
+        mem_available=draw(st.integers(0, 1 << 40)),
+        sockets=tuple(draw(st.lists(sockets, max_size=2))),
+        harakiri=draw(st.integers(0, 50)),
+        respawns=draw(st.integers(0, 50)),
+        signal_queue=draw(st.integers(0, 1000)),
+        listen_overflows=draw(st.integers(0, 1 << 20)),
+        request=draw(st.none() | requests),
+        host=draw(st.booleans()),
+        spawned=spawned,
+    )
+
+
+@st.composite
 def frames(draw: st.DrawFn) -> list[Frame]:
-    n = draw(st.integers(0, 40))
-    out = []
+    """Up to 40 polls of one instance, at random intervals under random loads, through the
+    real Tracker: every kind of poll (first, ok, reload, restart, error)."""
+    steps = []
     mono = 0.0
-    for _ in range(n):
+    slots, spawned = draw(st.integers(0, 16)), draw(pos)
+    for _ in range(draw(st.integers(0, 40))):
         mono += draw(st.floats(0.01, 5))
-        live = draw(st.integers(0, 8))
-        out.append(
-            Frame(
-                source="p",
-                t=1e9 + mono,
-                mono=mono,
-                kind=draw(
-                    st.sampled_from(["ok", "ok", "ok", "first", "reload", "restart", "error"])
-                ),
-                dt=draw(st.none() | st.floats(0, 5)),
-                workers_max=draw(st.integers(0, 16)),
-                live=live,
-                busy=draw(st.integers(0, 8)),
-                cheap=draw(st.integers(0, 8)),
-                threads=draw(st.integers(0, 8)),
-                workers=tuple(draw(st.lists(workers, max_size=4))),
-                requests_total=draw(st.integers(0, 10**6)),
-                rps=draw(opt_pos),
-                eps=draw(opt_pos),
-                mean_rt_ms=draw(opt_pos),
-                littles_l=draw(opt_pos),
-                busy_ratio=draw(st.none() | ratio),
-                static_share=draw(st.none() | ratio),
-                sockets=tuple(draw(st.lists(sockets, max_size=2))),
-                listen_overflows_delta=draw(opt_int),
-                cpu_count=draw(st.none() | st.integers(0, 64)),
-                effective_cpus=draw(st.none() | st.floats(0, 64)),
-                host_cpu_pct=draw(st.none() | st.floats(0, 100)),
-                instance_cpu_cores=draw(st.none() | st.floats(0, 64)),
-                somaxconn=draw(st.none() | st.integers(0, 65535)),
-                mem_total_rss=draw(opt_int),
-                mem_per_worker=draw(opt_int),
-                mem_available=draw(opt_int),
-                mem_limit=draw(opt_int),
-                memory_report=draw(st.booleans()),
-                harakiri_delta=draw(st.none() | st.integers(0, 50)),
-                respawns_delta=draw(st.none() | st.integers(0, 50)),
-                signal_queue=draw(st.integers(0, 1000)),
-            )
-        )
-    return out
+        kind = draw(st.sampled_from(["ok", "ok", "ok", "first", "reload", "restart", "error"]))
+        steps.append((kind, mono, draw(loads(slots, spawned))))
+    return play(steps, "p")
 
 
 facts = st.builds(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.observe.helpers import Instance, Load
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import Interrupted, LiveCount, SweepError
 
@@ -17,6 +18,7 @@ class FakeMaster:
         self.queued = ""
         self.debt = 0
         self.writes: list[str] = []
+        self.instance, self.polls = Instance("fake"), 0  # its stats, through the real Tracker
 
     def write(self, commands: str) -> None:
         self.writes.append(commands)
@@ -34,15 +36,8 @@ class FakeMaster:
         self.queued = ""
         if not self.busy:
             self.live, self.debt = max(0, self.live - self.debt), 0
-        return Frame(
-            source="fake",
-            t=0.0,
-            mono=0.0,
-            kind="ok",
-            workers_max=self.slots,
-            live=self.live,
-            cheap=self.slots - self.live,
-        )
+        self.polls += 1
+        return self.instance.frame(self.polls, Load(live=self.live, cheap=self.slots - self.live))
 
 
 class Clock:

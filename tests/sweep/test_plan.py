@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from tests.rules import frames
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep import plan
 
@@ -44,19 +47,17 @@ def test_serpentine_and_estimate() -> None:
     assert est == (6 + 2) * 2 * (plan.SETTLE_SECONDS + 13.0) + 2 * plan.SETTLE_SECONDS
 
 
-def frame(**kw: object) -> Frame:
-    base: dict[str, object] = dict(
-        source="/tmp/s.sock", t=0.0, mono=0.0, kind="ok", workers_max=8, live=2, cheap=6
-    )
-    base.update(kw)
-    return Frame(**base)  # type: ignore[arg-type]
+def frame(**kw: Any) -> Frame:
+    """A poll of an instance with 8 slots, 2 live (the fields in `kw` change it)."""
+    return frames.frame(1, **{"workers_max": 8, "live": 2, **kw})
 
 
 def test_check_instance() -> None:
+    assert (frame().workers_max, frame().live, frame().cheap) == (8, 2, 6)
     assert plan.check_instance(frame(), 6) is None
-    msg = plan.check_instance(frame(workers_max=4, live=1, cheap=3), 6)
+    msg = plan.check_instance(frame(workers_max=4, live=1), 6)
     assert msg and "processes = 4" in msg and "cheaper-algo = manual" in msg
-    off = plan.check_instance(frame(live=8, cheap=0), 6)
+    off = plan.check_instance(frame(live=8), 6)
     assert off and "cheaper mode looks off" in off and "cheaper = 1" in off
-    err = plan.check_instance(frame(kind="error", error="connection refused"), 6)
+    err = plan.check_instance(frames.failed(1, "connection refused"), 6)
     assert err and "connection refused" in err and "--stats" in err

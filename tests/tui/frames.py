@@ -1,132 +1,110 @@
-"""Deterministic frames for the TUI tests: built directly, no clock, no uWSGI."""
+"""Deterministic frames for the TUI tests: no clock, no uWSGI.
+
+Every frame comes out of the real `Tracker`, fed synthetic stats documents and host samples
+(`tests.observe.helpers.Instance`): a demo instance of `workers` slots, `busy` of them in a
+request, worker s serving 10+s req/s (46 in all with 4) at a mean of 12.5 ms, `cpu` cores
+used of 2 effective CPUs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from typing import Any
 
-from uwsgitune.core.frame import Frame, RequestView, SocketView, VassalView, WorkerView
+from tests.observe.helpers import MIB, Instance, Load, document
+from uwsgitune.core.derive import Tracker
+from uwsgitune.core.frame import Frame, RequestView, SocketView
+from uwsgitune.core.model import parse_stats
+from uwsgitune.core.samples import Poll
 
 T0 = 1_700_000_000.0  # a fixed epoch: every view reads time from the frames only
+MONO0 = 1000.0
+SOURCE = "/tmp/demo/stats.sock"
+GIB = 1024 * MIB
 
 
-def worker(
-    slot: int, *, busy: bool = False, live: bool = True, t: float = T0, **kw: object
-) -> WorkerView:
-    if not live:
-        return WorkerView(slot, 0, 0, "cheap", 0, 0, 0, 0, 0, 0, None, None, 0, 0, 0.0)
-    inflight = (RequestView(0, "GET", f"/io/{slot}", 1.5 + slot),) if busy else ()
-    base = WorkerView(
-        slot=slot,
-        id=slot + 1,
-        pid=1000 + slot,
-        status="busy" if busy else "idle",
-        requests=100 * (slot + 1),
-        exceptions=slot % 2,
-        signals=0,
-        tx=4096 * (slot + 1),
-        avg_rt_us=12_000 + slot * 500,
-        running_time_us=5_000_000 * (slot + 1),
-        rss=(30 + slot) * 1024 * 1024,
-        vsz=200 * 1024 * 1024,
-        respawn_count=1,
-        harakiri_count=0,
-        last_spawn=t - 300,
-        rps=10.0 + slot,
-        eps=0.0,
-        busy_pct=80.0 if busy else 10.0,
-        cpu_pct=20.0 + slot,
-        mean_rt_ms=11.0 + slot,
-        request_age=(1.5 + slot) if busy else None,
-        requests_in_flight=inflight,
-        cores_requests=(100 * (slot + 1),),
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
-
-
-def frame(
-    i: int = 0,
+def load(
     *,
     workers: int = 4,
     busy: int = 2,
     cheap: int = 0,
     queue: int = 3,
     backlog: int = 16,
-    kind: str = "ok",
     cpu: float = 0.5,
-    source: str = "/tmp/demo/stats.sock",
-) -> Frame:
-    t = T0 + i
-    ws = tuple(worker(s, busy=s < busy, live=s < workers - cheap, t=t) for s in range(workers))
-    live = [w for w in ws if w.live]
-    return Frame(
-        source=source,
-        t=t,
-        mono=1000.0 + i,
-        kind=kind,  # type: ignore[arg-type]
-        dt=1.0,
-        version="2.0.31",
-        master_pid=999,
-        loaded_at=T0 - 600,
-        workers_max=workers,
-        live=len(live),
-        busy=sum(1 for w in live if w.status == "busy"),
-        idle=sum(1 for w in live if w.status == "idle"),
-        cheap=workers - len(live),
-        workers=ws,
-        requests_total=sum(w.requests for w in ws),
-        rps=sum(w.rps or 0 for w in ws) if kind == "ok" else None,
-        mean_rt_ms=12.5 if kind == "ok" else None,
-        avg_rt_ms=13.0,
-        littles_l=1.6,
-        busy_ratio=0.4,
+    rss: int = 32 * MIB,
+) -> Load:
+    """The demo instance's load: `busy` workers each serving GET /io/<slot> for 1.5+slot s."""
+    live = workers - cheap
+    rps = sum(10.0 + s for s in range(live))  # worker s serves 10+s req/s
+    return Load(
+        live=live,
+        cheap=cheap,
+        busy=busy,
+        rps=rps,
+        in_service=rps * 0.0125,  # a mean of 12.5 ms
+        worker_cpu=cpu / live if live else 0.0,
+        host_busy=max(0.4 * 4, cpu),  # 40% of the host's 4 CPUs, the instance's included
+        cpus=4,
+        effective_cpus=2.0,
+        somaxconn=4096,
+        rss=rss,
+        mem_available=8 * GIB,
+        mem_total=16 * GIB,
         sockets=(
             SocketView("127.0.0.1:8000", "http", False, queue, backlog, "stats"),
             SocketView("/tmp/demo/app.sock", "uwsgi", True, 0, 100, "kernel"),
         ),
-        listen_overflows_delta=0,
-        cpu_count=4,
-        effective_cpus=2.0,
-        host_cpu_pct=40.0,
-        instance_cpu_cores=cpu,
-        somaxconn=4096,
-        mem_total_rss=sum(w.rss or 0 for w in live),
-        mem_per_worker=32 * 1024 * 1024,
-        mem_source="stats",
-        mem_available=8 * 1024**3,
-        mem_limit=16 * 1024**3,
-        memory_report=True,
+        requests=tuple(RequestView(0, "GET", f"/io/{s}", 1.5 + s) for s in range(busy)),
+        avg_rt_us=12_000,
+        weights=tuple(10.0 + s for s in range(live)),
+        spawned=T0 - 600,
     )
 
 
-def history(n: int = 30, **kw: object) -> tuple[Frame, ...]:
-    return tuple(frame(i, **kw) for i in range(n))  # type: ignore[arg-type]
+def varying(
+    n: int, fn: Callable[[int], dict[str, Any]], *, reload_at: int | None = None
+) -> tuple[Frame, ...]:
+    """Polls 0..n-1, 1 s apart, of one demo instance whose load at poll i is `load(**fn(i))`;
+    the workers respawn (`r`) at poll `reload_at`."""
+    inst = instance()
+    inst.frame(-1, load(**fn(0)))  # the first poll has no rates
+    return tuple(inst.frame(i, load(**fn(i)), reload=i == reload_at) for i in range(n))
 
 
-def error_frame(i: int, last: Frame) -> Frame:
-    return replace(
-        last,
-        t=T0 + i,
-        mono=1000.0 + i,
-        kind="error",
-        error="connection refused",
-        disconnected_since=T0 + i - 3,
-        rps=None,
-        mean_rt_ms=None,
-    )
+def history(n: int = 30, *, reload_at: int | None = None, **kw: Any) -> tuple[Frame, ...]:
+    return varying(n, lambda _: kw, reload_at=reload_at)
+
+
+def frame(i: int = 0, **kw: Any) -> Frame:
+    """The poll at T0+i of a demo instance polled a second before."""
+    inst = instance()
+    inst.frame(i - 1, load(**kw))
+    return inst.frame(i, load(**kw))
+
+
+def instance() -> Instance:
+    return Instance(SOURCE, T0, MONO0)
+
+
+def disconnected(n: int, error: str = "connection refused", **kw: Any) -> tuple[Frame, ...]:
+    """`history(n)` and then a failed poll at n (the tracker's error frame)."""
+    inst = instance()
+    inst.frame(-1, load(**kw))
+    frames = [inst.frame(i, load(**kw)) for i in range(n)]
+    return (*frames, inst.error(n, error))
 
 
 def emperor_frame(i: int = 0) -> Frame:
-    vassals = (
-        VassalView("app1.ini", 2001, True, True, 0, T0 - 100, T0 - 100),
-        VassalView("app2.ini", 2002, False, False, 3, T0 - 50, T0 - 50),
+    """An Emperor's stats: two vassals, no workers (its second poll)."""
+    vassals = [
+        {"id": "app1.ini", "pid": 2001, "ready": 1, "accepting": 1, "respawns": 0,
+         "born": T0 - 100, "last_mod": T0 - 100},
+        {"id": "app2.ini", "pid": 2002, "ready": 0, "accepting": 0, "respawns": 3,
+         "born": T0 - 50, "last_mod": T0 - 50},
+    ]  # fmt: skip
+    doc = parse_stats(
+        document(2000, [], vassals=vassals, emperor=["/etc/uwsgi/vassals"], sockets=[])
     )
-    return Frame(
-        source="/tmp/emperor.sock",
-        t=T0 + i,
-        mono=1000.0 + i,
-        kind="ok",
-        version="2.0.31",
-        master_pid=2000,
-        emperor=True,
-        vassals=vassals,
-    )
+    tracker = Tracker("/tmp/emperor.sock")
+    tracker.update(Poll("/tmp/emperor.sock", T0 + i - 1, MONO0 + i - 1, doc=doc))
+    return tracker.update(Poll("/tmp/emperor.sock", T0 + i, MONO0 + i, doc=doc))

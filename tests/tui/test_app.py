@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tests.tui.fakes import FakeWatch, make_app, pipeline, snapshot
-from tests.tui.frames import emperor_frame, error_frame, frame, history
+from tests.tui.frames import disconnected, emperor_frame, history, instance, load
 from uwsgitune.tui.app import WatchApp, next_rate, next_sort
 from uwsgitune.tui.instance import InstancePane
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
@@ -52,11 +50,13 @@ async def test_frames_fill_the_table_and_cursor_survives_refresh_and_sort() -> N
 async def test_updates_change_cells_in_place() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.show(*snapshot(history(2)))
+        inst = instance()
+        frames = [inst.frame(i, load()) for i in range(-1, 2)][1:]
+        app.show(*snapshot(frames))
         await pilot.pause()
-        f = frame(3)
-        f = replace(f, workers=(replace(f.workers[0], pid=4242), *f.workers[1:]))
-        app.show(*snapshot((*history(2), f)))
+        inst.pids[0] = 4242  # worker 0 respawned
+        f = inst.frame(2, load())
+        app.show(*snapshot((*frames, f)))
         await pilot.pause()
         table = app.pane(0).query_one("#workers", KeyedTable)
         assert table.get_cell("w0", "pid").text == "4242"
@@ -113,8 +113,7 @@ async def test_cores_toggle_and_rate_keys() -> None:
 async def test_disconnected_then_reconnected() -> None:
     app = make_app()
     async with app.run_test() as pilot:
-        frames = history(3)
-        app.show(*snapshot((*frames, error_frame(3, frames[-1])), retry_in=2.0))
+        app.show(*snapshot(disconnected(3), retry_in=2.0))
         await pilot.pause()
         assert "DISCONNECTED" in summary_text(app) and "reconnecting in 2s" in summary_text(app)
         assert app.pane(0).has_class("stale")

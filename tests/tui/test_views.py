@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
-from tests.tui.frames import T0, emperor_frame, frame, history, worker
+from tests.tui.frames import disconnected, emperor_frame, frame, history, varying
 from uwsgitune.tui.detail import detail_lines, memory_trend
 from uwsgitune.tui.history import series
 from uwsgitune.tui.summary import emperor_lines, queue_full_events, summary_lines
@@ -38,7 +37,7 @@ def test_summary_names_every_number() -> None:
 
 
 def test_summary_disconnected_shows_retry() -> None:
-    f = replace(frame(3), kind="error", error="refused", disconnected_since=T0)
+    f = disconnected(3, "refused")[-1]
     text = plain(summary_lines(f, (f,), retry_in=4.0))
     assert "DISCONNECTED since" in text and "reconnecting in 4s" in text and "refused" in text
 
@@ -79,7 +78,9 @@ def test_worker_rows_keyed_by_slot_with_every_uwsgitop_column() -> None:
     cells = dict(zip([c.key for c in WORKER_COLUMNS], rows[0][1], strict=False))
     assert cells["pid"].text == "1000" and cells["status"].text == "busy"
     assert cells["status"].style == "bold yellow"
-    assert cells["avg"].text == "12.0ms" and cells["lastspawn"].text == "5m00s"
+    # every worker spawned at the load, 10 minutes before (was 5m00s: a worker spawned at
+    # 5 minutes beside `up 10m` with one respawn is no frame the tracker can give)
+    assert cells["avg"].text == "12.0ms" and cells["lastspawn"].text == "10m00s"
     cheap = dict(zip([c.key for c in WORKER_COLUMNS], rows[3][1], strict=False))
     assert cheap["status"].text == "cheap" and cheap["pid"].text == "-"
 
@@ -105,7 +106,7 @@ def test_vassal_rows() -> None:
 
 
 def test_history_series() -> None:
-    frames = (*history(20), replace(frame(20), kind="error", rps=None))
+    frames = disconnected(20)
     by_key = {s.key: s for s in series(frames)}
     assert set(by_key) == {"rps", "rt", "queue", "busy", "cpu"}
     rps = by_key["rps"]
@@ -118,10 +119,7 @@ def test_history_keeps_the_last_five_minutes() -> None:
 
 
 def test_detail_shows_request_respawns_memory_trend() -> None:
-    frames = tuple(
-        replace(frame(i, busy=1), workers=(worker(0, busy=True, rss=(30 + i) << 20),))
-        for i in range(10)
-    )
+    frames = varying(10, lambda i: {"workers": 1, "busy": 1, "rss": (30 + i) << 20})
     text = plain(detail_lines(frames, 0))
     assert "GET /io/0" in text and "respawns 1" in text and "pid 1000" in text
     values, line = memory_trend(frames, 0)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from tests.tui.frames import T0, frame, history
+from tests.tui.frames import T0, disconnected, frame, history
 from uwsgitune.pipeline import InstanceState, RulesRunner
 from uwsgitune.pipeline import rules as rules_module
 from uwsgitune.rules import EngineState, Evidence, EvidenceWindow, Finding, Recommendation
@@ -47,18 +45,15 @@ def test_all_busy_cpu_saturated_sorted_by_severity() -> None:
 
 
 def test_reload_detected_for_a_minute() -> None:
-    frames = (
-        *history(3),
-        replace(frame(3), kind="reload", reloads_seen=1),
-        *(frame(i) for i in range(4, 30)),
-    )
+    frames = history(30, reload_at=3)
+    assert frames[3].kind == "reload" and frames[3].reloads_seen == 1
     assert keys(frames) == ["reload"]
-    later = (*frames, *(frame(i) for i in range(30, 70)))
+    later = history(70, reload_at=3)
     assert keys(later) == []
 
 
 def test_disconnected() -> None:
-    f = replace(frame(3), kind="error", error="refused", disconnected_since=T0)
+    f = disconnected(3, "refused")[-1]
     [a] = builtin_warnings((f,))
     assert a.key == "disconnected" and a.evidence == "refused"
 

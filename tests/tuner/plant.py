@@ -38,6 +38,8 @@ class Plant:
     schedstat: bool = True  # the run-queue wait is known
     contention_above: int | None = None  # past this count a lock costs 5% per worker
     others: float | None = None  # cores other processes keep busy (None: host CPU unknown)
+    threads: int = 1  # per process (the queueing arithmetic counts processes)
+    host_busy: float | None = None  # cores busy on the host (None: the host's CPU unknown)
     rng: random.Random = field(init=False)
     instance: Instance | None = field(init=False, default=None)
     last_t: float | None = field(init=False, default=None)
@@ -79,13 +81,14 @@ class Plant:
         return Load(
             live=self.live,
             cheap=max(self.workers_max - self.live, 0),
+            threads=self.threads,
             busy=round(in_service),
             rps=x,
             in_service=in_service,
             worker_cpu=cores / self.live if self.live else 0.0,
             # each live worker waits in its busy share (in_service / live) of the poll
             runq=(runq / in_service if in_service else 0.0) if self.schedstat else None,
-            host_busy=None if self.others is None else min(cores + self.others, self.cpus),
+            host_busy=self._host_busy(cores),
             cpus=round(self.cpus),
             effective_cpus=self.cpus,
             somaxconn=None,
@@ -94,6 +97,12 @@ class Plant:
             sockets=(SocketView("127.0.0.1:9000", "http", False, round(queue), 100, "stats"),),
             spawned=1_700_000_000 + (self.reload_at or -1000.0),
         )
+
+    def _host_busy(self, cores: float) -> float | None:
+        """Cores busy on the host: as given, or the instance's and the others'."""
+        if self.host_busy is not None:
+            return self.host_busy
+        return None if self.others is None else min(cores + self.others, self.cpus)
 
     def frame(self, t: float) -> Frame:
         """The poll at `t` (a new instance when `t` goes back: a new run of polls)."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tests.observe.helpers import Instance, Load
+from tests.rules.frames import frame
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import worker_change
@@ -38,34 +41,45 @@ def test_waiting_for_a_cpu_is_not_io_unless_schedstat_is_missing() -> None:
     plant = Plant(live=32, workers_max=64, cpu_ms=5, clients=32)
     known = estimate(_frames(plant), 1.5)
     assert known is not None and known.workers == 3
-    plant.schedstat = False
-    frames = [f.__class__(**{**f.__dict__, "host_cpu_pct": 100.0, "cpu_count": 2}) for f in
-              _frames(plant)]  # fmt: skip
+    plant.schedstat, plant.host_busy = False, 2.0  # both CPUs busy
+    frames = _frames(plant)
+    assert all(f.host_cpu_pct == 100.0 and f.cpu_count == 2 for f in frames)
     assert estimate(frames, 1.5) is None  # a saturated host: no honest split, no estimate
 
 
 def test_threads_count_in_processes_with_a_gil_each() -> None:
-    plant = Plant(live=8, workers_max=16, cpu_ms=5, io_ms=45, clients=40)
-    frames = [f.__class__(**{**f.__dict__, "threads": 4}) for f in _frames(plant)]
-    e = estimate(frames, 1.5)
+    plant = Plant(live=8, workers_max=16, cpu_ms=5, io_ms=45, clients=40, threads=4)
+    e = estimate(_frames(plant), 1.5)
     # 2 CPUs x 49.4 / 5.3 = 18.6 requests in service, x 1.5 = 28 threads: 7 processes of 4.
     assert e is not None and e.threads == 4 and e.workers == 7
-    cpu = [f.__class__(**{**f.__dict__, "threads": 4}) for f in _frames(Plant(live=8, cpu_ms=5))]
-    e = estimate(cpu, 1.5)
+    e = estimate(_frames(Plant(live=8, cpu_ms=5, threads=4)), 1.5)
     assert e is not None and e.workers == 2  # never fewer processes than CPUs
+
+
+def _gil_frames(load: Load, n: int = 4) -> list[Frame]:
+    inst = Instance("x")
+    return [inst.frame(float(t), load) for t in range(-1, n)][1:]  # the first has no rates
 
 
 def test_waiting_for_the_gil_is_not_io() -> None:
     # Measured on real uWSGI (12 processes x 4 threads, /cpu/5 at 40 clients): 2.75 ms CPU,
     # 27.7 ms run queue and 35.8 ms more, each process's GIL held or wanted all the time.
     # Read as IO, that asks for 13 processes; it is the GIL's, and the pool needs 2.
-    base = Frame("x", 0.0, 0.0, "ok", dt=1.0, rps=600.0, instance_cpu_cores=1.65,
-                 mean_rt_ms=66.2, runq_cores=16.6, effective_cpus=2.0, cpu_count=2,
-                 host_cpu_pct=95.0, threads=4)  # fmt: skip
-    unknown = estimate([base] * 4, 2.0)
+    # The tracker knows the GIL share whenever it knows the run-queue wait, so the share is
+    # unknown only without schedstat: there W - CPU is all read as IO, on a host with CPU
+    # to spare (1.75 CPUs of the cgroup's quota), here with the same 35.8 ms remainder.
+    measured = Load(live=12, threads=4, busy=12, rps=600.0, in_service=600 * 0.0662,
+                    worker_cpu=1.65 / 12, runq=16.6 / 12, host_busy=1.9, cpus=2,
+                    effective_cpus=2.0)  # fmt: skip
+    unknown_load = replace(
+        measured, in_service=600 * (0.00275 + 0.0358), runq=None, host_busy=1.65,
+        effective_cpus=1.75,
+    )  # fmt: skip
+    unknown = estimate(_gil_frames(unknown_load), 2.0)
     assert unknown is not None and unknown.workers == 13 and unknown.gil_busy is None
-    busy = base.__class__(**{**base.__dict__, "gil_busy": 1.0})
-    e = estimate([busy] * 4, 2.0)
+    busy = _gil_frames(measured)
+    assert busy[-1].gil_busy == 1.0 and busy[-1].runq_cores == pytest.approx(16.6)
+    e = estimate(busy, 2.0)
     assert e is not None and e.io_ms == 0.0 and e.workers == 2
     assert e.evidence()["gil_busy"] == 1.0
     # An IO-bound threaded pool barely holds its GIL: nearly all the remainder is IO.
@@ -86,8 +100,7 @@ def test_square_root_staffing() -> None:
 
 
 def test_the_cpus_others_use_are_not_available() -> None:
-    f = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=75.0,
-              instance_cpu_cores=1.0)  # fmt: skip
+    f = frame(1, cpu_count=2, effective_cpus=2.0, host_cpu_pct=75.0, instance_cpu_cores=1.0)
     assert available_cpus(f) == pytest.approx(1.5)  # 1.5 busy in all, 0.5 of it others'
 
 
@@ -118,11 +131,11 @@ def test_a_finding_uses_cheap_slots_before_a_larger_pool() -> None:
 
 def test_niced_batch_work_leaves_the_cpus_available() -> None:
     # The host is 100% busy, the instance uses 1 CPU; the other CPU runs a nice-19 build.
-    f = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=100.0,
-              host_nice_pct=50.0, instance_cpu_cores=1.0)  # fmt: skip
+    host = dict(cpu_count=2, effective_cpus=2.0, host_cpu_pct=100.0, instance_cpu_cores=1.0)
+    f = frame(1, host_nice_pct=50.0, **host)
+    assert (f.host_cpu_pct, f.host_nice_pct, f.instance_cpu_cores) == (100.0, 50.0, 1.0)
     assert available_cpus(f) == pytest.approx(2.0)
-    plain = Frame("x", 0.0, 0.0, "ok", effective_cpus=2.0, cpu_count=2, host_cpu_pct=100.0,
-                  instance_cpu_cores=1.0)  # fmt: skip
+    plain = frame(1, **host)
     assert available_cpus(plain) == pytest.approx(1.0)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.observe.helpers import Load
+from tests.rules.frames import play
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.tuner import TunerSettings, TunerState, decide
 
@@ -13,33 +15,37 @@ floats = st.floats(min_value=0, max_value=64, allow_nan=False)
 
 @st.composite
 def frames(draw: st.DrawFn) -> list[Frame]:
+    """Up to 12 polls, 1 s apart, of an instance with `workers_max` slots under random loads,
+    through the real Tracker (ok, reload, error and first polls)."""
     workers_max = draw(st.integers(1, 32))
-    out = []
+    steps = []
     for i in range(draw(st.integers(1, 12))):
         live = draw(st.integers(0, workers_max))
         queue = draw(st.none() | st.integers(0, 200))
-        out.append(
-            Frame(
-                source="p",
-                t=1e9 + i,
-                mono=float(i),
-                kind=draw(st.sampled_from(["ok", "ok", "ok", "reload", "error", "first"])),
-                workers_max=workers_max,
-                live=live,
-                busy=draw(st.integers(0, live)),
-                idle=0,
-                rps=draw(st.none() | floats),
-                mean_rt_ms=draw(st.none() | floats),
-                littles_l=draw(st.none() | st.floats(0, float(live) + 1)),
-                busy_ratio=draw(st.none() | st.floats(0, 1)),
-                sockets=(SocketView("h:1", "http", False, queue, 100, "stats"),),
-                effective_cpus=draw(st.none() | st.floats(0.5, 8)),
-                instance_cpu_cores=draw(st.none() | st.floats(0, 8)),
-                mem_per_worker=draw(st.none() | st.integers(1, 2**30)),
-                mem_available=draw(st.none() | st.integers(0, 2**34)),
-            )
+        # an unknown queue: a unix socket the kernel was not asked about
+        socket = (
+            SocketView("/s.sock", "uwsgi", True, None, None, "none")
+            if queue is None
+            else SocketView("h:1", "http", False, queue, 100, "stats")
         )
-    return out
+        load = Load(
+            live=live,
+            cheap=workers_max - live,
+            busy=draw(st.integers(0, live)),
+            rps=draw(floats),
+            in_service=draw(st.floats(0, float(live) + 1)),
+            worker_cpu=draw(st.floats(0, 8)) / max(live, 1),
+            host_busy=draw(st.none() | st.floats(0, 8)),
+            cpus=8,
+            effective_cpus=draw(st.floats(0.5, 8)),
+            rss=draw(st.integers(1, 2**30)),
+            mem_available=draw(st.integers(0, 2**34)),
+            sockets=(socket,),
+            host=draw(st.booleans()),
+        )
+        kind = draw(st.sampled_from(["ok", "ok", "ok", "reload", "error", "first"]))
+        steps.append((kind, float(i), load))
+    return play(steps, "p")
 
 
 bounds = st.tuples(st.integers(1, 8), st.integers(0, 24)).map(lambda t: (t[0], t[0] + t[1]))
