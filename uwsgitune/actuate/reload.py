@@ -95,6 +95,13 @@ def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limit
     )
 
 
+def _changed_by_reload(ov: Override, before: Frame, frame: Frame) -> bool:
+    """A value only a reload changes now reads as wanted (the counters' reset is missed when
+    the only live worker before was a slot that the reload leaves cheap)."""
+    threads = ov.threads is not None and before.threads != ov.threads == frame.threads
+    return threads or before.workers_max != ov.processes == frame.workers_max
+
+
 class Reloader:
     def __init__(
         self,
@@ -143,11 +150,13 @@ class Reloader:
                 continue
             reloaded = reloaded or frame.kind in ("reload", "restart")
             reloaded = reloaded or frame.reloads_seen > before.reloads_seen
+            reloaded = reloaded or _changed_by_reload(ov, before, frame)
             if (
                 reloaded
                 and frame.master_pid == before.master_pid
                 and frame.workers_max == ov.processes
                 and frame.live == ov.cheaper_initial
+                and (ov.threads is None or frame.threads == ov.threads)
             ):
                 return frame
         return None

@@ -1,0 +1,138 @@
+"""A processes x threads grid: the cheapest cell near the best, and which axis pays. Pure.
+
+- Each thread count's steps are aggregated like a plain sweep (`analysis.aggregate`); the
+  noise and the tolerance come from all cells together.
+- Cells where the generator was the bottleneck, or with too many errors, are not usable.
+- The pick is the cheapest usable cell within the tolerance of the best throughput (and under
+  `p99_ms` if given): fewest processes first (each is a whole interpreter, its memory the RSS
+  per worker), then fewest threads (a thread costs a stack and a GIL share).
+- Which axis pays: the throughput gained by the most threads at the fewest processes, against
+  the gain by the most processes at one thread. The evidence: the CPU each request used (ms),
+  the GIL (a process's threads were in requests `L / processes` at a time but its CPU stayed
+  near one core: CPU below threads x busy), and the memory per worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uwsgitune.sweep.analysis import Criteria, Point, StepResult, aggregate, noise_pct, tolerance
+
+GIL_CORES = 1.15  # a process at or under this many cores while its threads overlap: the GIL
+
+
+@dataclass(frozen=True)
+class GridAnalysis:
+    points: tuple[Point, ...]  # every cell, by (threads, workers)
+    tolerance_pct: float
+    noise_pct: float | None
+    best: Point | None
+    pick: Point | None
+    axis: str  # "processes", "threads", "both", "neither", "unknown"
+    reason: str
+    evidence: tuple[str, ...]
+    effective_cpus: float | None
+
+
+def cpu_ms_per_request(p: Point) -> float | None:
+    if p.cpu_cores is None or p.throughput <= 0:
+        return None
+    return 1000.0 * p.cpu_cores / p.throughput
+
+
+def rss_per_worker(p: Point) -> int | None:
+    return None if p.rss_bytes is None else p.rss_bytes // max(p.workers, 1)
+
+
+def gil_bound(p: Point) -> bool:
+    """Threads overlapped in requests, yet each process used about one core at most."""
+    if p.threads < 2 or p.cpu_cores is None or p.littles_l is None:
+        return False
+    in_service = p.littles_l / p.workers
+    per_process = p.cpu_cores / p.workers
+    return in_service >= 1.5 and per_process <= GIL_CORES and in_service > per_process * 1.3
+
+
+def _usable(points: tuple[Point, ...], c: Criteria) -> list[Point]:
+    return [
+        p
+        for p in points
+        if p.error_rate <= c.max_error_rate and p.throughput > 0 and not p.generator_bound
+    ]
+
+
+def _gains(usable: list[Point]) -> tuple[float | None, float | None]:
+    """(threads' gain at the fewest processes, processes' gain at one thread)."""
+    lo_p = min(p.workers for p in usable)
+    lo_t = min(p.threads for p in usable)
+    by_t = sorted((p for p in usable if p.workers == lo_p), key=lambda p: p.threads)
+    by_p = sorted((p for p in usable if p.threads == lo_t), key=lambda p: p.workers)
+    t_gain = max(p.throughput for p in by_t) / by_t[0].throughput if len(by_t) > 1 else None
+    p_gain = max(p.throughput for p in by_p) / by_p[0].throughput if len(by_p) > 1 else None
+    return t_gain, p_gain
+
+
+def _axis(t_gain: float | None, p_gain: float | None, tol: float) -> tuple[str, str]:
+    pays = 1 + tol / 100
+    t = t_gain is not None and t_gain > pays
+    p = p_gain is not None and p_gain > pays
+    if t_gain is None or p_gain is None:
+        return "unknown", "one axis has a single value: sweep at least two of each"
+    gains = f"x{t_gain:.2f} from threads, x{p_gain:.2f} from processes"
+    if t and p:
+        return "both", f"both axes pay ({gains}): the app waits on IO"
+    if p:
+        return "processes", f"processes pay, threads do not ({gains}): CPU-bound under the GIL"
+    if t:
+        return "threads", f"threads pay ({gains})"
+    return "neither", f"neither axis pays beyond the noise ({gains})"
+
+
+def _evidence(usable: list[Point], best: Point) -> tuple[str, ...]:
+    out = []
+    cpu = cpu_ms_per_request(best)
+    if cpu is not None:
+        out.append(f"CPU per request {cpu:.2f} ms at the best cell ({best.workers}x{best.threads})")
+    gil = [p for p in usable if gil_bound(p)]
+    for p in gil[:3]:
+        assert p.littles_l is not None and p.cpu_cores is not None
+        out.append(
+            f"GIL at {p.workers}x{p.threads}: {p.littles_l / p.workers:.1f} requests in "
+            f"service per process, but {p.cpu_cores / p.workers:.2f} cores each "
+            "(CPU below threads x busy)"
+        )
+    mem = [(p, m) for p in usable if (m := rss_per_worker(p)) is not None]
+    if mem:
+        lo, hi = min(m for _, m in mem), max(m for _, m in mem)
+        out.append(f"memory per worker {lo / 2**20:.0f}-{hi / 2**20:.0f} MiB RSS")
+    return tuple(out)
+
+
+def analyse_grid(
+    steps: list[StepResult], c: Criteria, effective_cpus: float | None
+) -> GridAnalysis:
+    by_threads: dict[int, list[StepResult]] = {}
+    for s in steps:
+        by_threads.setdefault(s.threads, []).append(s)
+    points = tuple(p for t in sorted(by_threads) for p in aggregate(by_threads[t]))
+    tol = tolerance(points, c.within_pct)
+    usable = _usable(points, c)
+    if not usable:
+        why = "no cell served requests without errors and without the generator as bottleneck"
+        return GridAnalysis(points, tol, noise_pct(points), None, None, "unknown", why, (), None)
+    best = max(usable, key=lambda p: p.throughput)
+    near = [p for p in usable if p.throughput >= best.throughput * (1 - tol / 100)]
+    fits = [p for p in near if c.p99_ms is None or ((p.p99_ms or 0) <= c.p99_ms and p.p99_ms)]
+    pick = min(fits, key=lambda p: (p.workers, p.threads)) if fits else None
+    axis, reason = _axis(*_gains(usable), tol)
+    return GridAnalysis(
+        points,
+        tol,
+        noise_pct(points),
+        best,
+        pick,
+        axis,
+        reason,
+        _evidence(usable, best),
+        effective_cpus,
+    )
