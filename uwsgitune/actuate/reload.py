@@ -95,11 +95,18 @@ def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limit
     )
 
 
+def _live_pids(frame: Frame) -> set[int]:
+    return {w.pid for w in frame.workers if w.pid > 0 and w.status != "cheap"}
+
+
 def _changed_by_reload(ov: Override, before: Frame, frame: Frame) -> bool:
-    """A value only a reload changes now reads as wanted (the counters' reset is missed when
-    the only live worker before was a slot that the reload leaves cheap)."""
+    """Evidence of the reload the counters can miss (a poll that caught the workers not yet
+    spawned hides their reset): a value only a reload changes now reads as wanted, or every
+    live worker is new while we sent nothing but `r`."""
     threads = ov.threads is not None and before.threads != ov.threads == frame.threads
-    return threads or before.workers_max != ov.processes == frame.workers_max
+    processes = before.workers_max != ov.processes == frame.workers_max
+    now, then = _live_pids(frame), _live_pids(before)
+    return threads or processes or bool(now and then and not now & then)
 
 
 class Reloader:

@@ -46,6 +46,7 @@ class StepResult:
     rss_bytes: int | None = None  # RSS of master + live workers
     threads: int = 1  # threads per worker during the step
     littles_l: float | None = None  # server: mean requests in service, Δrunning_time/Δt
+    runq_cores: float | None = None  # server: mean requests waiting for a CPU
     gen_cpu_cores: float | None = None  # the load generator's own CPU
     generator_bound: bool = False  # the generator, not the app, set the throughput
 
@@ -70,6 +71,7 @@ class Point:
     littles_l: float | None = None
     gen_cpu_cores: float | None = None
     generator_bound: bool = False  # at least one of its steps was
+    runq_cores: float | None = None
 
     @property
     def spread_pct(self) -> float | None:
@@ -136,6 +138,7 @@ def aggregate(steps: list[StepResult]) -> tuple[Point, ...]:
                 rss_bytes=None if rss is None else int(rss),
                 threads=group[0].threads,
                 littles_l=_med([s.littles_l for s in group]),
+                runq_cores=_med([s.runq_cores for s in group]),
                 gen_cpu_cores=_med([s.gen_cpu_cores for s in group]),
                 generator_bound=any(s.generator_bound for s in group),
             )

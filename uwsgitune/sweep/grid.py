@@ -15,9 +15,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 
 from uwsgitune.sweep.analysis import Criteria, Point, StepResult, aggregate, noise_pct, tolerance
 
+CPU_BOUND_IO_SHARE = 0.5
 GIL_CORES = 1.15  # a process at or under this many cores while its threads overlap: the GIL
 
 
@@ -42,6 +44,23 @@ def cpu_ms_per_request(p: Point) -> float | None:
 
 def rss_per_worker(p: Point) -> int | None:
     return None if p.rss_bytes is None else p.rss_bytes // max(p.workers, 1)
+
+
+def io_share(p: Point) -> float | None:
+    """The share of a request's server time spent neither on a CPU nor waiting for one."""
+    cpu = cpu_ms_per_request(p)
+    if cpu is None or not p.service_ms or p.throughput <= 0:
+        return None
+    runq = 1000.0 * (p.runq_cores or 0.0) / p.throughput
+    return max(0.0, p.service_ms - cpu - runq) / p.service_ms
+
+
+def cpu_bound(usable: list[Point]) -> bool:
+    """Requests at one thread spend under half their time waiting on IO: then more threads
+    per process only queue on its GIL, and a gain they seem to show comes from taking CPU
+    share from the host's other processes (more runnable threads), not from the app."""
+    shares = [x for p in usable if p.threads == 1 and (x := io_share(p)) is not None]
+    return bool(shares) and median(shares) < CPU_BOUND_IO_SHARE
 
 
 def gil_bound(p: Point) -> bool:
@@ -72,6 +91,13 @@ def _gains(usable: list[Point]) -> tuple[float | None, float | None]:
     return t_gain, p_gain
 
 
+CPU_BOUND_NOTE = (
+    "requests wait on IO under half their server time, so threads only queue on each "
+    "process's GIL (any gain they show is CPU taken from the host's other processes): "
+    "only one-thread cells are recommended"
+)
+
+
 def _axis(t_gain: float | None, p_gain: float | None, tol: float) -> tuple[str, str]:
     pays = 1 + tol / 100
     t = t_gain is not None and t_gain > pays
@@ -93,6 +119,9 @@ def _evidence(usable: list[Point], best: Point) -> tuple[str, ...]:
     cpu = cpu_ms_per_request(best)
     if cpu is not None:
         out.append(f"CPU per request {cpu:.2f} ms at the best cell ({best.workers}x{best.threads})")
+    shares = [x for p in usable if p.threads == 1 and (x := io_share(p)) is not None]
+    if shares:
+        out.append(f"IO wait {100 * median(shares):.0f}% of the server time at one thread")
     gil = [p for p in usable if gil_bound(p)]
     for p in gil[:3]:
         assert p.littles_l is not None and p.cpu_cores is not None
@@ -108,6 +137,14 @@ def _evidence(usable: list[Point], best: Point) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _pick(usable: list[Point], tol: float, c: Criteria) -> tuple[Point, Point | None]:
+    """(the best cell, the cheapest within `tol` of it that meets the p99 target)."""
+    best = max(usable, key=lambda p: p.throughput)
+    near = [p for p in usable if p.throughput >= best.throughput * (1 - tol / 100)]
+    fits = [p for p in near if c.p99_ms is None or ((p.p99_ms or 0) <= c.p99_ms and p.p99_ms)]
+    return best, min(fits, key=lambda p: (p.workers, p.threads)) if fits else None
+
+
 def analyse_grid(
     steps: list[StepResult], c: Criteria, effective_cpus: float | None
 ) -> GridAnalysis:
@@ -120,19 +157,12 @@ def analyse_grid(
     if not usable:
         why = "no cell served requests without errors and without the generator as bottleneck"
         return GridAnalysis(points, tol, noise_pct(points), None, None, "unknown", why, (), None)
-    best = max(usable, key=lambda p: p.throughput)
-    near = [p for p in usable if p.throughput >= best.throughput * (1 - tol / 100)]
-    fits = [p for p in near if c.p99_ms is None or ((p.p99_ms or 0) <= c.p99_ms and p.p99_ms)]
-    pick = min(fits, key=lambda p: (p.workers, p.threads)) if fits else None
     axis, reason = _axis(*_gains(usable), tol)
+    if cpu_bound(usable):
+        axis, reason = "processes", f"CPU-bound: {reason}; {CPU_BOUND_NOTE}"
+        usable = [p for p in usable if p.threads == 1] or usable
+    best, pick = _pick(usable, tol, c)
+    evidence = _evidence(_usable(points, c), best)
     return GridAnalysis(
-        points,
-        tol,
-        noise_pct(points),
-        best,
-        pick,
-        axis,
-        reason,
-        _evidence(usable, best),
-        effective_cpus,
+        points, tol, noise_pct(points), best, pick, axis, reason, evidence, effective_cpus
     )

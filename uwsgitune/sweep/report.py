@@ -16,7 +16,13 @@ from uwsgitune.sweep.analysis import (
     noise_pct,
     recommend,
 )
-from uwsgitune.sweep.grid import GridAnalysis, cpu_ms_per_request, gil_bound, rss_per_worker
+from uwsgitune.sweep.grid import (
+    GridAnalysis,
+    cpu_ms_per_request,
+    gil_bound,
+    io_share,
+    rss_per_worker,
+)
 from uwsgitune.sweep.shape import classify
 
 SCHEMA_VERSION = 1
@@ -116,8 +122,12 @@ def document(a: Analysis, steps: list[StepResult], meta: dict[str, Any]) -> dict
 
 GRID_HEADER = (
     f"{'procs':>5} {'threads':>7} {'req/s':>9} {'p50':>9} {'p99':>9} {'errors':>7} "
-    f"{'cpu':>6} {'cpu/req':>8} {'in svc':>6} {'rss/wkr':>9} {'gen cpu':>7}"
+    f"{'cpu':>6} {'cpu/req':>8} {'io%':>4} {'in svc':>6} {'rss/wkr':>9} {'gen cpu':>7}"
 )
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}"
 
 
 def grid_table(g: GridAnalysis) -> list[str]:
@@ -126,7 +136,7 @@ def grid_table(g: GridAnalysis) -> list[str]:
         lines.append(
             f"{p.workers:>5} {p.threads:>7} {p.throughput:>9.1f} {ms(p.p50_ms):>9} "
             f"{ms(p.p99_ms):>9} {p.error_rate * 100:>6.1f}% {num(p.cpu_cores, '.2f'):>6} "
-            f"{ms(cpu_ms_per_request(p)):>8} {num(p.littles_l, '.1f'):>6} "
+            f"{ms(cpu_ms_per_request(p)):>8} {_pct(io_share(p)):>4} {num(p.littles_l, '.1f'):>6} "
             f"{size(rss_per_worker(p)):>9} {num(p.gen_cpu_cores, '.2f'):>7}"
             + _marks(p, p is g.pick)
         )

@@ -74,6 +74,7 @@ def step_result(workers: int, pass_no: int, w: Window, f: Frame) -> StepResult:
         rss_bytes=f.mem_total_rss,
         threads=f.threads if f.ok else 1,
         littles_l=f.littles_l,
+        runq_cores=f.runq_cores,
         gen_cpu_cores=w.gen_cpu_cores,
         generator_bound=w.generator_bound,
     )
