@@ -157,3 +157,12 @@ def test_a_reload_that_fails_mid_sweep_restores_the_instance() -> None:
     assert axis.calls == ["set 1", "set 4", "restore"]
     assert [s.workers for s in out.steps] == [1, 2]
     assert out.restored and out.final_live == 3 and master.live == 3
+
+
+def test_io_waits_are_not_the_gil_and_a_missing_corner_keeps_the_axis() -> None:
+    """An IO-bound process is far below one core: its threads wait on IO, not on the GIL.
+    A corner cell with errors (1x1 timing out) does not hide which axis pays."""
+    steps = [replace(s, errors=s.ok) if (s.workers, s.threads) == (1, 1) else s for s in io_grid()]
+    g = analyse_grid(steps, Criteria(), 2.0)
+    assert not any(gil_bound(p) for p in g.points)
+    assert g.axis == "both", g.reason

@@ -21,6 +21,7 @@ from uwsgitune.sweep.analysis import Criteria, Point, StepResult, aggregate, noi
 
 CPU_BOUND_IO_SHARE = 0.5
 GIL_CORES = 1.15  # a process at or under this many cores while its threads overlap: the GIL
+GIL_BUSY = 0.7  # below this a process's threads wait on IO or for a CPU, not the GIL
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,13 @@ def cpu_bound(usable: list[Point]) -> bool:
 
 
 def gil_bound(p: Point) -> bool:
-    """Threads overlapped in requests, yet each process used about one core at most."""
+    """Threads overlapped in requests, yet each process used about one core, no more."""
     if p.threads < 2 or p.cpu_cores is None or p.littles_l is None:
         return False
     in_service = p.littles_l / p.workers
     per_process = p.cpu_cores / p.workers
-    return in_service >= 1.5 and per_process <= GIL_CORES and in_service > per_process * 1.3
+    busy_gil = GIL_BUSY <= per_process <= GIL_CORES  # about one core: the GIL held throughout
+    return in_service >= 1.5 and busy_gil and in_service > per_process * 1.3
 
 
 def _usable(points: tuple[Point, ...], c: Criteria) -> list[Point]:
@@ -80,15 +82,23 @@ def _usable(points: tuple[Point, ...], c: Criteria) -> list[Point]:
     ]
 
 
+def _gain(usable: list[Point], fixed: str, varied: str) -> float | None:
+    """The median, over the values of `fixed`, of the best throughput along `varied` over
+    the throughput at its lowest value (None: no `fixed` value has two usable cells)."""
+    groups: dict[int, list[Point]] = {}
+    for p in usable:
+        groups.setdefault(getattr(p, fixed), []).append(p)
+    gains = [
+        max(x.throughput for x in g) / min(g, key=lambda x: getattr(x, varied)).throughput
+        for g in groups.values()
+        if len(g) > 1
+    ]
+    return median(gains) if gains else None
+
+
 def _gains(usable: list[Point]) -> tuple[float | None, float | None]:
-    """(threads' gain at the fewest processes, processes' gain at one thread)."""
-    lo_p = min(p.workers for p in usable)
-    lo_t = min(p.threads for p in usable)
-    by_t = sorted((p for p in usable if p.workers == lo_p), key=lambda p: p.threads)
-    by_p = sorted((p for p in usable if p.threads == lo_t), key=lambda p: p.workers)
-    t_gain = max(p.throughput for p in by_t) / by_t[0].throughput if len(by_t) > 1 else None
-    p_gain = max(p.throughput for p in by_p) / by_p[0].throughput if len(by_p) > 1 else None
-    return t_gain, p_gain
+    """(what threads gain at a fixed process count, what processes gain at fixed threads)."""
+    return _gain(usable, "workers", "threads"), _gain(usable, "threads", "workers")
 
 
 CPU_BOUND_NOTE = (
