@@ -59,7 +59,11 @@ def parse(out: str, keepalive: bool) -> tuple[int, int, dict[int, float | None]]
     if sock:
         connect, read, write, timeout = (int(x) for x in sock.groups())
         failed = connect + write + timeout + (read if keepalive else 0)
-    pcts = {q: _ms(m.group(1)) for q in (50, 90, 99) if (m := re.search(rf"{q}%\s+(\S+)", out))}
+    pcts = {
+        q: _ms(m.group(1))
+        for q in (50, 90, 99)
+        if (m := re.search(rf"^\s*{q}%[ \t]+(\S+)", out, re.M))
+    }
     return max(0, total - bad - failed), bad + failed, dict(pcts)
 
 
