@@ -2,7 +2,12 @@
 
 Closed loop (`concurrency` clients, each sends the next request when the last one ends) or
 open loop (`rate` requests per second, whatever the server does). Every run is bounded by a
-duration *and* a request count. Non-keepalive: one connection per request, as nginx to uWSGI.
+duration *and* a request count. Non-keepalive by default: one connection per request, as nginx
+to uWSGI; `keepalive=True` keeps one HTTP/1.1 connection per client (reconnecting whenever the
+server closes it), as a proxy with upstream keepalive does. In the open loop a request's latency
+runs from its *intended* send time, so a generator that falls behind shows it as latency
+instead of hiding it (no coordinated omission); a request it cannot start because
+`max_in_flight` are outstanding counts as an error (`Dropped`), never as silence.
 Loopback only is the caller's business; this module connects where it is told.
 """
 
@@ -13,6 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from uwsgitune.keepalive import KeepAliveConn
 
 
 @dataclass
@@ -43,15 +50,16 @@ class LoadResult:
         return data[idx]
 
 
-def _target(url: str) -> tuple[str, int, bytes]:
+def _target(url: str, keepalive: bool = False) -> tuple[str, int, bytes]:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"{url}: only http://HOST:PORT/PATH URLs are supported")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.hostname
     port = parts.port or 80
-    request = f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n\r\n"
-    return host, port, request.encode()
+    version, extra = ("HTTP/1.1", "Connection: keep-alive\r\n") if keepalive else ("HTTP/1.0", "")
+    request = f"GET {path} {version}\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n"
+    return host, port, (request + extra + "\r\n").encode()
 
 
 async def one_request(
@@ -90,8 +98,10 @@ class LoadRun:
         timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         unix_socket: str | None = None,
+        keepalive: bool = False,
     ) -> None:
-        self.host, self.port, self.request = _target(url)
+        self.keepalive = keepalive
+        self.host, self.port, self.request = _target(url, keepalive)
         # An `http-socket = /path.sock`: connect there, send `url`'s path and Host header.
         self.unix_socket = unix_socket
         self.duration = duration
@@ -102,7 +112,7 @@ class LoadRun:
         self._stop = asyncio.Event()
 
     def set_url(self, url: str) -> None:
-        self.host, self.port, self.request = _target(url)
+        self.host, self.port, self.request = _target(url, self.keepalive)
 
     def stop(self) -> None:
         self._stop.set()
@@ -112,18 +122,25 @@ class LoadRun:
             not self._stop.is_set() and self._clock() < end and self.result.sent < self.max_requests
         )
 
-    async def _fire(self) -> None:
+    async def _send(self, conn: KeepAliveConn | None) -> int:
+        if conn is not None:
+            return await conn.request(self.request, self.timeout)
+        return await one_request(self.host, self.port, self.request, self.timeout, self.unix_socket)
+
+    def _count_error(self, kind: str) -> None:
+        r = self.result
+        r.errors += 1
+        r.error_kinds[kind] = r.error_kinds.get(kind, 0) + 1
+
+    async def _fire(self, conn: KeepAliveConn | None = None, intended: float | None = None) -> None:
+        """One request; its latency runs from `intended` (the open loop's schedule) if given."""
         r = self.result
         r.sent += 1
-        t0 = self._clock()
+        t0 = self._clock() if intended is None else intended
         try:
-            status = await one_request(
-                self.host, self.port, self.request, self.timeout, self.unix_socket
-            )
-        except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
-            r.errors += 1
-            kind = type(exc).__name__
-            r.error_kinds[kind] = r.error_kinds.get(kind, 0) + 1
+            status = await self._send(conn)
+        except (OSError, asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            self._count_error(type(exc).__name__)
             return
         r.statuses[status] = r.statuses.get(status, 0) + 1
         if 200 <= status < 400:
@@ -134,13 +151,21 @@ class LoadRun:
         else:
             r.errors += 1
 
+    def _conn(self) -> KeepAliveConn | None:
+        return KeepAliveConn(self.host, self.port, self.unix_socket) if self.keepalive else None
+
     async def closed_loop(self, concurrency: int) -> LoadResult:
         self.result.started = self._clock()
         end = self.result.started + self.duration
 
         async def client() -> None:
-            while self._budget_left(end):
-                await self._fire()
+            conn = self._conn()
+            try:
+                while self._budget_left(end):
+                    await self._fire(conn)
+            finally:
+                if conn is not None:
+                    conn.close()
 
         await asyncio.gather(*(client() for _ in range(max(1, concurrency))))
         self.result.ended = self._clock()
@@ -152,17 +177,29 @@ class LoadRun:
         tasks: set[asyncio.Task[None]] = set()
         interval = 1.0 / max(rate, 0.001)
         next_at = self.result.started
+        idle: list[KeepAliveConn | None] = []  # keepalive: connections between requests
         while self._budget_left(end):
             if len(tasks) < max_in_flight:
-                task = asyncio.create_task(self._fire())
+                task = asyncio.create_task(self._fire_pooled(idle, next_at))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
+            else:
+                self.result.sent += 1
+                self._count_error("Dropped")
             next_at += interval
             await asyncio.sleep(max(0.0, next_at - self._clock()))
         if tasks:
             await asyncio.wait(tasks, timeout=self.timeout)
+        for conn in idle:
+            if conn is not None:
+                conn.close()
         self.result.ended = self._clock()
         return self.result
+
+    async def _fire_pooled(self, idle: list[KeepAliveConn | None], intended: float) -> None:
+        conn = idle.pop() if idle else self._conn()
+        await self._fire(conn, intended)
+        idle.append(conn)
 
 
 def run_closed(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from uwsgitune.sweep.analysis import Criteria, StepResult, aggregate, classify, noise_pct, recommend
+from uwsgitune.sweep.analysis import Criteria, StepResult, aggregate, noise_pct, recommend
+from uwsgitune.sweep.shape import classify
 
 
 def step(

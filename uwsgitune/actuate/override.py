@@ -21,6 +21,7 @@ from uwsgitune.errors import UwsgituneError
 
 KNOWN_ALGOS = ("spare", "backlog", "busyness", "manual")
 DEFAULT_LISTEN = 100
+MAX_THREADS = 256  # per worker; each thread is a core with its own buffers and stack
 
 
 class OverrideError(UwsgituneError, ValueError):
@@ -86,6 +87,7 @@ class Override:
     cheaper_initial: int
     cheaper_algo: str = "manual"
     listen: int | None = None  # carried over from a listen change: a reload keeps the bind
+    threads: int | None = None  # threads per worker (sweep --threads); None: the user's
 
     def render(self) -> str:
         return render_keys(self.keys())
@@ -99,6 +101,8 @@ class Override:
         }
         if self.listen is not None:
             out["listen"] = str(self.listen)
+        if self.threads is not None:
+            out["threads"] = str(self.threads)
         return out
 
 
@@ -130,6 +134,7 @@ def problems(
         out.append("somaxconn unknown: cannot prove listen fits")
     elif listen > somaxconn:
         out.append(f"listen = {listen} > somaxconn = {somaxconn}: uWSGI refuses it")
+    out += thread_problems(config)
     algo = config.get("cheaper-algo", "spare")
     if algo not in KNOWN_ALGOS:
         out.append(f"cheaper-algo = {algo}: unknown (uWSGI silently falls back to spare)")
@@ -137,6 +142,16 @@ def problems(
         mib = initial * mem_per_worker // 2**20
         out.append(f"{initial} workers need ~{mib} MiB > budget {memory_budget // 2**20} MiB")
     return out
+
+
+def thread_problems(config: Mapping[str, str]) -> list[str]:
+    """`threads` must be a whole number in 1..MAX_THREADS (0 or text is not a thread count)."""
+    value = config.get("threads")
+    if value is None:
+        return []
+    if not value.strip().isdigit() or not 1 <= int(value) <= MAX_THREADS:
+        return [f"threads = {value}: use a whole number from 1 to {MAX_THREADS}"]
+    return []
 
 
 def validate(user_config: Mapping[str, str], override: Override, **limits: int | None) -> None:

@@ -95,6 +95,20 @@ def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limit
     )
 
 
+def _live_pids(frame: Frame) -> set[int]:
+    return {w.pid for w in frame.workers if w.pid > 0 and w.status != "cheap"}
+
+
+def _changed_by_reload(ov: Override, before: Frame, frame: Frame) -> bool:
+    """Evidence of the reload the counters can miss (a poll that caught the workers not yet
+    spawned hides their reset): a value only a reload changes now reads as wanted, or every
+    live worker is new while we sent nothing but `r`."""
+    threads = ov.threads is not None and before.threads != ov.threads == frame.threads
+    processes = before.workers_max != ov.processes == frame.workers_max
+    now, then = _live_pids(frame), _live_pids(before)
+    return threads or processes or bool(now and then and not now & then)
+
+
 class Reloader:
     def __init__(
         self,
@@ -143,11 +157,13 @@ class Reloader:
                 continue
             reloaded = reloaded or frame.kind in ("reload", "restart")
             reloaded = reloaded or frame.reloads_seen > before.reloads_seen
+            reloaded = reloaded or _changed_by_reload(ov, before, frame)
             if (
                 reloaded
                 and frame.master_pid == before.master_pid
                 and frame.workers_max == ov.processes
                 and frame.live == ov.cheaper_initial
+                and (ov.threads is None or frame.threads == ov.threads)
             ):
                 return frame
         return None

@@ -1,142 +1,65 @@
 """`uwsgitune sweep`: find the best worker count of a staging instance by experiment.
 
-Steps the live worker count through the master FIFO (cheaper-algo = manual), drives its own
-bounded load, measures each step, and restores the original count at the end and on Ctrl-C.
+Steps the live worker count through the master FIFO (cheaper-algo = manual), drives a bounded
+load (wrk or the built-in generator), measures each step, and restores the original count at
+the end and on Ctrl-C. With `--threads` it sweeps a processes x threads grid, changing threads
+through the override ini and a validated reload (`--allow-reload`), and restores them too.
 Writes a table to stdout and sweep.json + sweep.svg to --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import ipaddress
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
+from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
-from uwsgitune.loadgen import LoadRun, one_request
+from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
+from uwsgitune.core.frame import Frame
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.sweep import plan, report
+from uwsgitune.sweep import grid, plan, report
 from uwsgitune.sweep.analysis import Criteria
 from uwsgitune.sweep.chart import render_svg
 from uwsgitune.sweep.fifo import FifoError, MasterFifo
+from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec
+from uwsgitune.sweep.gridchart import render_grid_svg
 from uwsgitune.sweep.live import LiveCount
-from uwsgitune.sweep.runner import LoadSpec, Sweep, SweepConfig, SweepOutcome
+from uwsgitune.sweep.runner import Sweep, SweepConfig, SweepOutcome
+from uwsgitune.sweep.threads import ThreadAxis, parse_threads
+from uwsgitune.sweep.wrk import Wrk, find_wrk
 
-GENERATOR_CEILING = 2000.0  # req/s; see bench/results/sweep_vs_wrk.md
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) <= 4096:
-        raise argparse.ArgumentTypeError(f"{text!r}: use a whole number from 1 to 4096")
-    return int(text)
+RELOAD_SECONDS = 3.0  # per threads value: the reload and its verification, typically
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
-        help="find the best worker count by experiment (staging instances)",
-        description="Step the live worker count through the master FIFO under a load of our "
-        "own; measure throughput, latency, errors, CPU and memory; recommend a count.",
+        help="find the best worker count (and threads) by experiment (staging instances)",
+        description="Step the live worker count through the master FIFO (and, with --threads, "
+        "threads per worker through a validated reload) under a bounded load; measure "
+        "throughput, latency, errors, CPU and memory; recommend a configuration.",
     )
-    p.add_argument("--url", required=True, help="loopback URL to load, e.g. http://127.0.0.1:8000/")
-    p.add_argument("--stats", required=True, metavar="ADDR", help="the instance's stats address")
-    p.add_argument("--fifo", required=True, metavar="PATH", help="the instance's master FIFO")
-    p.add_argument("--workers", required=True, metavar="RANGE", help="1..32 or 1,2,4,8")
-    _load_flags(p)
-    _outcome_flags(p)
+    add_arguments(p)
     p.set_defaults(func=run)
 
 
-def _load_flags(p: argparse.ArgumentParser) -> None:
-    """The load each step runs under, and how long."""
-    load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=_positive_int, metavar="N", help="closed-loop clients")
-    load.add_argument("--rate", type=positive_float, metavar="R", help="open loop, requests/s")
-    p.add_argument(
-        "--step-seconds",
-        type=positive_float,
-        default=10.0,
-        metavar="S",
-        help="measured seconds per step (10)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=positive_float,
-        default=3.0,
-        metavar="S",
-        help="unmeasured seconds first (3)",
-    )
-    p.add_argument(
-        "--repeat", type=_positive_int, default=2, metavar="K", help="passes, for the noise (2)"
-    )
-
-
-def _outcome_flags(p: argparse.ArgumentParser) -> None:
-    """What counts as good enough, the limits, and where the results go."""
-    p.add_argument(
-        "--within",
-        type=positive_float,
-        default=10.0,
-        metavar="PCT",
-        help="of the best throughput (10; widened to the noise)",
-    )
-    p.add_argument(
-        "--p99-ms",
-        type=positive_float,
-        default=None,
-        metavar="MS",
-        help="p99 target for the recommendation",
-    )
-    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="per request")
-    p.add_argument(
-        "--max-minutes",
-        type=positive_float,
-        default=30.0,
-        metavar="M",
-        help="refuse longer sweeps (30)",
-    )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="for sweep.json and sweep.svg (./uwsgitune-sweep-TIME)",
-    )
-
-
-def check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise UserError(f"--url {url}: give an http://HOST:PORT/PATH URL", code=2)
-    host = parts.hostname
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        print(f"uwsgitune: warning: {host} is not loopback; sweep staging only", file=sys.stderr)
-    try:
-        probe = LoadRun(url, duration=1.0)
-        status = asyncio.run(one_request(probe.host, probe.port, probe.request, 5.0))
-    except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
-        raise UserError(f"--url {url}: {exc or type(exc).__name__}; is uWSGI serving it?") from None
-    if status >= 400:
-        print(f"uwsgitune: warning: {url} answers {status}; errors will count", file=sys.stderr)
-
-
-def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
-    rng = plan.parse_workers(args.workers)  # PlanError: exit 2
-    watch = InstanceWatch(addresses([args.stats])[0], interval=0.25, timeout=2.0)
+def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame, MasterFifo]:
+    """The instance, checked: sweepable to `top`, its FIFO held by its master, not production."""
+    address = addresses([args.stats])[0]
+    watch = InstanceWatch(address, interval=0.25, timeout=2.0)
     frame = watch.step()
-    problem = plan.check_instance(frame, rng.top)
+    problem = plan.check_instance(frame, top)
     if problem:
         raise UserError(problem)
+    time.sleep(0.5)
+    frame = watch.step()  # a second poll: the traffic it serves before we load it
+    check_target(args.url, address, frame.rps, args.yes)
     fifo = MasterFifo(args.fifo, frame.master_pid)
     try:
         fifo.check()
@@ -144,30 +67,87 @@ def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, LiveCount]:
         # A FIFO the master does not hold fails the run (exit 1); `tune`'s bad path is input (2).
         exc.code = 1
         raise
+    return watch, frame, fifo
+
+
+def _axis(
+    args: argparse.Namespace, watch: InstanceWatch, frame: Frame
+) -> tuple[tuple[int, ...], ThreadAxis | None]:
+    """The thread counts and the axis that reloads to them (none without --threads)."""
+    if args.threads is None:
+        return (), None
+    values = parse_threads(args.threads)
+    if not args.allow_reload:
+        raise UserError(
+            f"--threads {args.threads} reloads the instance once per value; "
+            "pass --allow-reload to allow it",
+            code=2,
+        )
+    if args.ini is None or args.override is None:
+        raise UserError(
+            "--threads needs --ini (the instance's ini) and --override (the override ini "
+            "uwsgitune owns, included last by it); `uwsgitune doctor` checks the setup",
+            code=2,
+        )
+    reloader = Reloader(GuardedFifo(args.fifo), args.override, args.ini, watch.step)
+    axis = ThreadAxis(reloader, args.ini, Limits(somaxconn=frame.somaxconn), watch.step)
+    axis.check(frame, values)
+    return values, axis
+
+
+def _generator(args: argparse.Namespace, spec: LoadSpec, live: LiveCount) -> Generator:
+    wrk = find_wrk()
+    if args.loadgen == "wrk" and wrk is None:
+        raise UserError("--loadgen wrk: wrk is not installed (apt-get install wrk)", code=2)
+    if args.loadgen == "wrk" and spec.rate is not None:
+        raise UserError("--loadgen wrk runs a closed loop; drop --rate or use builtin", code=2)
+    if wrk is not None and args.loadgen != "builtin" and spec.rate is None:
+        return Wrk(spec, live.stop, wrk, threads=2)
+    return Builtin(spec, live.stop)
+
+
+def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, Sweep]:
+    rng = plan.parse_workers(args.workers)  # PlanError: exit 2
+    watch, frame, fifo = _instance(args, rng.top)
+    threads, axis = _axis(args, watch, frame)
     check_url(args.url)
-    clients = None if args.rate else (args.concurrency or max(4, 2 * rng.top))
+    clients = (
+        None if args.rate else (args.concurrency or max(4, 2 * rng.top * max(threads or (1,))))
+    )
     if clients is not None and clients < rng.top:
         print(
             f"uwsgitune: warning: {clients} clients cannot keep {rng.top} workers busy; "
             f"use --concurrency {2 * rng.top}",
             file=sys.stderr,
         )
+    spec = LoadSpec(
+        args.url, clients=clients, rate=args.rate, timeout=args.timeout, keepalive=args.keepalive
+    )
     cfg = SweepConfig(
-        load=LoadSpec(args.url, clients=clients, rate=args.rate, timeout=args.timeout),
+        load=spec,
         rng=rng,
         steps=plan.choose_steps(rng),
         step_seconds=args.step_seconds,
         warmup=args.warmup,
         repeat=args.repeat,
         criteria=Criteria(within_pct=args.within, p99_ms=args.p99_ms),
+        threads=threads,
     )
-    return cfg, LiveCount(watch, fifo)
+    live = LiveCount(watch, fifo)
+    gen = _generator(args, spec, live)
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    return cfg, Sweep(cfg, live, gen, axis=axis, log=log)
 
 
-def _announce(cfg: SweepConfig, args: argparse.Namespace) -> None:
-    est = plan.estimate_seconds(
-        len(cfg.steps), cfg.repeat, cfg.step_seconds, cfg.warmup, refinable=cfg.rng.contiguous
-    )
+def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> None:
+    grid_values = len(cfg.threads) or 1
+    est = grid_values * plan.estimate_seconds(
+        len(cfg.steps),
+        cfg.repeat,
+        cfg.step_seconds,
+        cfg.warmup,
+        refinable=cfg.rng.contiguous and not cfg.threads,
+    ) + (grid_values + 1) * RELOAD_SECONDS * bool(cfg.threads)
     if est > args.max_minutes * 60:
         raise UserError(
             f"the sweep would take about {est / 60:.0f} min, over --max-minutes "
@@ -175,10 +155,13 @@ def _announce(cfg: SweepConfig, args: argparse.Namespace) -> None:
             code=2,
         )
     load = f"{cfg.load.clients} clients" if cfg.load.clients else f"{cfg.load.rate:g} req/s"
+    load += ", keepalive" if cfg.load.keepalive else ""
+    threads = f" x threads {', '.join(map(str, cfg.threads))}" if cfg.threads else ""
     print(
-        f"sweep: workers {', '.join(map(str, cfg.steps))} x {cfg.repeat} pass(es), "
-        f"{cfg.warmup:g}s warm-up + {cfg.step_seconds:g}s per step, load {load} on "
-        f"{cfg.load.url}; estimate {est:.0f}s (Ctrl-C restores the worker count)",
+        f"sweep: workers {', '.join(map(str, cfg.steps))}{threads} x {cfg.repeat} pass(es), "
+        f"{cfg.warmup:g}s warm-up + {cfg.step_seconds:g}s per step, load {load} "
+        f"({sweep.gen.name}) on {cfg.load.url}; estimate {est:.0f}s "
+        "(Ctrl-C restores the instance)",
         flush=True,
     )
 
@@ -198,55 +181,74 @@ def _meta(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> dict
         "url": cfg.load.url,
         "stats": args.stats,
         "fifo": args.fifo,
+        "loadgen": args.loadgen_name,
         "clients": cfg.load.clients,
         "rate": cfg.load.rate,
+        "keepalive": cfg.load.keepalive,
         "step_seconds": cfg.step_seconds,
         "warmup": cfg.warmup,
         "repeat": cfg.repeat,
+        "threads": list(cfg.threads),
         "effective_cpus": out.effective_cpus,
         "original_live": out.original_live,
         "final_live": out.final_live,
+        "original_threads": out.original_threads,
+        "final_threads": out.final_threads,
         "restored": out.restored,
         "interrupted": out.interrupted,
         "error": out.error,
     }
 
 
-def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> int:
-    a = report.analyse(
-        out.steps, cfg.criteria, out.effective_cpus, clients=cfg.load.clients, rate=cfg.load.rate
-    )
-    print(
-        "\n".join(["", *report.table(a.points, a.recommendation.workers), "", *report.summary(a)])
-    )
-    if a.recommendation.best_throughput > GENERATOR_CEILING:
+def _warnings(out: SweepOutcome) -> None:
+    bound = sum(s.generator_bound for s in out.steps)
+    if bound:
         print(
-            f"warning: {a.recommendation.best_throughput:.0f} req/s is near this load "
-            "generator's ceiling (a few thousand req/s): the client, not uWSGI, may be the limit"
+            f"warning: the load generator was the bottleneck in {bound} step(s) (flagged; "
+            "never taken as the app's throughput): use --loadgen wrk, or fewer clients"
         )
     if out.drift:
         print(
             f"warning: the live count moved during {len(out.drift)} step(s) (target, seen): "
             f"{out.drift}; is cheaper-algo = manual?"
         )
+
+
+def _results(
+    cfg: SweepConfig, out: SweepOutcome, meta: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """Print the table and the verdict; the JSON document and the chart."""
     title = f"uwsgitune sweep: {cfg.load.url}"
-    svg = render_svg(
-        a.points,
-        title=title,
-        recommended=a.recommendation.workers,
-        effective_cpus=out.effective_cpus,
+    if cfg.threads:
+        g = grid.analyse_grid(out.steps, cfg.criteria, out.effective_cpus)
+        print("\n".join(["", *report.grid_table(g), "", *report.grid_summary(g)]))
+        svg = render_grid_svg(g, title=title)
+        return report.grid_document(g, out.steps, meta), svg
+    a = report.analyse(
+        out.steps, cfg.criteria, out.effective_cpus, clients=cfg.load.clients, rate=cfg.load.rate
     )
+    print(
+        "\n".join(["", *report.table(a.points, a.recommendation.workers), "", *report.summary(a)])
+    )
+    rec = a.recommendation.workers
+    svg = render_svg(a.points, title=title, recommended=rec, effective_cpus=out.effective_cpus)
+    return report.document(a, out.steps, meta), svg
+
+
+def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> int:
+    doc, svg = _results(cfg, out, _meta(cfg, out, args))
+    _warnings(out)
     out_dir = args.out or Path(f"uwsgitune-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
-    _write(out_dir, report.document(a, out.steps, _meta(cfg, out, args)), svg)
+    _write(out_dir, doc, svg)
     if out.interrupted:
         return 130
-    if out.error:
-        print(f"uwsgitune: {out.error}", file=sys.stderr)
-    return 1 if out.error or not out.restored else 0
+    if out.failure is not None:
+        raise out.failure  # one line, printed by the CLI's one handler
+    return 0 if out.restored else 1
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg, live = _prepare(args)
-    _announce(cfg, args)
-    out = Sweep(cfg, live, log=lambda line: print(line, flush=True)).run()
-    return _finish(cfg, out, args)
+    cfg, sweep = _prepare(args)
+    args.loadgen_name = sweep.gen.name
+    _announce(cfg, sweep, args)
+    return _finish(cfg, sweep.run(), args)

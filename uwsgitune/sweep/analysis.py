@@ -15,13 +15,15 @@ Theory of operation:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from statistics import median
 from typing import Literal
 
 ShapeKind = Literal["cpu-limited", "io-bound", "load-limited", "noisy", "unclear"]
 NOISY_PCT = 25.0
+NO_USABLE = (
+    "no step served requests without errors and without the load generator as the bottleneck"
+)
 MAX_TOLERANCE_PCT = 30.0
 
 
@@ -42,6 +44,11 @@ class StepResult:
     service_ms: float | None = None  # server: Δrunning_time / Δrequests
     cpu_cores: float | None = None  # instance CPU, 1.0 = one core
     rss_bytes: int | None = None  # RSS of master + live workers
+    threads: int = 1  # threads per worker during the step
+    littles_l: float | None = None  # server: mean requests in service, Δrunning_time/Δt
+    runq_cores: float | None = None  # server: mean requests waiting for a CPU
+    gen_cpu_cores: float | None = None  # the load generator's own CPU
+    generator_bound: bool = False  # the generator, not the app, set the throughput
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,11 @@ class Point:
     service_ms: float | None
     cpu_cores: float | None
     rss_bytes: int | None
+    threads: int = 1
+    littles_l: float | None = None
+    gen_cpu_cores: float | None = None
+    generator_bound: bool = False  # at least one of its steps was
+    runq_cores: float | None = None
 
     @property
     def spread_pct(self) -> float | None:
@@ -124,6 +136,11 @@ def aggregate(steps: list[StepResult]) -> tuple[Point, ...]:
                 service_ms=_med([s.service_ms for s in group]),
                 cpu_cores=_med([s.cpu_cores for s in group]),
                 rss_bytes=None if rss is None else int(rss),
+                threads=group[0].threads,
+                littles_l=_med([s.littles_l for s in group]),
+                runq_cores=_med([s.runq_cores for s in group]),
+                gen_cpu_cores=_med([s.gen_cpu_cores for s in group]),
+                generator_bound=any(s.generator_bound for s in group),
             )
         )
     return tuple(points)
@@ -141,7 +158,11 @@ def tolerance(points: tuple[Point, ...], within_pct: float) -> float:
 
 
 def _usable(points: tuple[Point, ...], c: Criteria) -> list[Point]:
-    return [p for p in points if p.error_rate <= c.max_error_rate and p.throughput > 0]
+    return [
+        p
+        for p in points
+        if p.error_rate <= c.max_error_rate and p.throughput > 0 and not p.generator_bound
+    ]
 
 
 def knee(points: tuple[Point, ...], tol_pct: float, c: Criteria) -> int | None:
@@ -166,7 +187,7 @@ def recommend(points: tuple[Point, ...], c: Criteria) -> Recommendation:
     tol = tolerance(points, c.within_pct)
     usable = _usable(points, c)
     if not usable:
-        return Recommendation(None, None, 0.0, tol, reason="no step served requests without errors")
+        return Recommendation(None, None, 0.0, tol, reason=NO_USABLE)
     best = max(usable, key=lambda p: p.throughput)
     near = [p for p in usable if p.throughput >= best.throughput * (1 - tol / 100)]
     fits = [p for p in near if c.p99_ms is None or (p.p99_ms is not None and p.p99_ms <= c.p99_ms)]
@@ -193,103 +214,4 @@ def recommend(points: tuple[Point, ...], c: Criteria) -> Recommendation:
         memory_bytes=_memory_at(points, pick.workers),
         reason=f"smallest count within {tol:.0f}% of the best throughput "
         f"({best.throughput:.0f} req/s at {best.workers}){target}",
-    )
-
-
-def _rising_at_top(points: tuple[Point, ...], tol_pct: float) -> bool:
-    if len(points) < 2:
-        return False
-    top, below = points[-1], points[-2]
-    return top.throughput > below.throughput * (1 + tol_pct / 100)
-
-
-def _service_growth(points: tuple[Point, ...], k: int) -> float | None:
-    at_knee = next((p.service_ms for p in points if p.workers == k), None)
-    beyond = [p.service_ms for p in points if p.workers > k and p.service_ms is not None]
-    if not at_knee or not beyond:
-        return None
-    return max(beyond) / at_knee
-
-
-def classify(
-    points: tuple[Point, ...],
-    c: Criteria,
-    effective_cpus: float | None,
-    *,
-    clients: int | None = None,
-    rate: float | None = None,
-) -> Shape:
-    """Name the curve's shape, with the numbers that show it."""
-    tol = tolerance(points, c.within_pct)
-    k = knee(points, tol, c)
-    if len(points) < 3 or k is None:
-        return Shape("unclear", k, False, "fewer than 3 usable worker counts: no shape to read")
-    rising = _rising_at_top(points, tol)
-    limit = _noise_or_load(points, k, rising, clients, rate)
-    return limit or _cpu_or_io(points, k, rising, effective_cpus)
-
-
-def _noise_or_load(
-    points: tuple[Point, ...], k: int, rising: bool, clients: int | None, rate: float | None
-) -> Shape | None:
-    """Shapes that say the experiment, not the app, decided the curve."""
-    noise = noise_pct(points)
-    if noise is not None and noise > NOISY_PCT:
-        return Shape(
-            "noisy",
-            k,
-            rising,
-            f"repeats differ by {noise:.0f}% (median): too noisy "
-            "to read a shape; lengthen --step-seconds or quiet the host",
-        )
-    if rate is not None and max(p.throughput for p in points) >= 0.9 * rate:
-        return Shape(
-            "load-limited",
-            k,
-            False,
-            f"every count from {k} serves the offered "
-            f"{rate:g} req/s: the load, not uWSGI, sets the throughput",
-        )
-    if clients is not None and k >= clients:
-        return Shape(
-            "load-limited",
-            k,
-            rising,
-            f"the knee ({k}) reaches the {clients} "
-            "clients: raise --concurrency above the top of the range",
-        )
-    return None
-
-
-def _cpu_or_io(points: tuple[Point, ...], k: int, rising: bool, cpus: float | None) -> Shape:
-    cpus = cpus or 1.0
-    growth = _service_growth(points, k)
-    at_knee = next(p for p in points if p.workers == k)
-    cpu_use = at_knee.cpu_cores
-    cpu_bound_use = cpu_use is not None and cpu_use >= 0.6 * cpus
-    if k <= max(2, math.ceil(1.5 * cpus)) and ((growth or 0) >= 1.3 or cpu_bound_use):
-        grow = f"; the server's time per request grows x{growth:.1f} beyond it" if growth else ""
-        use = f", at {cpu_use:.1f} cores" if cpu_use is not None else ""
-        return Shape(
-            "cpu-limited",
-            k,
-            rising,
-            f"throughput flattens at {k} workers (effective CPUs {cpus:g}{use}){grow}: "
-            "extra workers only queue on the CPUs",
-        )
-    if k > 2 * cpus and not cpu_bound_use:
-        use = f" using {cpu_use:.1f} cores" if cpu_use is not None else ""
-        top = "; still rising at the top of the range: sweep higher" if rising else ""
-        return Shape(
-            "io-bound",
-            k,
-            rising,
-            f"throughput scales to {k} workers, far above the {cpus:g} effective CPUs{use}: "
-            f"workers mostly wait, so more of them pay (memory permitting){top}",
-        )
-    return Shape(
-        "unclear",
-        k,
-        rising,
-        f"knee at {k} workers for {cpus:g} effective CPUs: a mixed CPU/IO shape",
     )

@@ -6,30 +6,27 @@ and poll again, so the client numbers and the server's (CPU, Δrunning_time/Δre
 cover the same window; stop the load and let it drain. Passes alternate direction; after
 them, up to two counts around the knee are added. The original live count is restored in
 `finally`, also after Ctrl-C (the SIGINT handler only sets a flag that every wait checks).
+
+With `--threads` (an `axis`), the passes run once per thread count, each after a validated
+reload to it (`sweep.threads`), without refinement; the original override file and threads
+come back in `finally` before the live count does (a reload resets the count).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from uwsgitune.actuate.override import OverrideError
 from uwsgitune.core.frame import Frame
-from uwsgitune.loadgen import LoadResult, LoadRun
+from uwsgitune.errors import UwsgituneError
 from uwsgitune.sweep import plan
 from uwsgitune.sweep.analysis import Criteria, StepResult, aggregate, knee, tolerance
 from uwsgitune.sweep.fifo import FifoError
+from uwsgitune.sweep.generator import Generator, LoadSpec, Window
 from uwsgitune.sweep.live import Interrupted, LiveCount, StopFlag, SweepError, sigint_records
-
-
-@dataclass(frozen=True)
-class LoadSpec:
-    url: str
-    clients: int | None = None  # closed loop
-    rate: float | None = None  # open loop, requests/s
-    timeout: float = 10.0  # per request
+from uwsgitune.sweep.threads import ThreadAxis
 
 
 @dataclass(frozen=True)
@@ -41,57 +38,45 @@ class SweepConfig:
     warmup: float
     repeat: int = 1
     criteria: Criteria = field(default_factory=Criteria)
+    threads: tuple[int, ...] = ()  # `--threads`: a grid, one reload per value
 
 
 @dataclass
 class SweepOutcome:
     original_live: int = 0
+    original_threads: int = 1
+    final_threads: int | None = None
     steps: list[StepResult] = field(default_factory=list)
     effective_cpus: float | None = None
     final_live: int | None = None
     restored: bool = False
     interrupted: bool = False
     error: str | None = None
+    failure: UwsgituneError | None = None  # what `error` says, for the CLI to raise
     drift: list[tuple[int, int]] = field(default_factory=list)  # (target, seen at step end)
 
 
-@dataclass(frozen=True)
-class _Mark:
-    t: float
-    ok: int
-    errors: int
-    n_lat: int
-
-
-def _mark(r: LoadResult, t: float) -> _Mark:
-    return _Mark(t, r.ok, r.errors, len(r.latencies))
-
-
-def _pct_ms(data: list[float], q: float) -> float | None:
-    if not data:
-        return None
-    return 1000 * data[min(len(data) - 1, max(0, round(q / 100 * (len(data) - 1))))]
-
-
-def step_result(
-    workers: int, pass_no: int, a: _Mark, b: _Mark, r: LoadResult, f: Frame
-) -> StepResult:
-    lat = sorted(r.latencies[a.n_lat : b.n_lat])
-    seconds = max(b.t - a.t, 1e-9)
+def step_result(workers: int, pass_no: int, w: Window, f: Frame) -> StepResult:
+    """The client's window and the server's frame over the same seconds, as one step."""
     return StepResult(
         workers=workers,
         pass_no=pass_no,
-        seconds=seconds,
-        ok=b.ok - a.ok,
-        errors=b.errors - a.errors,
-        throughput=(b.ok - a.ok) / seconds,
-        p50_ms=_pct_ms(lat, 50),
-        p90_ms=_pct_ms(lat, 90),
-        p99_ms=_pct_ms(lat, 99),
+        seconds=w.seconds,
+        ok=w.ok,
+        errors=w.errors,
+        throughput=w.ok / w.seconds,
+        p50_ms=w.p50_ms,
+        p90_ms=w.p90_ms,
+        p99_ms=w.p99_ms,
         live=f.live if f.ok else None,
         service_ms=f.mean_rt_ms,
         cpu_cores=f.instance_cpu_cores,
         rss_bytes=f.mem_total_rss,
+        threads=f.threads if f.ok else 1,
+        littles_l=f.littles_l,
+        runq_cores=f.runq_cores,
+        gen_cpu_cores=w.gen_cpu_cores,
+        generator_bound=w.generator_bound,
     )
 
 
@@ -101,7 +86,9 @@ class Sweep:
 
     cfg: SweepConfig
     live: LiveCount
+    gen: Generator
     _: KW_ONLY
+    axis: ThreadAxis | None = None
     log: Callable[[str], None] = print
     mono: Callable[[], float] = time.monotonic
     _done: int = field(default=0, init=False)
@@ -115,17 +102,45 @@ class Sweep:
         with sigint_records(self.stop):
             first = self.live.frame()
             out.original_live, out.effective_cpus = first.live, first.effective_cpus
+            out.original_threads = first.threads
             try:
-                self._passes(self.cfg.steps, out)
-                self._passes(self._refinement(out), out)
+                self._axes(out)
             except Interrupted:
                 out.interrupted = True
-                self.log("interrupted: stopping the load and restoring the worker count")
-            except (SweepError, FifoError) as exc:
-                out.error = str(exc)
+                self.log("interrupted: stopping the load and restoring the instance")
+            except (SweepError, FifoError, OverrideError) as exc:
+                out.error, out.failure = str(exc), exc
             finally:
+                threads_back = self._restore_threads(out)
                 out.final_live, out.restored = self._restore(out.original_live)
+                out.restored = out.restored and threads_back
         return out
+
+    def _axes(self, out: SweepOutcome) -> None:
+        if self.axis is None:
+            self._passes(self.cfg.steps, out)
+            self._passes(self._refinement(out), out)
+            return
+        for threads in self.cfg.threads:
+            if self.stop.is_set:
+                raise Interrupted
+            self.live.reach(self.cfg.steps[0])
+            frame = self.axis.set(threads, self.live.frame())
+            self.log(f"reloaded with {frame.threads} threads per worker")
+            self._passes(self.cfg.steps, out)
+
+    def _restore_threads(self, out: SweepOutcome) -> bool:
+        if self.axis is None:
+            return True
+        try:
+            frame = self.axis.restore() or self.live.frame()
+        except (SweepError, FifoError, OverrideError, OSError) as exc:
+            self.log(f"could not restore the threads: {exc}")
+            return False
+        out.final_threads = frame.threads
+        if frame.threads == out.original_threads:
+            self.log(f"restored {frame.threads} threads per worker")
+        return frame.threads == out.original_threads
 
     def _passes(self, steps: tuple[int, ...], out: SweepOutcome) -> None:
         for pass_no in range(self.cfg.repeat):
@@ -142,48 +157,27 @@ class Sweep:
 
     def _one(self, workers: int, pass_no: int, out: SweepOutcome) -> StepResult:
         self.live.reach(workers)
-        res = asyncio.run(self._measure(workers, pass_no))
+        res = self._measure(workers, pass_no)
         if res.live is not None and res.live != workers:
             out.drift.append((workers, res.live))
         self._done += 1
         p99 = f"{res.p99_ms:.0f}" if res.p99_ms is not None else "-"
         cpu = f"{res.cpu_cores:.2f}" if res.cpu_cores is not None else "-"
+        gen = f"{res.gen_cpu_cores:.2f}" if res.gen_cpu_cores is not None else "-"
+        flag = "  GENERATOR-BOUND (not the app's throughput)" if res.generator_bound else ""
         self.log(
-            f"step {self._done}: {workers:>3} workers  {res.throughput:8.1f} req/s  "
-            f"p99 {p99} ms  errors {res.errors}  cpu {cpu} cores  live {res.live}"
+            f"step {self._done}: {workers:>3} workers x {res.threads} threads "
+            f"{res.throughput:8.1f} req/s  p99 {p99} ms  errors {res.errors}  cpu {cpu} cores  "
+            f"generator {gen} cores  live {res.live}{flag}"
         )
         return res
 
-    async def _measure(self, workers: int, pass_no: int) -> StepResult:
-        spec, cfg = self.cfg.load, self.cfg
-        budget = cfg.warmup + cfg.step_seconds + spec.timeout + 5
-        run = LoadRun(spec.url, duration=budget, timeout=spec.timeout, clock=self.mono)
-        if spec.clients:
-            task = asyncio.ensure_future(run.closed_loop(spec.clients))
-        else:
-            task = asyncio.ensure_future(run.open_loop(spec.rate or 1.0))
-        try:
-            await self._wait(cfg.warmup, task)
-            self.live.watch.step()
-            a = _mark(run.result, self.mono())
-            await self._wait(cfg.step_seconds, task)
-            frame = self.live.watch.step()
-            b = _mark(run.result, self.mono())
-        finally:
-            run.stop()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(task, spec.timeout + 2)
-        return step_result(workers, pass_no, a, b, run.result, frame)
-
-    async def _wait(self, seconds: float, task: asyncio.Future[LoadResult]) -> None:
-        end = self.mono() + seconds
-        while self.mono() < end:
-            if self.stop.is_set:
-                raise Interrupted
-            if task.done():
-                task.result()  # the load died: surface why
-                raise SweepError("the load generator ended early")
-            await asyncio.sleep(min(0.1, max(0.0, end - self.mono())))
+    def _measure(self, workers: int, pass_no: int) -> StepResult:
+        frames: list[Frame] = []
+        window = self.gen.measure(
+            self.cfg.warmup, self.cfg.step_seconds, lambda: frames.append(self.live.watch.step())
+        )
+        return step_result(workers, pass_no, window, frames[-1])
 
     def _restore(self, original: int) -> tuple[int | None, bool]:
         if original < 1:

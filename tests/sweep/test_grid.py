@@ -1,0 +1,168 @@
+"""The processes x threads grid on synthetic cells: the pick, the axis, the evidence, the chart;
+and the grid runner against a fake master whose reload fails mid-sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from tests.sweep.test_live import Clock, FakeMaster
+from uwsgitune.core.frame import Frame
+from uwsgitune.sweep import report
+from uwsgitune.sweep.analysis import Criteria, StepResult
+from uwsgitune.sweep.generator import LoadSpec, Window
+from uwsgitune.sweep.grid import analyse_grid, gil_bound
+from uwsgitune.sweep.gridchart import render_grid_svg
+from uwsgitune.sweep.live import LiveCount
+from uwsgitune.sweep.plan import WorkerRange
+from uwsgitune.sweep.runner import Sweep, SweepConfig
+from uwsgitune.sweep.threads import ThreadsError
+
+
+def cell(w: int, t: int, tput: float, *, cpu_ms: float, service: float, **kw: object) -> StepResult:
+    base = StepResult(
+        workers=w,
+        pass_no=0,
+        seconds=10.0,
+        ok=int(tput * 10),
+        errors=0,
+        throughput=tput,
+        p50_ms=service,
+        p90_ms=service * 1.5,
+        p99_ms=service * 2,
+        live=w,
+        service_ms=service,
+        cpu_cores=tput * cpu_ms / 1000,
+        rss_bytes=w * 30 * 2**20,
+        threads=t,
+        littles_l=tput * service / 1000,
+        runq_cores=0.0,
+        gen_cpu_cores=0.1,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def cpu_grid() -> list[StepResult]:
+    """10 ms of CPU per request on 2 cores: processes scale to 2; threads wait on the GIL."""
+    out = []
+    for w in (1, 2, 4):
+        for t in (1, 4):
+            tput = 100.0 * min(w, 2)
+            out.append(cell(w, t, tput, cpu_ms=10.0, service=10.0 * t * max(1, w / 2)))
+    return out
+
+
+def io_grid() -> list[StepResult]:
+    """50 ms waits, 0.5 ms of CPU: every slot adds 20 req/s."""
+    return [cell(w, t, 20.0 * w * t, cpu_ms=0.5, service=50.0) for w in (1, 2, 4) for t in (1, 4)]
+
+
+def test_cpu_bound_picks_one_thread_at_the_cpus() -> None:
+    g = analyse_grid(cpu_grid(), Criteria(), 2.0)
+    assert g.pick is not None and (g.pick.workers, g.pick.threads) == (2, 1)
+    assert g.axis == "processes" and "CPU-bound" in g.reason
+    assert any("GIL at 1x4" in e for e in g.evidence), g.evidence
+    assert any("memory per worker 30-30 MiB" in e for e in g.evidence), g.evidence
+
+
+def test_cpu_bound_never_picks_threads_that_took_host_cpu() -> None:
+    """On a busy host more runnable threads win CPU share: still not the app's gain."""
+    steps = [s if s.threads == 1 else replace(s, throughput=s.throughput * 1.4) for s in cpu_grid()]
+    g = analyse_grid(steps, Criteria(), 2.0)
+    assert g.pick is not None and g.pick.threads == 1
+
+
+def test_io_bound_pays_on_both_axes_and_picks_the_cheapest_near_the_best() -> None:
+    g = analyse_grid(io_grid(), Criteria(), 2.0)
+    assert g.axis == "both"
+    assert g.pick is not None and (g.pick.workers, g.pick.threads) == (4, 4)
+    assert g.pick.workers * g.pick.threads > 2
+    # A backend that tops out at 170 req/s: 2x4 (160) is near, and cheaper than 4x4.
+    capped = [replace(s, throughput=min(s.throughput, 170.0)) for s in io_grid()]
+    g = analyse_grid(capped, Criteria(), 2.0)
+    assert g.pick is not None and (g.pick.workers, g.pick.threads) == (2, 4)
+
+
+def test_generator_bound_cells_are_never_the_apps_throughput() -> None:
+    steps = [replace(s, generator_bound=s.workers == 4) for s in io_grid()]
+    g = analyse_grid(steps, Criteria(), 2.0)
+    assert g.best is not None and g.best.workers < 4
+    lines = report.grid_table(g)
+    assert sum("GENERATOR-BOUND" in line for line in lines) == 2
+    all_bound = analyse_grid([replace(s, generator_bound=True) for s in io_grid()], Criteria(), 2)
+    assert all_bound.pick is None and "generator" in report.grid_summary(all_bound)[0]
+
+
+def test_gil_is_cpu_below_threads_times_busy() -> None:
+    g = analyse_grid(cpu_grid(), Criteria(), 2.0)
+    flagged = {(p.workers, p.threads) for p in g.points if gil_bound(p)}
+    assert (1, 4) in flagged and not any(t == 1 for _, t in flagged)
+
+
+def test_chart_has_a_heat_map_and_a_line_per_thread_count() -> None:
+    svg = render_grid_svg(analyse_grid(io_grid(), Criteria(), 2.0), title="t")
+    assert svg.startswith("<svg") and svg.count("<polyline") == 2
+    assert 'stroke="#ff7f0e" stroke-width="3"' in svg  # the recommended cell
+    assert ">1 thread<" in svg and ">4 threads<" in svg
+
+
+@dataclass
+class FakeAxis:
+    """Reloads succeed for `good` thread counts; restore puts threads back on the master."""
+
+    master: FakeMaster
+    good: tuple[int, ...]
+    calls: list[str] = field(default_factory=list)
+    threads: int = 1
+
+    def set(self, threads: int, before: Frame) -> Frame:
+        self.calls.append(f"set {threads}")
+        if threads not in self.good:
+            raise ThreadsError(f"reload to threads = {threads} failed: not back")
+        self.threads = threads
+        return replace(before, threads=threads)
+
+    def restore(self) -> Frame | None:
+        self.calls.append("restore")
+        self.threads = 1
+        return None
+
+
+@dataclass
+class FakeGen:
+    name: str = "fake"
+
+    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window:
+        mark()
+        mark()
+        return Window(seconds, 100, 0, 1.0, 2.0, 3.0, 0.1, 1.0)
+
+
+def test_a_reload_that_fails_mid_sweep_restores_the_instance() -> None:
+    master = FakeMaster(live=3)
+    clock = Clock()
+    live = LiveCount(master, master, sleep=clock.sleep, mono=clock)
+    axis = FakeAxis(master, good=(1,))
+    cfg = SweepConfig(
+        LoadSpec("http://127.0.0.1:1/"),
+        WorkerRange((1, 2), False),
+        (1, 2),
+        1.0,
+        1.0,
+        threads=(1, 4),
+    )
+    lines: list[str] = []
+    out = Sweep(cfg, live, FakeGen(), axis=axis, log=lines.append).run()  # type: ignore[arg-type]
+    assert isinstance(out.failure, ThreadsError) and "threads = 4" in str(out.failure)
+    assert axis.calls == ["set 1", "set 4", "restore"]
+    assert [s.workers for s in out.steps] == [1, 2]
+    assert out.restored and out.final_live == 3 and master.live == 3
+
+
+def test_io_waits_are_not_the_gil_and_a_missing_corner_keeps_the_axis() -> None:
+    """An IO-bound process is far below one core: its threads wait on IO, not on the GIL.
+    A corner cell with errors (1x1 timing out) does not hide which axis pays."""
+    steps = [replace(s, errors=s.ok) if (s.workers, s.threads) == (1, 1) else s for s in io_grid()]
+    g = analyse_grid(steps, Criteria(), 2.0)
+    assert not any(gil_bound(p) for p in g.points)
+    assert g.axis == "both", g.reason
