@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tests.sweep.test_live import Clock, FakeMaster
 from uwsgitune.core.frame import Frame
@@ -166,3 +167,30 @@ def test_io_waits_are_not_the_gil_and_a_missing_corner_keeps_the_axis() -> None:
     g = analyse_grid(steps, Criteria(), 2.0)
     assert not any(gil_bound(p) for p in g.points)
     assert g.axis == "both", g.reason
+
+
+def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> None:
+    # Found running the README's sweep by hand: the poll after `r` caught the workers not yet
+    # spawned, the counters never showed the reload, and a good restore was called failed.
+    from types import SimpleNamespace
+
+    from tests.observe.helpers import Instance, Load
+    from uwsgitune.actuate.reload import Limits
+    from uwsgitune.sweep.threads import Original, ThreadAxis
+
+    override = tmp_path / "o.ini"
+    override.write_text("[uwsgi]\nthreads = 2\n")
+    inst = Instance("s")
+    polls = iter(
+        [inst.frame(i, Load(live=1, cheap=7, threads=1 if i > 1 else 2)) for i in range(6)]
+    )
+    next(polls)  # the first poll has no rates
+    sent: list[str] = []
+    fifo = SimpleNamespace(send=lambda cmd, pid: sent.append(cmd))
+    reloader = SimpleNamespace(path=override, fifo=fifo)
+    original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
+    axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: next(polls),  # type: ignore[arg-type]
+                      original, sleep=lambda _s: None)  # fmt: skip
+    frame = axis.restore()
+    assert sent == ["r"] and override.read_bytes() == b"[uwsgi]\n"
+    assert frame is not None and frame.threads == 1 and frame.kind == "ok"

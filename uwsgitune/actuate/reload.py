@@ -99,14 +99,16 @@ def _live_pids(frame: Frame) -> set[int]:
     return {w.pid for w in frame.workers if w.pid > 0 and w.status != "cheap"}
 
 
-def _changed_by_reload(ov: Override, before: Frame, frame: Frame) -> bool:
-    """Evidence of the reload the counters can miss (a poll that caught the workers not yet
-    spawned hides their reset): a value only a reload changes now reads as wanted, or every
-    live worker is new while we sent nothing but `r`."""
-    threads = ov.threads is not None and before.threads != ov.threads == frame.threads
-    processes = before.workers_max != ov.processes == frame.workers_max
+def reloaded_since(before: Frame, frame: Frame, threads: int | None, processes: int) -> bool:
+    """Whether `frame` shows a reload since `before`. The counters say so, or they missed it
+    (a poll that caught the workers not yet spawned hides their reset) and a value only a
+    reload changes now reads as wanted, or every live worker is new while we sent only `r`."""
+    if frame.kind in ("reload", "restart") or frame.reloads_seen > before.reloads_seen:
+        return True
+    threads_now = threads is not None and before.threads != threads == frame.threads
+    processes_now = before.workers_max != processes == frame.workers_max
     now, then = _live_pids(frame), _live_pids(before)
-    return threads or processes or bool(now and then and not now & then)
+    return threads_now or processes_now or bool(now and then and not now & then)
 
 
 class Reloader:
@@ -155,9 +157,7 @@ class Reloader:
             frame = self.poll()
             if frame.kind == "error":
                 continue
-            reloaded = reloaded or frame.kind in ("reload", "restart")
-            reloaded = reloaded or frame.reloads_seen > before.reloads_seen
-            reloaded = reloaded or _changed_by_reload(ov, before, frame)
+            reloaded = reloaded or reloaded_since(before, frame, ov.threads, ov.processes)
             if (
                 reloaded
                 and frame.master_pid == before.master_pid

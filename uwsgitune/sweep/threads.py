@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from uwsgitune.actuate.override import Override, as_int, load_config, write_atomic
-from uwsgitune.actuate.reload import Limits, Reloader, plan
+from uwsgitune.actuate.reload import Limits, Reloader, plan, reloaded_since
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import SweepError
 
@@ -107,8 +107,7 @@ class ThreadAxis:
         while self.mono() < deadline:
             self.sleep(0.25)
             frame = self.poll()
-            seen = seen or frame.kind in ("reload", "restart")
-            seen = seen or frame.reloads_seen > before.reloads_seen
+            seen = seen or reloaded_since(before, frame, o.threads, o.processes)
             back = seen and frame.ok and frame.master_pid == before.master_pid and frame.live
             if back and frame.threads == o.threads and frame.workers_max == o.processes:
                 return frame
