@@ -27,6 +27,6 @@ def log_findings(instance: str, old: InstanceState, new: InstanceState) -> None:
 def log_actions(instance: str, state: InstanceState) -> None:
     """One line per change or verification the tuner audited at this poll."""
     for rec in state.tuning.records if state.tuning is not None else ():
-        kind = rec.via if rec.event == "change" else rec.event
-        if rec.event in ("change", "verify") and kind and rec.result:
-            event("action", instance=instance, kind=kind, result=rec.result, detail=rec.detail)
+        key = rec.counted()
+        if key is not None:
+            event("action", instance=instance, kind=key[0], result=key[1], detail=rec.detail)

@@ -71,18 +71,19 @@ class InstancePipeline:
         seconds = time.perf_counter() - start
         old = self.state
         findings, tuning, error = old.findings, None, old.rules_error
+        frames = self.watch.window.frames()  # one copy of the window per poll
         if frame.ok and self.rules is not None:
-            frames = self.watch.window.frames()
             findings, error = self.rules.run(frames, self._since), self.rules.error
         if self.tuner is not None:  # on a failed poll too: it says why it waits
             tuning = self.tuner(frame, findings)
             self._since = tuning.listen_since if tuning is not None else self._since
-        self.state = self._state(frame, findings, tuning, error, seconds)
+        self.state = self._state(frame, frames, findings, tuning, error, seconds)
         return self.state
 
     def _state(
         self,
         frame: Frame,
+        frames: tuple[Frame, ...],
         findings: tuple[Finding, ...],
         tuning: StepResult | None,
         error: str | None,
@@ -97,7 +98,7 @@ class InstancePipeline:
             old,
             frame=frame,
             poll=good,
-            frames=self.watch.window.frames(),
+            frames=frames,
             findings=findings,
             tuning=tuning,
             counts=counts,

@@ -93,8 +93,6 @@ def count_actions(actions: Actions, result: StepResult | None) -> Actions:
     if result is None or not result.records:
         return actions
     counts = {(k, r): n for k, r, n in actions}
-    for rec in result.records:
-        kind = rec.via if rec.event == "change" else rec.event
-        if rec.event in ("change", "verify") and kind and rec.result:
-            counts[kind, rec.result] = counts.get((kind, rec.result), 0) + 1
+    for key in filter(None, (rec.counted() for rec in result.records)):
+        counts[key] = counts.get(key, 0) + 1
     return tuple((k, r, n) for (k, r), n in sorted(counts.items()))

@@ -53,6 +53,14 @@ class AuditRecord:
     moves: Mapping[str, int] | None = None  # changes applied so far, by route
     override: Mapping[str, str] | None = None  # the keys written, for a reload
 
+    def counted(self) -> tuple[str, str] | None:
+        """(kind, result) of an action this record counts: a change by its route, or a
+        verification; None for anything else."""
+        kind = self.via if self.event == "change" else self.event
+        if self.event in ("change", "verify") and kind and self.result:
+            return kind, self.result
+        return None
+
     def to_json(self) -> dict[str, Any]:
         """The line's keys: those set, and a change's before and after even when unknown."""
         keep = ("before", "after") if self.event == "change" else ()
