@@ -194,3 +194,19 @@ def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> 
     frame = axis.restore()
     assert sent == ["r"] and override.read_bytes() == b"[uwsgi]\n"
     assert frame is not None and frame.threads == 1 and frame.kind == "ok"
+
+
+def test_a_bad_threads_list_is_bad_input_before_anything_is_touched() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "uwsgitune", "sweep", "--url", "http://127.0.0.1:9/",
+         "--stats", "/nonexistent/stats.sock", "--fifo", "/nonexistent/fifo",
+         "--workers", "1,2", "--threads", "0,x"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert (
+        out.stderr.strip() == "uwsgitune: --threads 0,x: write a list of thread counts like 1,2,4,8"
+    )

@@ -108,6 +108,8 @@ def _generator(args: argparse.Namespace, spec: LoadSpec, live: LiveCount) -> Gen
 
 def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, Sweep]:
     rng = plan.parse_workers(args.workers)  # PlanError: exit 2
+    if args.threads is not None:
+        parse_threads(args.threads)  # a bad list fails before the instance is touched
     watch, frame, fifo = _instance(args, rng.top)
     threads, axis = _axis(args, watch, frame)
     check_url(args.url)

@@ -35,7 +35,9 @@ def parse_threads(text: str) -> tuple[int, ...]:
     except ValueError:
         values = ()
     if not values:
-        raise ThreadsError(f"--threads {text}: write a list of thread counts like 1,2,4,8")
+        err = ThreadsError(f"--threads {text}: write a list of thread counts like 1,2,4,8")
+        err.code = 2  # bad input
+        raise err
     return values
 
 
