@@ -68,6 +68,7 @@ class Scenario:
     phases: tuple[Phase, ...]
     grid: tuple[int, ...]
     grid_seconds: float | None = None  # a stationary load: shorter grid runs will do
+    threads: int = 1  # threads per process: the grid and the tuner count processes
 
     @property
     def seconds(self) -> float:
@@ -102,6 +103,11 @@ SCENARIOS: dict[str, Scenario] = {
     # The seed's pathology: fixed work over a 32 MiB per-worker heap (bench/scenario_app.py),
     # so 64 runnable workers thrash the caches. Noisy on a shared VM: run interleaved, 3 times.
     "thrash": Scenario((_p("/ws/20000/32", 64, 45),), (3, 64), 45),
+    # Threads (issue 12): 4 threads a process. CPU-bound Python does not scale with threads
+    # (one GIL a process): the best is still near the CPU count, in processes.
+    "threads-cpu": Scenario((_p("/cpu/3", 64, 75),), (2, 3, 4, 8, 16), 40, threads=4),
+    # IO-bound with threads: 64 clients waiting 50 ms need about 16 processes of 4 threads.
+    "threads-io": Scenario((_p("/io/50", 64, 75),), (4, 8, 12, 16, 24), 40, threads=4),
 }
 DOCS_IN = ("cpu", "mixed", "step")  # the scenarios that also run the docs' settings
 NO_ALGOS = ("thrash",)
@@ -160,8 +166,10 @@ async def _load(u: Callable[[str], str], phases: tuple[Phase, ...]) -> list[Load
     return out
 
 
-def _options(setup: str, override: Path, top: int) -> dict[str, IniValue]:
+def _options(setup: str, override: Path, top: int, threads: int = 1) -> dict[str, IniValue]:
     base: dict[str, IniValue] = {"listen": 128, "wsgi-file": str(APP)}
+    if threads > 1:
+        base["threads"] = threads
     if setup.startswith("static-"):
         return {**base, "processes": int(setup.split("-")[1])}
     pool: dict[str, IniValue] = {**base, "processes": top, "cheaper": FLOOR}
@@ -239,7 +247,7 @@ def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Ru
     override.write_text("[uwsgi]\n")
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
     audit.path.unlink(missing_ok=True)
-    with uwsgi_instance(**_options(setup, override, top)) as proc:
+    with uwsgi_instance(**_options(setup, override, top, sc.threads)) as proc:
 
         def loop_for(watch: InstanceWatch) -> TuneLoop | None:
             if setup not in TUNERS:
@@ -307,6 +315,7 @@ def main() -> None:
         sc = SCENARIOS[name]
         entry = raw.setdefault(name, {"runs": {}})
         entry["phases"] = [asdict(p) for p in sc.phases]
+        entry["threads"] = sc.threads
         if args.repeat > 1:
             entry["repeats"] = {}
         for setup in _setups(args.setups, name, sc) * args.repeat:

@@ -172,6 +172,8 @@ def scenario_table(name: str, sc: dict[str, Any]) -> list[str]:
         for p in sc["phases"]
     )
     secs = sum(p["seconds"] for p in sc["phases"])
+    if sc.get("threads", 1) > 1:
+        phases += f"; {sc['threads']} threads a process (counts are processes)"
     what = "steady state (after the warm-up)" if _stationary(sc) else "the whole run"
     out = [
         f"### {name}: {phases} ({secs:g} s)",
