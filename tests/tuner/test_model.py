@@ -12,7 +12,7 @@ from tests.rules.frames import frame
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import worker_change
-from uwsgitune.sources.host import runq_seconds
+from uwsgitune.sources.procfs import runq_seconds
 from uwsgitune.tuner.model import available_cpus, estimate, io_ms, workers_for
 
 

@@ -106,6 +106,7 @@ class Tracker:
         prev_host = prev.host if prev else None
         procs = procs_by_pid(poll.host), procs_by_pid(prev_host)
         prev_workers = prev.doc.workers if prev and prev.doc else ()
+        threads = doc.threads  # a scan of every worker: once, not once per worker
         workers = tuple(
             worker_view(
                 i,
@@ -114,7 +115,7 @@ class Tracker:
                 dt if prev else None,
                 procs,
                 poll.t,
-                doc.threads,
+                threads,
             )
             for i, w in enumerate(doc.workers)
         )

@@ -13,7 +13,7 @@ from uwsgitune.core.model import StatsDoc
 
 @dataclass(frozen=True)
 class ProcSample:
-    """One process of the instance (master or worker), read from /proc through psutil."""
+    """One process of the instance (master or worker), read from /proc (sources/procfs.py)."""
 
     pid: int
     cpu_seconds: float  # user + system, cumulative

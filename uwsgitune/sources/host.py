@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 
 from uwsgitune.core.model import StatsDoc
-from uwsgitune.core.samples import HostSample, ProcSample, TcpQueue, UnixQueue
+from uwsgitune.core.samples import HostSample, TcpQueue, UnixQueue
 from uwsgitune.sources.netlink import match_tcp, tcp_listen_queues, unix_listen_queues
+from uwsgitune.sources.procfs import proc_samples
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -118,48 +119,6 @@ def somaxconn() -> int | None:
     return int(text) if text and text.isdigit() else None
 
 
-def runq_seconds(pid: int, threads: int = 1, proc: Path = Path("/proc")) -> float | None:
-    """Seconds the process's threads spent waiting on a run queue: the second field of
-    schedstat (/proc/PID/schedstat is the main thread's; threads are summed from task/)."""
-    paths = [proc / str(pid) / "schedstat"]
-    if threads > 1:
-        paths = list((proc / str(pid) / "task").glob("*/schedstat"))
-    total = 0.0
-    for path in paths:
-        text = _read(path)
-        fields = text.split() if text else []
-        if len(fields) < 2 or not fields[1].isdigit():
-            return None
-        total += int(fields[1]) / 1e9
-    return total if paths else None
-
-
-def _proc_samples(
-    pids: list[int], cache: dict[int, psutil.Process] | None = None
-) -> tuple[ProcSample, ...]:
-    """CPU and RSS of each pid. `cache` keeps the psutil handles between polls (creating one
-    reads /proc/PID/stat again); a pid that is gone leaves the cache."""
-    out = []
-    for pid in pids:
-        try:
-            p = cache.get(pid) if cache is not None else None
-            if p is None:
-                p = psutil.Process(pid)
-            with p.oneshot():
-                t = p.cpu_times()
-                threads = p.num_threads()
-                rss = p.memory_info().rss
-            out.append(ProcSample(pid, t.user + t.system, rss, threads, runq_seconds(pid, threads)))
-        except (psutil.Error, OSError):
-            continue
-        if cache is not None:
-            cache[pid] = p
-    if cache is not None:
-        for gone in set(cache) - set(pids):
-            del cache[gone]
-    return tuple(out)
-
-
 class HostSampler:
     """Reads the host for one instance. Cgroup paths are looked up once per master pid."""
 
@@ -167,7 +126,6 @@ class HostSampler:
         self._dirs: dict[int, list[Path]] = {}
         self._netlink = netlink
         self._inet_diag = netlink
-        self._procs: dict[int, psutil.Process] = {}
 
     def _dirs_for(self, pid: int) -> list[Path]:
         if pid not in self._dirs:
@@ -206,7 +164,7 @@ class HostSampler:
             somaxconn=somaxconn(),
             listen_overflows=overflows,
             listen_drops=drops,
-            procs=_proc_samples(pids, self._procs),
+            procs=proc_samples(pids),
             unix_queues=unix,
             tcp_queues=tcp,
         )

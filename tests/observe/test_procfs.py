@@ -1,0 +1,60 @@
+"""The /proc reader gives what psutil gives, from the same files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+from uwsgitune.sources.procfs import CLOCK_TICKS, PAGE_SIZE, parse_stat, proc_sample, proc_samples
+
+
+def _stat(comm: str, utime: int, stime: int, threads: int) -> bytes:
+    fields = ["S"] + ["0"] * 40
+    fields[14 - 3], fields[15 - 3], fields[20 - 3] = str(utime), str(stime), str(threads)
+    return f"42 ({comm}) {' '.join(fields)}\n".encode()
+
+
+def test_a_command_with_spaces_and_parentheses_does_not_shift_the_fields() -> None:
+    cpu, threads = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5)) or (0.0, 0)
+    assert cpu == 400 / CLOCK_TICKS and threads == 5
+
+
+def test_a_truncated_or_garbled_line_is_unreadable() -> None:
+    assert parse_stat(b"42 (uwsgi) S 1 2 3") is None
+    assert parse_stat(_stat("uwsgi", 1, 1, 1).replace(b" 1 ", b" x ", 1)) is None
+    assert parse_stat(b"") is None
+
+
+def test_a_fake_proc_tree(tmp_path: Path) -> None:
+    pid = tmp_path / "7"
+    pid.mkdir()
+    (pid / "stat").write_bytes(_stat("uwsgi", 250, 50, 1))
+    (pid / "statm").write_bytes(b"1000 300 20 1 0 200 0\n")
+    (pid / "schedstat").write_bytes(b"100 2500000000 7\n")
+    s = proc_sample(7, proc=tmp_path)
+    assert s is not None
+    assert (s.cpu_seconds, s.rss, s.num_threads, s.runq_seconds) == (
+        300 / CLOCK_TICKS,
+        300 * PAGE_SIZE,
+        1,
+        2.5,
+    )
+    assert proc_samples([7, 8], proc=tmp_path) == (s,)  # a gone pid is left out
+
+
+def test_the_same_numbers_as_psutil_for_a_live_process() -> None:
+    """Threads and RSS come from the files psutil reads; CPU moves between the two reads,
+    so it is bracketed."""
+    p = psutil.Process(os.getpid())
+    for _ in range(5):  # RSS can move between the reads: one of a few tries must agree
+        t0 = p.cpu_times()
+        mine = proc_sample(os.getpid())
+        t1 = p.cpu_times()
+        rss, threads = p.memory_info().rss, p.num_threads()
+        assert mine is not None
+        assert t0.user + t0.system - 0.02 <= mine.cpu_seconds <= t1.user + t1.system + 0.02
+        if (mine.rss, mine.num_threads) == (rss, threads):
+            return
+    raise AssertionError(f"rss/threads {mine.rss}/{mine.num_threads} vs psutil {rss}/{threads}")

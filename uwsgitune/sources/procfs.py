@@ -1,0 +1,88 @@
+"""CPU, RSS, threads and run-queue time of a process, read straight from /proc.
+
+`/proc/PID/stat` gives what psutil's `cpu_times()` and `num_threads()` give and
+`/proc/PID/statm` its `memory_info().rss` (the same files, fields and units psutil reads: the
+`rss` field of `stat` is the kernel's approximate counter and may differ), plus `schedstat`
+for the run-queue wait. At 64-1,000 workers, psutil's per-process objects,
+`oneshot()` contexts and the extra `statm` read cost several times the reads themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from uwsgitune.core.samples import ProcSample
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+# Fields after the command (`pid (comm) state ...`), counted from the state (field 3).
+_UTIME, _STIME, _THREADS = 14 - 3, 15 - 3, 20 - 3
+
+
+def _read_bytes(path: Path | str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def parse_stat(data: bytes) -> tuple[float, int] | None:
+    """(user + system CPU seconds, threads) from a `/proc/PID/stat` line. The command may
+    hold spaces and parentheses: fields are counted after its last `)`."""
+    end = data.rfind(b")")
+    fields = data[end + 2 :].split() if end >= 0 else []
+    if len(fields) <= _THREADS:
+        return None
+    try:
+        return (int(fields[_UTIME]) + int(fields[_STIME])) / CLOCK_TICKS, int(fields[_THREADS])
+    except ValueError:
+        return None
+
+
+def parse_statm(data: bytes) -> int | None:
+    """Resident bytes from `/proc/PID/statm` (its second field, in pages)."""
+    fields = data.split()
+    return int(fields[1]) * PAGE_SIZE if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def runq_seconds(pid: int, threads: int = 1, proc: Path = PROC) -> float | None:
+    """Seconds the process's threads spent waiting on a run queue: the second field of
+    schedstat (/proc/PID/schedstat is the main thread's; threads are summed from task/)."""
+    paths = [proc / str(pid) / "schedstat"]
+    if threads > 1:
+        paths = list((proc / str(pid) / "task").glob("*/schedstat"))
+    total = 0.0
+    for path in paths:
+        data = _read_bytes(path)
+        fields = data.split() if data else []
+        if len(fields) < 2 or not fields[1].isdigit():
+            return None
+        total += int(fields[1]) / 1e9
+    return total if paths else None
+
+
+def proc_sample(pid: int, proc: Path = PROC) -> ProcSample | None:
+    """One process, or None when it is gone or unreadable."""
+    base = f"{proc}/{pid}/"
+    data = _read_bytes(base + "stat")
+    parsed = parse_stat(data) if data else None
+    statm = _read_bytes(base + "statm") if parsed else None
+    rss = parse_statm(statm) if statm else None
+    if parsed is None or rss is None:
+        return None
+    cpu, threads = parsed
+    return ProcSample(pid, cpu, rss, threads, runq_seconds(pid, threads, proc))
+
+
+def proc_samples(pids: list[int], proc: Path = PROC) -> tuple[ProcSample, ...]:
+    """CPU and RSS of each pid that can be read, in order."""
+    out = (proc_sample(pid, proc) for pid in pids)
+    return tuple(s for s in out if s is not None)
