@@ -131,9 +131,11 @@ def open_lock(path: Path, trusted: frozenset[int]) -> tuple[int, os.stat_result]
     try:
         fd = os.open(path.name, flags, 0o644, dir_fd=dfd)
     except OSError as exc:
-        why = "a symlink" if exc.errno == errno.ELOOP else exc.strerror
+        if exc.errno == errno.ELOOP:
+            raise LockProblem(f"the lock {path} is a symlink: remove it, {FIX}") from None
         raise LockProblem(
-            f"cannot open the lock {path} ({why}): run as the instance's user or root, {FIX}"
+            f"cannot open the lock {path} ({exc.strerror}): run as the instance's user or "
+            f"root, {FIX}"
         ) from None
     finally:
         os.close(dfd)
