@@ -49,3 +49,24 @@ def test_write_reaches_its_master_and_no_other(tmp_path: Path) -> None:
         assert other.sent == []
     finally:
         os.close(reader)
+
+
+def test_nothing_is_written_while_the_stats_peer_is_refused(tmp_path: Path) -> None:
+    """Issue 14.4 for sweep: the master pid the guards trust comes from the stats; when the
+    socket is served by another uid than that master's, no `+`/`-` goes out (as in the
+    tuner), and the run fails (1), not bad input."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    why: list[str | None] = ["s.sock: the stats socket is served by uid 1000, but ..."]
+    try:
+        w = MasterFifo(fifo, master_pid=os.getpid(), refusal=lambda: why[0])
+        with pytest.raises(FifoError, match="served by uid 1000") as exc:
+            w.write("+")
+        assert exc.value.code == 1 and w.sent == []
+        assert os.read(reader, 10) == b""  # nothing reached the master
+        why[0] = None
+        w.write("+")
+        assert os.read(reader, 10) == b"+" and w.sent == ["+"]
+    finally:
+        os.close(reader)

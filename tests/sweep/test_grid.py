@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
+
 from tests.sweep.test_live import Clock, FakeMaster
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep import report
@@ -210,3 +212,30 @@ def test_a_bad_threads_list_is_bad_input_before_anything_is_touched() -> None:
     assert (
         out.stderr.strip() == "uwsgitune: --threads 0,x: write a list of thread counts like 1,2,4,8"
     )
+
+
+def test_no_threads_reload_while_the_stats_peer_is_refused(tmp_path: Path) -> None:
+    """Issue 14.4 for sweep: neither the reload to a thread count nor the restore's reload
+    happens while the stats socket is another uid's; the override file is left alone."""
+    from types import SimpleNamespace
+
+    from tests.observe.helpers import Instance, Load
+    from uwsgitune.actuate.reload import Limits
+    from uwsgitune.sweep.threads import Original, ThreadAxis
+
+    override = tmp_path / "o.ini"
+    override.write_text("[uwsgi]\nthreads = 2\n")
+    inst = Instance("s")
+    frames = [inst.frame(i, Load(live=1, cheap=7, threads=2)) for i in range(3)]
+    sent: list[str] = []
+    applied: list[object] = []
+    fifo = SimpleNamespace(send=lambda cmd, pid: sent.append(cmd))
+    reloader = SimpleNamespace(path=override, fifo=fifo, apply=lambda *a: applied.append(a))
+    original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
+    axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: frames[-1],  # type: ignore[arg-type]
+                      original, refusal=lambda: "s.sock: served by uid 1000",
+                      sleep=lambda _s: None)  # fmt: skip
+    for act in (lambda: axis.set(4, frames[-1]), axis.restore):
+        with pytest.raises(ThreadsError, match="served by uid 1000"):
+            act()
+    assert sent == [] and applied == [] and override.read_text() == "[uwsgi]\nthreads = 2\n"

@@ -5,6 +5,12 @@ load (wrk or the built-in generator), measures each step, and restores the origi
 the end and on Ctrl-C. With `--threads` it sweeps a processes x threads grid, changing threads
 through the override ini and a validated reload (`--allow-reload`), and restores them too.
 Writes a table to stdout and sweep.json + sweep.svg to --out.
+
+Like every actor, a sweep holds the instance's apply lock (`uwsgitune.actuate.lock`, role
+"uwsgitune sweep") from its checks until the instance is restored: it refuses to start
+beside a daemon, `tune --mode apply` or the TUI that applies, and they see it as the holder.
+It also refuses to act, as the tuner does, when the stats socket is served by another uid
+than the master's (`uwsgitune.actuate.peer`): checked first, then before every write.
 """
 
 from __future__ import annotations
@@ -13,10 +19,13 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
+from uwsgitune.actuate.lock import ApplyLock
+from uwsgitune.actuate.peer import peer_refusal
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
@@ -49,8 +58,14 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _refusal(args: argparse.Namespace, watch: InstanceWatch) -> Callable[[], str | None]:
+    """Why acting is refused now: the latest poll's stats socket is another uid's."""
+    return lambda: peer_refusal(args.stats, watch.last_poll)
+
+
 def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame, MasterFifo]:
-    """The instance, checked: sweepable to `top`, its FIFO held by its master, not production."""
+    """The instance, checked: sweepable to `top`, its stats served by its master's uid, its
+    FIFO held by its master, not production."""
     address = addresses([args.stats])[0]
     watch = InstanceWatch(address, interval=0.25, timeout=2.0)
     frame = watch.step()
@@ -59,8 +74,11 @@ def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame,
         raise UserError(problem)
     time.sleep(0.5)
     frame = watch.step()  # a second poll: the traffic it serves before we load it
+    refused = _refusal(args, watch)()
+    if refused is not None:
+        raise UserError(refused)
     check_target(args.url, address, frame.rps, args.yes)
-    fifo = MasterFifo(args.fifo, frame.master_pid)
+    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=_refusal(args, watch))
     try:
         fifo.check()
     except FifoError as exc:
@@ -90,7 +108,8 @@ def _axis(
             code=2,
         )
     reloader = Reloader(GuardedFifo(args.fifo), args.override, args.ini, watch.step)
-    axis = ThreadAxis(reloader, args.ini, Limits(somaxconn=frame.somaxconn), watch.step)
+    limits = Limits(somaxconn=frame.somaxconn)
+    axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=_refusal(args, watch))
     axis.check(frame, values)
     return values, axis
 
@@ -106,11 +125,19 @@ def _generator(args: argparse.Namespace, spec: LoadSpec, live: LiveCount) -> Gen
     return Builtin(spec, live.stop)
 
 
-def _prepare(args: argparse.Namespace) -> tuple[SweepConfig, Sweep]:
+def _take(lock: ApplyLock) -> None:
+    """The instance's apply lock, or exit 1 naming its holder (a daemon, tune, the TUI)."""
+    problem = lock.acquire()
+    if problem is not None:
+        raise UserError(f"{problem}; not sweeping")
+
+
+def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sweep]:
     rng = plan.parse_workers(args.workers)  # PlanError: exit 2
     if args.threads is not None:
         parse_threads(args.threads)  # a bad list fails before the instance is touched
     watch, frame, fifo = _instance(args, rng.top)
+    _take(lock)  # before the threads' checks read the override; held until restored
     threads, axis = _axis(args, watch, frame)
     check_url(args.url)
     clients = (
@@ -250,7 +277,13 @@ def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> in
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg, sweep = _prepare(args)
-    args.loadgen_name = sweep.gen.name
-    _announce(cfg, sweep, args)
-    return _finish(cfg, sweep.run(), args)
+    lock = ApplyLock(Path(args.fifo), "uwsgitune sweep")
+    try:
+        cfg, sweep = _prepare(args, lock)
+        args.loadgen_name = sweep.gen.name
+        _announce(cfg, sweep, args)
+        out = sweep.run()
+        lock.release()  # the instance is restored: another actor may go on
+        return _finish(cfg, out, args)
+    finally:
+        lock.release()

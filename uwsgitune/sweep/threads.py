@@ -5,14 +5,15 @@ Threads only change at a reload (`r` re-reads the ini; the master keeps its pid)
 is validated with the user's merged ini before the sweep starts (`check`), and again before
 each write, so a configuration uWSGI would refuse is never reloaded. The restore writes the
 override file back byte for byte, reloads, waits for the original threads, and leaves the
-live count to the caller (a reload resets it to `cheaper-initial`).
+live count to the caller (a reload resets it to `cheaper-initial`). Neither reload happens
+while `refusal` has a reason (the stats socket's peer is not the master's uid).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from uwsgitune.actuate.override import Override, as_int, load_config, write_atomic
@@ -58,6 +59,7 @@ class ThreadAxis:
     limits: Limits
     poll: Callable[[], Frame]
     original: Original | None = None
+    refusal: Callable[[], str | None] = field(default=lambda: None)
     mono: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -90,11 +92,17 @@ class ThreadAxis:
 
     def set(self, threads: int, before: Frame) -> Frame:
         """Reload with `threads` per worker; the frame once it is back, else ThreadsError."""
+        self._refuse()
         ov = self._override(threads, before.live)
         out = self.reloader.apply(ov, before, self.limits, RELOAD_DEADLINE)
         if not out.ok or out.frame is None:
             raise ThreadsError(f"reload to threads = {threads} failed: {out.detail}")
         return out.frame
+
+    def _refuse(self) -> None:
+        refused = self.refusal()
+        if refused is not None:
+            raise ThreadsError(refused)
 
     def restore(self) -> Frame | None:
         """The original override back, reloaded, with the original threads; None if unchanged."""
@@ -103,6 +111,7 @@ class ThreadAxis:
         if o is None or path.read_bytes() == o.text:
             return None
         before = self.poll()
+        self._refuse()
         write_atomic(path, o.text.decode(), keep_prev=False)
         self.reloader.fifo.send("r", before.master_pid)
         deadline, seen = self.mono() + RELOAD_DEADLINE, False
