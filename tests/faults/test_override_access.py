@@ -107,7 +107,7 @@ def test_owner_that_cannot_be_kept_is_not_shut_out(nobodys: Path) -> None:
 
 @pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
 def test_directory_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
-    where = tmp_path / "shared"
+    where = tmp_path / "open"
     where.mkdir()
     where.chmod(mode)
     path = where / "ov.ini"
