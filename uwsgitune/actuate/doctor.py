@@ -9,9 +9,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from uwsgitune.actuate.access import Reader, reader_from_ini, reader_from_proc, why_unreadable
 from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
-from uwsgitune.actuate.override import DEFAULT_LISTEN, IniError, last_include, load_config
+from uwsgitune.actuate.inifile import SetupError, check_directory
+from uwsgitune.actuate.override import (
+    DEFAULT_LISTEN,
+    IniEncodingError,
+    IniError,
+    last_include,
+    load_config,
+    read_ini,
+)
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.sources.host import somaxconn
@@ -24,6 +34,7 @@ class Check:
     ok: bool | None  # None: could not tell
     detail: str
     fix: str = ""
+    how: str = "add"  # "add": ini lines to add; "run": a command to run
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,10 @@ class DoctorFacts:
     override: str | None = None
     somaxconn: int | None = None
     backlog: int | None = None  # the kernel's backlog from the stats (TCP)
+    reader: str | None = None  # who uWSGI runs as: "uid 33 (master 1234)"; None: unknown
+    readable: tuple[str, ...] = ()  # the files uWSGI re-reads at a reload that it can read
+    unreadable: tuple[tuple[str, str], ...] = ()  # (what stops it, the fix), per file
+    unsafe_dir: str | None = None  # the override's directory others can write
 
 
 def _stats(f: DoctorFacts) -> Check:
@@ -131,7 +146,20 @@ def _listen(f: DoctorFacts) -> Check:
     return Check("listen", True, f"listen {listen} <= somaxconn {f.somaxconn}{live}")
 
 
-CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen)
+def _access(f: DoctorFacts) -> Check:
+    """uWSGI re-reads its ini and the override at every reload, as the user it runs as."""
+    if f.unsafe_dir:
+        where = Path(f.override or ".").parent
+        return Check("access", False, f.unsafe_dir, f"chmod go-w {where}", "run")
+    if f.unreadable:
+        why, fix = f.unreadable[0]
+        return Check("access", False, f"{f.reader}: {why}", fix, "run")
+    if f.reader is None or not f.readable:
+        return Check("access", None, "uWSGI's user or its files unknown (no stats, no --ini)")
+    return Check("access", True, f"{f.reader} can read {', '.join(f.readable)}")
+
+
+CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen, _access)
 
 
 def checks(f: DoctorFacts) -> list[Check]:
@@ -176,7 +204,9 @@ def _ini_facts(path: Path | None) -> tuple[dict[str, str], str | None, str | Non
     if path is None:
         return {}, None, None
     try:
-        return load_config(path), last_include(path.read_text()), None
+        return load_config(path), last_include(read_ini(path)), None
+    except IniEncodingError:
+        raise  # not a missing line: the file itself must be saved again (exit 2)
     except (IniError, OSError) as exc:
         return {}, None, str(exc)
 
@@ -202,6 +232,7 @@ def gather(
     fifo = fifo or config.get("master-fifo")
     fifo_error, fifo_read = _fifo_facts(fifo, pid)
     sockets = doc.sockets if doc else ()
+    access = _access_facts(pid, config, ini_path, override or _included(ini_path, include))
     return DoctorFacts(
         address=str(address),
         stats_error=err,
@@ -217,4 +248,36 @@ def gather(
         override=override,
         somaxconn=somaxconn(),
         backlog=next((s.max_queue for s in sockets if not s.is_unix and s.max_queue), None),
+        **access,
     )
+
+
+def _included(ini: Path | None, include: str | None) -> str | None:
+    if ini is None or include is None:
+        return None
+    return str(ini.parent / include)  # an absolute include stays as it is
+
+
+def _access_facts(
+    pid: int, config: dict[str, str], ini: Path | None, override: str | None
+) -> dict[str, Any]:
+    """Who uWSGI runs as, and which of its ini and override it can read."""
+    unsafe = None
+    if override:
+        try:
+            check_directory(Path(override))
+        except SetupError as exc:
+            unsafe = str(exc)
+        except OSError:
+            pass  # no directory: the include check names the file to create
+    reader: Reader | None = (reader_from_proc(pid) if pid else None) or reader_from_ini(config)
+    if reader is None:
+        return {"unsafe_dir": unsafe}
+    files = [str(p) for p in (ini, override) if p]
+    problems = {name: why_unreadable(Path(name), reader) for name in files}
+    return {
+        "unsafe_dir": unsafe,
+        "reader": f"uid {reader.uid} ({reader.source})",
+        "readable": tuple(name for name, why in problems.items() if why is None),
+        "unreadable": tuple(why for why in problems.values() if why is not None),
+    }

@@ -5,6 +5,10 @@ swapped), and `/proc/<master>/fd` must hold a descriptor on that same inode, so 
 never reaches another instance. The FIFO is opened O_WRONLY|O_NONBLOCK: ENXIO means no
 master reads it (a blocking open would hang forever).
 
+A write that does not go whole is never reported as sent: a full pipe (the master not
+reading) sends nothing and says so; a write that stops part way (past PIPE_BUF) raises
+`FifoShortWrite`, which names and keeps what went.
+
 `-` in uWSGI 2.0 ignores the `cheaper` floor, can reach 0 workers, turns extra `-` into a
 debt, and stays pending while every worker is busy. So `scale` never sends more `-` than
 live - floor, and never a `-` while an earlier one has not shown in the live count.
@@ -35,6 +39,14 @@ class FifoSetupError(FifoError):
 class FifoNotHeld(FifoError):
     """No master holds the FIFO open right now. Also seen for ~10 ms after each write: the
     master closes and reopens its end when a writer closes, so a quick second write retries."""
+
+
+class FifoShortWrite(FifoError):
+    """Fewer commands went than asked (the master's pipe filled up): `sent` is what went."""
+
+    def __init__(self, message: str, sent: str) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 REOPEN_TRIES = 3
@@ -143,11 +155,21 @@ class MasterFifo:
                 self.path, master_pid, self.proc, opened
             ):
                 raise FifoError(f"{self.path}: replaced while checking it; not writing")
-            os.write(fd, command.encode())
+            written = os.write(fd, command.encode())
+        except BlockingIOError:
+            raise FifoError(
+                f"{self.path}: the master's pipe is full (is the master stuck?); nothing sent"
+            ) from None
         except OSError as exc:
             raise FifoError(f"{self.path}: write failed ({exc.strerror})") from None
         finally:
             os.close(fd)
+        if written < len(command):  # O_NONBLOCK: a write past PIPE_BUF may stop where it fills
+            raise FifoShortWrite(
+                f"{self.path}: only {written} of {len(command)} {command[0]!r} written (the "
+                "master's pipe is full: is the master stuck?)",
+                command[:written],
+            )
 
     def observe(self, live: int) -> None:
         """Fold a fresh live count: a pending `-` that showed is done."""
@@ -168,12 +190,20 @@ class MasterFifo:
             command = "-" * (live - desired)
         else:
             return ""
-        self.send(command, master_pid)
-        if command.startswith("-"):
-            self.pending = Pending(desired, len(command), now)
-        else:
-            self.pending = None  # a `+` cancels a pending `-` in uWSGI
+        try:
+            self.send(command, master_pid)
+        except FifoShortWrite as exc:
+            self._sent(exc.sent, live, now)
+            raise
+        self._sent(command, live, now)
         return command
+
+    def _sent(self, command: str, live: int, now: float) -> None:
+        """Track what went: a `-` is pending until the live count shows it."""
+        if command.startswith("-"):
+            self.pending = Pending(live - len(command), len(command), now)
+        elif command:
+            self.pending = None  # a `+` cancels a pending `-` in uWSGI
 
     def cancel_pending(self, live: int, master_pid: int) -> str:
         """Cancel what is left of a pending `-` with as many `+` (uWSGI's own rule)."""
@@ -182,6 +212,10 @@ class MasterFifo:
         left = max(live - self.pending.expect_live, 0)
         command = "+" * left
         if command:
-            self.send(command, master_pid)
+            try:
+                self.send(command, master_pid)
+            except FifoShortWrite as exc:
+                self.pending = None if exc.sent else self.pending
+                raise
         self.pending = None
         return command

@@ -5,36 +5,28 @@ user's own file is never edited. Before a file is written, the configuration uWS
 read (the user's merged ini with these keys on top) is validated, because a bad ini plus
 `r` kills the instance: cheaper >= processes, listen > somaxconn. Writes go through a
 temporary file in the same directory (fsync, rename), keeping the previous version as
-`<file>.prev` for `restore`.
+`<file>.prev` for `restore` (actuate/inifile.py: how files are read and written).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from uwsgitune.actuate.inifile import IniEncodingError as IniEncodingError
+from uwsgitune.actuate.inifile import IniError as IniError
+from uwsgitune.actuate.inifile import OverrideError as OverrideError
+from uwsgitune.actuate.inifile import SetupError as SetupError
+from uwsgitune.actuate.inifile import clean_temps as clean_temps
+from uwsgitune.actuate.inifile import read_ini as read_ini
+from uwsgitune.actuate.inifile import restore as restore
+from uwsgitune.actuate.inifile import write_atomic as write_atomic
 from uwsgitune.core.ini import parse_ini
-from uwsgitune.errors import UwsgituneError
 
 KNOWN_ALGOS = ("spare", "backlog", "busyness", "manual")
 DEFAULT_LISTEN = 100
 MAX_THREADS = 256  # per worker; each thread is a core with its own buffers and stack
-
-
-class OverrideError(UwsgituneError, ValueError):
-    """An override that must not be written; the message lists every problem."""
-
-
-class SetupError(OverrideError):
-    """The setup itself is wrong (a file missing, an include absent): no retry can succeed,
-    so the tuner stops applying and says what to fix."""
-
-
-class IniError(UwsgituneError, ValueError):
-    """An ini that cannot be read or holds a bad number; the message names it."""
 
 
 def load_config(path: Path) -> dict[str, str]:
@@ -47,10 +39,10 @@ def load_config(path: Path) -> dict[str, str]:
     def loader(value: str) -> str:
         target = Path(value.split(":", 1)[0]) if ":" in value else Path(value)
         target = target if target.is_absolute() else path.parent / target
-        return target.read_text()
+        return read_ini(target)
 
     try:
-        return dict(parse_ini(path.read_text(), loader))
+        return dict(parse_ini(read_ini(path), loader))
     except OSError as exc:
         raise IniError(f"{exc.filename or path}: cannot read ({exc.strerror})") from None
 
@@ -161,68 +153,21 @@ def validate(user_config: Mapping[str, str], override: Override, **limits: int |
         raise OverrideError("; ".join(found))
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, text: str, *, keep_prev: bool = True) -> None:
-    """Replace `path` with `text` atomically; the old content (if any) goes to `<path>.prev`
-    unless `keep_prev` is False (a roll-back keeps the `.prev` it found)."""
-    prev = path.with_name(path.name + ".prev")
-    clean_temps(path)
-    if keep_prev and path.exists():
-        _replace_with(prev, path.read_bytes())
-    _replace_with(path, text.encode())
-
-
-def clean_temps(path: Path) -> None:
-    """Remove temporaries a killed writer left behind (`.<name>.XXXX`; never read by uWSGI)."""
-    for name in (path.name, path.name + ".prev"):
-        for tmp in path.parent.glob(f".{name}.*"):
-            if len(tmp.name) == len(name) + 10:  # mkstemp's 8 random characters
-                tmp.unlink(missing_ok=True)
-
-
-def _replace_with(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def restore(path: Path) -> bool:
-    """Put `<path>.prev` back. False when there is no previous version."""
-    prev = path.with_name(path.name + ".prev")
-    if not prev.exists():
-        return False
-    _replace_with(path, prev.read_bytes())
-    return True
-
-
 def read_keys(path: Path) -> dict[str, str]:
-    """Every key the override file sets ({} when it is missing or unreadable)."""
+    """Every key the override file sets ({} when it is missing or unreadable). Raises
+    IniEncodingError when it is not UTF-8 (a rewrite would lose what it holds)."""
     try:
-        return dict(parse_ini(path.read_text()))
-    except (OSError, ValueError):
+        text = read_ini(path)
+    except OSError:
         return {}
+    return dict(parse_ini(text))
 
 
 def read_override(path: Path) -> Override | None:
-    """The values the current override file sets, or None when it sets none."""
-    cfg = read_keys(path)
+    """The values the current override file sets, or None when it sets none (or is not
+    readable as an ini)."""
     try:
+        cfg = read_keys(path)
         p, c, listen = as_int(cfg, "processes"), as_int(cfg, "cheaper"), as_int(cfg, "listen")
     except IniError:
         return None

@@ -16,7 +16,8 @@ def register(sub: Any) -> None:
         "doctor",
         help="check that an instance is ready to be tuned",
         description="Check stats, FIFO, cheaper mode, memory-report, the override include and "
-        "listen; print the exact ini lines to add where something is missing.",
+        "listen, and that uWSGI's user can read its ini and the override; print the exact ini "
+        "lines to add (or the command to run) where something is missing.",
     )
     p.add_argument("addr", metavar="ADDR", help="stats address of the instance")
     p.add_argument("--fifo", metavar="PATH", help="master FIFO (default: from the ini)")
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{MARK[c.ok]} {c.name}: {c.detail}")
         if c.ok is not True and c.fix:
             for line in c.fix.splitlines():
-                print(f"      add: {line}")
+                print(f"      {c.how}: {line}")
     bad = [c.name for c in results if c.ok is False]
     unknown = [c.name for c in results if c.ok is None]
     if bad:

@@ -15,7 +15,7 @@ from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.watch import replay_frames
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.ini import read_ini_facts
+from uwsgitune.core.ini import NotUtf8, decode_ini, read_ini_facts
 from uwsgitune.core.settings import add_flag
 from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.rules.facts import ConfigFacts, Facts
@@ -69,11 +69,13 @@ def _file_loader(base: Path) -> Any:
     def load(name: str) -> str:
         path = (base.parent / name) if not Path(name).is_absolute() else Path(name)
         try:
-            return path.read_text(encoding="utf-8")
+            return decode_ini(path.read_bytes(), str(path))
         except OSError as exc:
             raise UserError(
                 f"{path}: cannot read the included ini ({exc.strerror})", code=2
             ) from None
+        except NotUtf8 as exc:
+            raise UserError(str(exc), code=2) from None
 
     return load
 
@@ -82,11 +84,13 @@ def config_facts(path: Path | None) -> ConfigFacts:
     if path is None:
         return ConfigFacts()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = decode_ini(path.read_bytes(), str(path))
     except OSError as exc:
         raise UserError(
             f"{path}: cannot read the ini ({exc.strerror}); check --ini", code=2
         ) from None
+    except NotUtf8 as exc:
+        raise UserError(str(exc), code=2) from None
     return ConfigFacts(**read_ini_facts(text, _file_loader(path)))  # type: ignore[arg-type]
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from uwsgitune.cli.common import addresses, duration_seconds, positive_float
 from uwsgitune.cli.errors import UserError
@@ -33,14 +35,34 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def open_output(path: Path, *, private: bool) -> IO[str]:
+    """The recording's file. With request vars (cookies, auth headers) it is created 0600,
+    and an existing file is made 0600 before a byte is written; else the umask decides."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600 if private else 0o666)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror})", code=2) from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        if private and regular and os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)  # an existing file: private before it holds anything
+        if regular:
+            os.ftruncate(fd, 0)
+    except OSError as exc:
+        os.close(fd)
+        raise UserError(
+            f"{path}: cannot make it private and empty ({exc.strerror}); remove it or "
+            "give another name",
+            code=2,
+        ) from None
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 def run(args: argparse.Namespace) -> int:
     addrs = addresses(args.addrs)
     if args.output.exists() and args.output.is_dir():
         raise UserError(f"{args.output}: is a directory; give a file name", code=2)
-    try:
-        stream = args.output.open("w", encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{args.output}: cannot write ({exc.strerror})", code=2) from None
+    stream = open_output(args.output, private=args.keep_request_vars)
     count = errors = 0
     with stream:
         writer = RecordingWriter(stream, keep_vars=args.keep_request_vars)

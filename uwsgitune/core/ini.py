@@ -15,6 +15,22 @@ MAX_DEPTH = 8
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 
 
+class NotUtf8(ValueError):
+    """An ini that is not UTF-8; the message names the file, the byte and the fix."""
+
+
+def decode_ini(data: bytes, name: str) -> str:
+    """The text of the ini `name` (its bytes `data`). uWSGI takes any bytes, but uwsgitune
+    reads and rewrites these files as UTF-8: anything else is refused in one line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        byte = data[exc.start]
+        raise NotUtf8(
+            f"{name}: not UTF-8 (byte 0x{byte:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
+
+
 def parse_ini(
     text: str, loader: Loader | None = None, section: str = "uwsgi", _depth: int = 0
 ) -> list[tuple[str, str]]:

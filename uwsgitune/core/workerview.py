@@ -9,6 +9,7 @@ from uwsgitune.core.frame import RequestView, WorkerView
 from uwsgitune.core.model import Core, Worker
 from uwsgitune.core.redact import printable
 from uwsgitune.core.reload import slot_reset
+from uwsgitune.core.route import route
 from uwsgitune.core.samples import HostSample, ProcSample
 
 Procs = dict[int, ProcSample]
@@ -39,7 +40,7 @@ def request_views(cores: tuple[Core, ...], now: float) -> tuple[RequestView, ...
                 break
         start = core.req_info.request_start
         age = max(0.0, now - start) if start > 0 else None
-        view = RequestView(core.id, printable(method), printable(path), age)
+        view = RequestView(core.id, printable(method), printable(route(path)), age)
         out.append(view)
     return tuple(out)
 
