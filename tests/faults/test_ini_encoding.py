@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import uwsgitune.actuate.reload as reload_module
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import (
     IniEncodingError,
@@ -74,16 +73,6 @@ def test_recommend_ini_exits_2_with_one_line(
     assert code == 2 and capsys.readouterr().err == f"uwsgitune: {user}: {WHERE}\n"
 
 
-# Needs the one-line change to actuate/reload.py (`check_include` reads through `read_ini`),
-# which another helper owns: given in the report. Until it lands, these fail as they should.
-PENDING_RELOAD_DIFF = pytest.mark.xfail(
-    "read_ini(user_ini)" not in Path(reload_module.__file__).read_text(),
-    reason="needs check_include to read through read_ini (diff in the issue 14.5 report)",
-    strict=True,
-)
-
-
-@PENDING_RELOAD_DIFF
 def test_reload_plan_is_a_setup_stop(tmp_path: Path) -> None:
     user, ov = _files(tmp_path, LATIN1)
     with pytest.raises(SetupError) as err:  # the tuner stops applying, says why, once
@@ -91,7 +80,6 @@ def test_reload_plan_is_a_setup_stop(tmp_path: Path) -> None:
     assert str(err.value) == f"{user}: {WHERE}"
 
 
-@PENDING_RELOAD_DIFF
 def test_listen_plan_is_refused(tmp_path: Path) -> None:
     user, ov = _files(tmp_path, LATIN1)
     applier = ListenApplier(ov, user, RestartCommand(("true",)), lambda: None)  # type: ignore[arg-type, return-value]

@@ -26,6 +26,7 @@ from uwsgitune.actuate.override import (
     SetupError,
     last_include,
     load_config,
+    read_ini,
     restore,
     validate,
     write_atomic,
@@ -60,7 +61,7 @@ def under_emperor(pid: int, proc: Path = Path("/proc")) -> bool:
 
 def check_include(user_ini: Path, override: Path) -> None:
     """The user's ini must end with `ini = <override>`, or writing it changes nothing."""
-    target = last_include(user_ini.read_text())
+    target = last_include(read_ini(user_ini))
     resolved = None if target is None else (user_ini.parent / target).resolve()
     if resolved != override.resolve():
         raise SetupError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from uwsgitune.actuate.fifo import FifoError
+from uwsgitune.actuate.fifo import FifoError, FifoShortWrite
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
 
 __all__ = ["FifoError", "MasterFifo"]
@@ -45,5 +45,10 @@ class MasterFifo:
             err = FifoError(refused)
             err.code = 1  # not bad input: the instance's stats cannot be trusted
             raise err
-        self._fifo.send(commands, self.master_pid)
+        try:
+            self._fifo.send(commands, self.master_pid)
+        except FifoShortWrite as exc:  # only what went is recorded as sent
+            if exc.sent:
+                self.sent.append(exc.sent)
+            raise
         self.sent.append(commands)

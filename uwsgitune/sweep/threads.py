@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from uwsgitune.actuate.override import Override, as_int, load_config, write_atomic
+from uwsgitune.actuate.override import Override, as_int, load_config, read_ini, write_atomic
 from uwsgitune.actuate.reload import Limits, Reloader, plan, reloaded_since
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import SweepError
@@ -66,6 +66,7 @@ class ThreadAxis:
     def check(self, frame: Frame, values: tuple[int, ...]) -> None:
         """Raise (before anything changes) unless every value can be reloaded safely."""
         config = load_config(self.user_ini)
+        read_ini(self.reloader.path)  # an override not in UTF-8 is refused now, not mid-sweep
         on = config.get("enable-threads", "false").strip().lower() in TRUE
         if not on and (as_int(config, "threads", 1) or 1) <= 1:
             raise ThreadsError(
