@@ -70,10 +70,11 @@ def test_a_background_child_holding_stdout_is_success_and_left_running(
     cmd = _script(tmp_path, f"sleep 60 &\necho $! > {child}\necho restarted\nexit 0\n")
     cmd = RestartCommand(cmd.argv, timeout=30.0)
     start = time.monotonic()
-    assert run_restart(cmd, EXTRA) is None
+    said = run_restart(cmd, EXTRA)
     took = time.monotonic() - start
     pid = _pid(child)
     pids.append(pid)
+    assert said is None, said
     assert took < 15, f"waited {took:.1f}s for a background child's output"
     assert _alive(pid), "the background child (maybe the new uWSGI) was killed"
 
@@ -157,7 +158,7 @@ def test_an_exception_while_waiting_kills_the_command(
 ) -> None:
     """Never two restart commands at once: the caller runs it again to roll back."""
     main = tmp_path / "main.pid"
-    cmd = _script(tmp_path, f"echo $$ > {main}\nsleep 300\n")
+    cmd = _script(tmp_path, f"echo $$ > {main}\nexec sleep 300\n")
 
     def broken(self: restartcmd._Output, timeout: float) -> int:
         if main.exists() and main.read_text().strip():
