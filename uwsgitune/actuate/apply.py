@@ -17,6 +17,7 @@ from typing import Any, Literal
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import FifoError, FifoSetupError, MasterFifo
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
+from uwsgitune.actuate.mercy import reload_deadline_for
 from uwsgitune.actuate.override import (
     IniError,
     Override,
@@ -151,8 +152,9 @@ class Applier:
         limits = Limits(
             frame.somaxconn or somaxconn(), frame.mem_per_worker, self.settings.memory_budget
         )
+        deadline = reload_deadline_for(self.settings.reload_deadline, self.override.user_ini)
         try:
-            out = reloader.apply(ov, frame, limits, self.settings.reload_deadline)
+            out = reloader.apply(ov, frame, limits, deadline)
         except (SetupError, FifoSetupError) as exc:
             return self._setup_stop(d, str(exc))
         except (OverrideError, FifoError, OSError) as exc:

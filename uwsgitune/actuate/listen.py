@@ -21,11 +21,8 @@ by `listen_cooldown` and counted against the hourly change limit.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from uwsgitune.actuate.override import (
@@ -38,16 +35,9 @@ from uwsgitune.actuate.override import (
     write_atomic,
 )
 from uwsgitune.actuate.reload import ReloadOutcome, check_include
+from uwsgitune.actuate.restartcmd import RestartCommand as RestartCommand
+from uwsgitune.actuate.restartcmd import run_restart
 from uwsgitune.core.frame import Frame
-
-
-@dataclass(frozen=True)
-class RestartCommand:
-    argv: tuple[str, ...]
-    timeout: float = 120.0  # seconds the command itself may take
-
-    def __str__(self) -> str:
-        return " ".join(self.argv)
 
 
 def backlogs(frame: Frame) -> list[int]:
@@ -111,26 +101,10 @@ class ListenApplier:
         return ReloadOutcome(False, what, took, restored=True)
 
     def _run(self, listen: int) -> str | None:
-        """Run the restart command. None: it exited 0; else what went wrong."""
-        env = {**os.environ, "UWSGITUNE_LISTEN": str(listen), "UWSGITUNE_OVERRIDE": str(self.path)}
-        try:
-            done = subprocess.run(
-                self.restart.argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=self.restart.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"restart command timed out after {self.restart.timeout:g}s"
-        except OSError as exc:
-            return f"restart command {self.restart.argv[0]!r} failed to run: {exc.strerror}"
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).decode(errors="replace").strip()
-            tail = tail.splitlines()[-1][:200] if tail else ""
-            return f"restart command exited {done.returncode}" + (f": {tail}" if tail else "")
-        return None
+        """Run the restart command (actuate/restartcmd.py). None: it exited 0; else what went
+        wrong, whatever it was: this never raises, so the override is always restored."""
+        env = {"UWSGITUNE_LISTEN": str(listen), "UWSGITUNE_OVERRIDE": str(self.path)}
+        return run_restart(self.restart, env)
 
     def _wait(self, target: int, before: Frame, until: float) -> bool:
         while self._mono() < until:

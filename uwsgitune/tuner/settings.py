@@ -54,7 +54,9 @@ class TunerFields(SharedSettings):
     settle_after_change: float = _f(2, 0, 600, "Seconds after a +/- before the metrics count.")
     settle_after_reload: float = _f(3, 0, 600, "Seconds after a reload before the metrics count.")
     verify_deadline: float = _f(6, 1, 600, "Seconds a +/- has to show in the stats.")
-    reload_deadline: float = _f(20, 2, 600, "Seconds a reload has to come back with new values.")
+    reload_deadline: float = _f(
+        20, 2, 600, "Seconds a reload has to come back (at least worker-reload-mercy + 15)."
+    )
     listen_cooldown: float = _f(3600, 60, 86400 * 7, "Seconds between two listen restarts.")
     restart_deadline: float = _f(60, 5, 600, "Seconds a restart has to come back with the listen.")
 
