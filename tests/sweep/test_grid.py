@@ -239,3 +239,33 @@ def test_no_threads_reload_while_the_stats_peer_is_refused(tmp_path: Path) -> No
         with pytest.raises(ThreadsError, match="served by uid 1000"):
             act()
     assert sent == [] and applied == [] and override.read_text() == "[uwsgi]\nthreads = 2\n"
+
+
+def test_a_threads_reload_waits_for_the_inis_worker_reload_mercy(tmp_path: Path) -> None:
+    """A sweep's reload of slow requests is not called failed before uWSGI's own mercy is
+    over: the deadline is the ini's worker-reload-mercy + 15 s, not a fixed 30 s."""
+    from types import SimpleNamespace
+
+    from tests.observe.helpers import Instance, Load
+    from uwsgitune.actuate.reload import Limits, ReloadOutcome
+    from uwsgitune.sweep.threads import ThreadAxis
+
+    override = tmp_path / "o.ini"
+    override.write_text("[uwsgi]\n")
+    user = tmp_path / "app.ini"
+    user.write_text(
+        f"[uwsgi]\nprocesses = 8\nenable-threads = true\nworker-reload-mercy = 100\n"
+        f"ini = {override}\n"
+    )
+    frame = Instance("s").frame(1, Load(live=2, cheap=6, threads=1))
+    deadlines: list[float] = []
+
+    def apply(ov: object, before: object, limits: object, deadline: float) -> ReloadOutcome:
+        deadlines.append(deadline)
+        return ReloadOutcome(True, "reloaded", 1.0, frame=frame)
+
+    reloader = SimpleNamespace(path=override, apply=apply)
+    axis = ThreadAxis(reloader, user, Limits(4096), lambda: frame)  # type: ignore[arg-type]
+    axis.check(frame, (1, 2))
+    axis.set(2, frame)
+    assert deadlines == [115.0]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from uwsgitune.actuate.mercy import reload_deadline
 from uwsgitune.actuate.override import Override, as_int, load_config, read_ini, write_atomic
 from uwsgitune.actuate.reload import Limits, Reloader, plan, reloaded_since
 from uwsgitune.core.frame import Frame
@@ -59,6 +60,7 @@ class ThreadAxis:
     limits: Limits
     poll: Callable[[], Frame]
     original: Original | None = None
+    deadline: float = RELOAD_DEADLINE  # raised to the ini's worker-reload-mercy + 15 s by check()
     refusal: Callable[[], str | None] = field(default=lambda: None)
     mono: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -67,6 +69,7 @@ class ThreadAxis:
         """Raise (before anything changes) unless every value can be reloaded safely."""
         config = load_config(self.user_ini)
         read_ini(self.reloader.path)  # an override not in UTF-8 is refused now, not mid-sweep
+        self.deadline = reload_deadline(RELOAD_DEADLINE, config)
         on = config.get("enable-threads", "false").strip().lower() in TRUE
         if not on and (as_int(config, "threads", 1) or 1) <= 1:
             raise ThreadsError(
@@ -95,7 +98,7 @@ class ThreadAxis:
         """Reload with `threads` per worker; the frame once it is back, else ThreadsError."""
         self._refuse()
         ov = self._override(threads, before.live)
-        out = self.reloader.apply(ov, before, self.limits, RELOAD_DEADLINE)
+        out = self.reloader.apply(ov, before, self.limits, self.deadline)
         if not out.ok or out.frame is None:
             raise ThreadsError(f"reload to threads = {threads} failed: {out.detail}")
         return out.frame
@@ -115,7 +118,7 @@ class ThreadAxis:
         self._refuse()
         write_atomic(path, o.text.decode(), keep_prev=False)
         self.reloader.fifo.send("r", before.master_pid)
-        deadline, seen = self.mono() + RELOAD_DEADLINE, False
+        deadline, seen = self.mono() + self.deadline, False
         while self.mono() < deadline:
             self.sleep(0.25)
             frame = self.poll()
@@ -125,5 +128,5 @@ class ThreadAxis:
                 return frame
         raise ThreadsError(
             f"after restoring {path}, the instance did not come back with {o.threads} "
-            f"threads within {RELOAD_DEADLINE:g}s; check its log"
+            f"threads within {self.deadline:g}s; check its log"
         )
