@@ -14,6 +14,7 @@ from typing import Any
 from uwsgitune.actuate.access import Reader, reader_from_ini, reader_from_proc, why_unreadable
 from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
 from uwsgitune.actuate.inifile import SetupError, check_directory
+from uwsgitune.actuate.lockinfo import LockInfo, lock_info
 from uwsgitune.actuate.override import (
     DEFAULT_LISTEN,
     IniEncodingError,
@@ -57,6 +58,7 @@ class DoctorFacts:
     readable: tuple[str, ...] = ()  # the files uWSGI re-reads at a reload that it can read
     unreadable: tuple[tuple[str, str], ...] = ()  # (what stops it, the fix), per file
     unsafe_dir: str | None = None  # the override's directory others can write
+    lock: LockInfo | None = None  # the apply lock of the FIFO, read without taking it
 
 
 def _stats(f: DoctorFacts) -> Check:
@@ -159,7 +161,19 @@ def _access(f: DoctorFacts) -> Check:
     return Check("access", True, f"{f.reader} can read {', '.join(f.readable)}")
 
 
-CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen, _access)
+def _lock(f: DoctorFacts) -> Check:
+    if f.lock is None:
+        return Check("lock", None, "no FIFO, so no apply lock")
+    if f.lock.problem:
+        return Check("lock", False, f.lock.problem)
+    if f.lock.holder_pid is not None:
+        said = f.lock.holder  # "pid N (role)", as the holder wrote it
+        who = f"held by {said}" if said.startswith("pid ") else f"held by pid {f.lock.holder_pid}"
+        return Check("lock", True, f"{f.lock.path}: {who}; apply elsewhere is refused")
+    return Check("lock", True, f"{f.lock.path}: free")
+
+
+CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen, _access, _lock)
 
 
 def checks(f: DoctorFacts) -> list[Check]:
@@ -248,6 +262,7 @@ def gather(
         override=override,
         somaxconn=somaxconn(),
         backlog=next((s.max_queue for s in sockets if not s.is_unix and s.max_queue), None),
+        lock=lock_info(Path(fifo)) if fifo else None,
         **access,
     )
 
