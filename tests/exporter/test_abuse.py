@@ -29,8 +29,8 @@ BIG = b"# big\n" + b"x" * (2 * 1024 * 1024)
 TCP_ESTABLISHED = 1
 
 
-async def scrape(port: int) -> int:
-    return (await asyncio.to_thread(http_get, port))[0]
+async def scrape(port: int, path: str = "/metrics") -> int:
+    return (await asyncio.to_thread(http_get, port, path))[0]
 
 
 OPEN: list[socket.socket] = []
@@ -220,3 +220,23 @@ async def test_tls_handshakes_count_and_give_way(
     assert status == 200 and "uwsgi_up" in body
     dropped = [s for s in idle if tcp_state(s) != TCP_ESTABLISHED]
     assert len(dropped) >= 12 - 4 + 1  # the scrape took the place of one more
+
+
+async def test_answers_being_written_are_bounded_in_bytes(
+    serve: Callable[..., Awaitable[MetricsServer]],
+) -> None:
+    """A second 2 MiB answer would take the held bodies past 3 MiB: a 503 instead, until the
+    first stalled client is cut; small answers are never refused."""
+    srv = await serve(write_timeout=1.0, max_held=3 * 2**20, render=lambda: bytes(len(BIG)))
+    port = srv.address[1]
+    loop = asyncio.get_running_loop()
+    stuck = await connect(port, rcvbuf=4096)
+    await loop.sock_sendall(stuck, GET)
+    await until(lambda: unread(stuck) > 0)
+    second = await connect(port)
+    await loop.sock_sendall(second, GET)
+    refused = await answer(second)
+    assert refused.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 5\r\n" in refused
+    assert (await scrape(port, "/nothing")) == 404  # small: not counted
+    await until(lambda: tcp_state(stuck) != TCP_ESTABLISHED)
+    assert await scrape(port) == 200 and srv.budget.held == 0

@@ -65,3 +65,40 @@ class Slots:
                 old.abort()
                 return True
         return False
+
+
+class Budget:
+    """Bytes of answers held by connections being written, each distinct body counted once
+    (scrapes sharing a render share its body). A body that would take the total past
+    `limit` is not sent (the server answers 503): the memory that slow readers can pin is
+    bounded whatever the exposition's size. Bodies of `small` bytes or less are not counted.
+    """
+
+    def __init__(self, limit: int, small: int) -> None:
+        self.limit = limit
+        self.small = small
+        self.held = 0
+        self.refused = 0
+        self._bodies: dict[int, list[int]] = {}  # id(body) -> [users, size]; bodies are alive
+
+    def take(self, body: bytes) -> bool:
+        if len(body) <= self.small:
+            return True
+        entry = self._bodies.get(id(body))
+        if entry is not None:
+            entry[0] += 1
+            return True
+        if self.held + len(body) > self.limit:
+            return False
+        self._bodies[id(body)] = [1, len(body)]
+        self.held += len(body)
+        return True
+
+    def give(self, body: bytes) -> None:
+        entry = self._bodies.get(id(body))
+        if entry is None or len(body) <= self.small:
+            return
+        entry[0] -= 1
+        if entry[0] == 0:
+            del self._bodies[id(body)]
+            self.held -= entry[1]

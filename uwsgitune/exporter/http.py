@@ -10,8 +10,10 @@ Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its
 - time: the TLS handshake and the request head (at most 16 KiB) must arrive within
   `read_timeout`, and the answer must be written, flushed and closed within
   `write_timeout`; past either the connection is aborted, never left to flush for ever;
-- memory: the answer goes out in 64 KiB slices of the one body (`wire.py`), and concurrent
-  scrapes share one render (`shared.py`): a client that never reads holds about 128 KiB.
+- memory: the answer goes out in 64 KiB slices of the one body (`wire.py`), concurrent
+  scrapes share one render (`shared.py`), and the bodies being written total at most
+  `max_held` bytes (`admission.Budget`; past it, 503): a client that never reads holds
+  about 128 KiB of copies, and slow readers together pin at most `max_held`.
 A refused TLS handshake (no client certificate, wrong CA) closes the connection without a
 word to the log per attempt.
 
@@ -35,14 +37,15 @@ from typing import Any
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
-from uwsgitune.exporter.admission import Conn, Slots
+from uwsgitune.exporter.admission import Budget, Conn, Slots
 from uwsgitune.exporter.listen import split_listen
 from uwsgitune.exporter.request import Request, Response, parse_head, text
 from uwsgitune.exporter.shared import InFlight
 from uwsgitune.exporter.text import render as render_text
-from uwsgitune.exporter.wire import ERRORS, abort, accepted, bind, open_streams, refuse, send
+from uwsgitune.exporter.wire import CHUNK, ERRORS, abort, accepted, bind, open_streams, refuse, send
 
 MAX_HEAD = 16 * 1024
+MAX_HELD = 64 * 1024 * 1024  # bytes of answers being written, each body counted once
 ACCEPT_RETRY = 0.1  # seconds after a failed accept (EMFILE)
 log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
@@ -63,6 +66,7 @@ class MetricsServer:
         write_timeout: float = 30.0,
         max_clients: int = 64,
         max_per_peer: int = 8,
+        max_held: int = MAX_HELD,
         render: Callable[[], bytes] | None = None,
         handler: Handler | None = None,
         tls: ssl.SSLContext | None = None,
@@ -71,6 +75,7 @@ class MetricsServer:
         self.read_timeout = read_timeout
         self.write_timeout = write_timeout
         self.slots = Slots(max_clients, max_per_peer)
+        self.budget = Budget(max_held, CHUNK)
         self._render = render or (lambda: render_text(self.registry))
         self._renders: InFlight[bytes] = InFlight()
         self.handler: Handler = handler or self._metrics_only
@@ -136,8 +141,15 @@ class MetricsServer:
             got = await asyncio.wait_for(self._receive(client, opened), self.read_timeout)
             conn.idle = False
             answer, head_only = await self._answer(got)
-            body = b"" if head_only else answer.body
-            sent = await send(opened[0], answer.head(), body, self.write_timeout)
+            if not self.budget.take(answer.body):
+                self.budget.refused += 1
+                answer = text(503, "answers in progress hold too much memory; retry later",
+                              ("Retry-After", "5"))  # fmt: skip
+            try:
+                body = b"" if head_only else answer.body
+                sent = await send(opened[0], answer.head(), body, self.write_timeout)
+            finally:
+                self.budget.give(answer.body)
             self.cut += not sent
         except ERRORS:
             pass  # silent, too slow, or a refused handshake: just drop it
