@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -62,8 +63,9 @@ async def test_a_silent_client_is_dropped_and_does_not_block_others(server: Metr
     t0 = time.monotonic()
     status, _, _ = await asyncio.to_thread(http_get, port)
     assert status == 200 and time.monotonic() - t0 < 0.4  # answered while three clients stall
-    for reader, writer in silent:  # each is closed at the read timeout, with no answer
-        assert await asyncio.wait_for(reader.read(), 2) == b""
+    for reader, writer in silent:  # each is dropped (reset) at the read timeout, no answer
+        with contextlib.suppress(ConnectionResetError):
+            assert await asyncio.wait_for(reader.read(), 2) == b""
         writer.close()
 
 

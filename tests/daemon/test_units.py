@@ -31,6 +31,21 @@ def test_unit_has_the_contract(unit: str) -> None:
         assert f"\n{line}" in text, line
 
 
+@pytest.mark.parametrize("unit", UNITS)
+def test_unit_bounds_resources_and_says_why(unit: str) -> None:
+    """Issue 14: the network and resource limits are there, each under its own comment,
+    and loopback (the default metrics address, 127.0.0.1:9117) stays reachable."""
+    lines = (SYSTEMD / unit).read_text().splitlines()
+    for key in ("IPAddressDeny=any", "IPAddressAllow=localhost", "MemoryMax=", "TasksMax=",
+                "LimitNOFILE="):  # fmt: skip
+        at = next((i for i, line in enumerate(lines) if line.startswith(key)), None)
+        assert at is not None, key
+        above = lines[at - 1] if key != "IPAddressAllow=localhost" else lines[at - 2]
+        assert above.startswith("# "), f"{key}: say in the unit why it is there"
+    text = "\n".join(lines)
+    assert "AF_NETLINK" in text and "IPAddressAllow=" in text.split("IPAddressDeny=any")[0]
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_systemd_analyze_verify(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "uwsgitune"  # verify checks that ExecStart exists

@@ -1,11 +1,21 @@
 """A small asyncio HTTP server for the scrape target. Each connection answers one request
 and closes.
 
-The request head is bounded (16 KiB) and must arrive within `read_timeout`; at most
-`max_clients` connections are served at once; a client that does not read its answer is
-dropped after `read_timeout`. So a slow or hostile client cannot hold the endpoint. With a
-TLS context the handshake is part of that budget, and a refused handshake (no client
-certificate, wrong CA) closes the connection without a word to the log per attempt.
+Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its memory:
+- connections: at most `max_clients` at once and `max_per_peer` from one IP address
+  (`admission.py`). A connection still waiting for its request head gives way to a new one,
+  so idle sockets never deny a scrape; over capacity with every slot answering, the newcomer
+  gets `503 Service Unavailable` with `Retry-After` (over TLS it is just closed: no
+  handshake is spent on it);
+- time: the TLS handshake and the request head (at most 16 KiB) must arrive within
+  `read_timeout`, and the answer must be written, flushed and closed within
+  `write_timeout`; past either the connection is aborted, never left to flush for ever;
+- memory: the answer goes out in 64 KiB slices of the one body (`wire.py`), concurrent
+  scrapes share one render (`shared.py`), and the bodies being written total at most
+  `max_held` bytes (`admission.Budget`; past it, 503): a client that never reads holds
+  about 128 KiB of copies, and slow readers together pin at most `max_held`.
+A refused TLS handshake (no client certificate, wrong CA) closes the connection without a
+word to the log per attempt.
 
 What is served is the `handler`'s business (`site.Site` for the daemon). Without one, the
 server answers `GET /metrics` (and HEAD) with `render()`, 404 elsewhere and 405 for other
@@ -18,20 +28,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
+from uwsgitune.exporter.admission import Budget, Conn, Slots
 from uwsgitune.exporter.listen import split_listen
 from uwsgitune.exporter.request import Request, Response, parse_head, text
+from uwsgitune.exporter.shared import InFlight
 from uwsgitune.exporter.text import render as render_text
+from uwsgitune.exporter.wire import CHUNK, ERRORS, abort, accepted, bind, open_streams, refuse, send
 
 MAX_HEAD = 16 * 1024
+MAX_HELD = 64 * 1024 * 1024  # bytes of answers being written, each body counted once
+ACCEPT_RETRY = 0.1  # seconds after a failed accept (EMFILE)
 log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _nothing() -> None:
+    pass
 
 
 class MetricsServer:
@@ -41,21 +62,29 @@ class MetricsServer:
         self,
         registry: CollectorRegistry,
         *,
-        read_timeout: float = 5.0,
-        max_clients: int = 16,
+        read_timeout: float = 10.0,
+        write_timeout: float = 30.0,
+        max_clients: int = 64,
+        max_per_peer: int = 8,
+        max_held: int = MAX_HELD,
         render: Callable[[], bytes] | None = None,
         handler: Handler | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.registry = registry
         self.read_timeout = read_timeout
-        self.max_clients = max_clients
+        self.write_timeout = write_timeout
+        self.slots = Slots(max_clients, max_per_peer)
+        self.budget = Budget(max_held, CHUNK)
         self._render = render or (lambda: render_text(self.registry))
+        self._renders: InFlight[bytes] = InFlight()
         self.handler: Handler = handler or self._metrics_only
         self.tls = tls
-        self._servers: list[asyncio.AbstractServer] = []
-        self._clients = 0
-        self.failures = 0
+        self._socks: list[socket.socket] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._busy = text(503, "too many connections; retry later", ("Retry-After", "5")).encode()
+        self.failures = 0  # handler exceptions (500)
+        self.cut = 0  # answers aborted at `write_timeout`
         self.addresses: list[tuple[str, int]] = []
 
     @property
@@ -63,51 +92,92 @@ class MetricsServer:
         return self.addresses[0] if self.addresses else ("", 0)
 
     async def start(self, listen: str) -> None:
-        """Bind one more address (call once per `--web.listen-address`)."""
+        """Bind one more address (call once per `--web.listen-address`). Raises OSError."""
         host, port = split_listen(listen)
-        server = await asyncio.start_server(
-            self._handle, host.strip("[]"), port, limit=MAX_HEAD, reuse_address=True,
-            ssl=self.tls, ssl_handshake_timeout=self.read_timeout if self.tls else None,
-        )  # fmt: skip
-        self._servers.append(server)
-        sockname = server.sockets[0].getsockname()
+        socks = await bind(host.strip("[]"), port)
+        self._socks += socks
+        for sock in socks:
+            self._spawn(self._accept(sock))
+        sockname = socks[0].getsockname()
         self.addresses.append((str(sockname[0]), int(sockname[1])))
 
     async def close(self) -> None:
-        servers, self._servers = self._servers, []
-        for server in servers:
-            server.close()
-        for server in servers:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), self.read_timeout)
+        """Stop listening and drop every connection (none is waited for)."""
+        socks, self._socks = self._socks, []
+        tasks, self._tasks = self._tasks, set()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.read_timeout)
+        for sock in socks:
+            sock.close()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._clients >= self.max_clients:
-            writer.close()
-            return
-        self._clients += 1
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, addr = await loop.sock_accept(sock)
+            except OSError:  # out of file descriptors, a connection reset before accept
+                await asyncio.sleep(ACCEPT_RETRY)
+                continue
+            accepted(client)
+            conn = Conn(str(addr[0]) if isinstance(addr, tuple) else "", _nothing)
+            if not self.slots.admit(conn):  # over TLS no handshake is spent on it
+                refuse(client, None if self.tls else self._busy)
+                continue
+            task = self._spawn(self._serve(conn, client))
+            conn.abort = task.cancel
+
+    async def _serve(self, conn: Conn, client: socket.socket) -> None:
+        opened: list[asyncio.StreamWriter] = []
+        sent = False
         try:
-            answer = await self._answer(reader)
-            if answer:
-                writer.write(answer)
-                await asyncio.wait_for(writer.drain(), self.read_timeout)
-        except (OSError, asyncio.TimeoutError, ssl.SSLError):
-            pass
+            got = await asyncio.wait_for(self._receive(client, opened), self.read_timeout)
+            conn.idle = False
+            answer, head_only = await self._answer(got)
+            if not self.budget.take(answer.body):
+                self.budget.refused += 1
+                answer = text(503, "answers in progress hold too much memory; retry later",
+                              ("Retry-After", "5"))  # fmt: skip
+            try:
+                body = b"" if head_only else answer.body
+                sent = await send(opened[0], answer.head(), body, self.write_timeout)
+            finally:
+                self.budget.give(answer.body)
+            self.cut += not sent
+        except ERRORS:
+            pass  # silent, too slow, or a refused handshake: just drop it
         finally:
-            self._clients -= 1
-            with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
-                writer.close()
+            self.slots.release(conn)
+            if opened and not sent:
+                abort(opened[0])
+            elif not opened:  # no streams: a transport that was started stopped reading it
+                client.close()
 
-    async def _answer(self, reader: asyncio.StreamReader) -> bytes:
+    async def _receive(
+        self, client: socket.socket, opened: list[asyncio.StreamWriter]
+    ) -> bytes | Response:
+        """The request head, the TLS handshake first if any (within `read_timeout`)."""
+        reader, writer = await open_streams(client, self.tls, MAX_HEAD, self.read_timeout)
+        opened.append(writer)
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.read_timeout)
+            return await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
-            return text(431, "request head too large").encode()
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, OSError):
-            return b""  # a client that sent nothing, too little, or too slowly: just close
-        request = parse_head(head)
+            return text(431, "request head too large")
+
+    async def _answer(self, got: bytes | Response) -> tuple[Response, bool]:
+        """The answer, and whether it is to a HEAD request (headers only)."""
+        if isinstance(got, Response):
+            return got, False
+        request = parse_head(got)
         if request is None:
-            return text(400, "bad request line").encode()
+            return text(400, "bad request line"), False
         try:
             answer = await self.handler(request)
         except Exception:  # a collector bug must not take the endpoint down
@@ -115,14 +185,14 @@ class MetricsServer:
             log.exception("rendering %s failed", request.path)
             # The body never echoes the exception: it can carry what a stats peer sent.
             answer = text(500, "collector failed; see uwsgitune's log")
-        return answer.encode(head_only=request.method == "HEAD")
+        return answer, request.method == "HEAD"
 
     async def _metrics_only(self, request: Request) -> Response:
         if request.path != "/metrics":
             return text(404, "not found; metrics are at /metrics")
         if request.method not in ("GET", "HEAD"):
             return text(405, "method not allowed", ("Allow", "GET, HEAD"))
-        body = await asyncio.to_thread(self._render)
+        body = await self._renders.run("text", self._render)
         return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4)
 
 

@@ -36,6 +36,10 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
 
     def encode(self, head_only: bool = False, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+        return self.head(extra) + (b"" if head_only else self.body)
+
+    def head(self, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+        """The status line and headers: the server writes the body after it, uncopied."""
         lines = [
             f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}",
             f"Content-Type: {self.content_type}",
@@ -43,8 +47,7 @@ class Response:
             "Connection: close",
             *(f"{k}: {v}" for k, v in (*self.headers, *extra)),
         ]
-        head = "\r\n".join(lines) + "\r\n\r\n"
-        return head.encode("latin-1") + (b"" if head_only else self.body)
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def text(status: int, message: str, *headers: tuple[str, str]) -> Response:

@@ -28,6 +28,7 @@ from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.probe import AllowList, probe_text
 from uwsgitune.exporter.request import Request, Response, text
 from uwsgitune.exporter.selfmetrics import HandlerStats
+from uwsgitune.exporter.shared import InFlight
 
 DEFAULT_TIMEOUT = 120.0  # uwsgi_exporter's, when Prometheus sends no header
 HEALTH = ("/-/healthy", "/-/ready")
@@ -53,9 +54,13 @@ def deadline(request: Request, offset: float) -> float:
     return seconds - offset if offset < seconds else seconds
 
 
-def compressed(body: bytes, request: Request) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+def wants_gzip(request: Request) -> bool:
     accept = request.header("Accept-Encoding") or ""
-    if "gzip" not in {part.split(";")[0].strip() for part in accept.split(",")}:
+    return "gzip" in {part.split(";")[0].strip() for part in accept.split(",")}
+
+
+def compressed(body: bytes, gzipped: bool) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    if not gzipped:
         return body, ()
     return gzip.compress(body, compresslevel=1, mtime=0), (("Content-Encoding", "gzip"),)
 
@@ -76,6 +81,7 @@ class Site:
         self.auth = auth or BasicAuth({})
         self.ready = ready
         self.allow = AllowList(self.config.probe_targets)
+        self._renders: InFlight[tuple[bytes, tuple[tuple[str, str], ...]]] = InFlight()
 
     async def __call__(self, request: Request) -> Response:
         answer = await self._route(request)
@@ -109,24 +115,30 @@ class Site:
         """A metrics scrape, counted as promhttp counts it (after it is answered)."""
         self.stats.in_flight += 1
         try:
-            answer = await self._scrape(request, self.render)
+            answer = await self._scrape(request, self.render, shared=True)
         finally:
             self.stats.in_flight -= 1
         codes = self.stats.codes
         codes[answer.status] = codes.get(answer.status, 0) + 1
         return answer
 
-    async def _scrape(self, request: Request, render: Callable[[], bytes]) -> Response:
+    async def _scrape(
+        self, request: Request, render: Callable[[], bytes], shared: bool = False
+    ) -> Response:
+        """`render()` within the scrape's deadline; `shared`: scrapes that arrive while one
+        render (of the same encoding) runs share its body (`shared.py`)."""
         try:
             seconds = deadline(request, self.config.timeout_offset)
         except ValueError:
             return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
+        gzipped = wants_gzip(request)
 
         def work() -> tuple[bytes, tuple[tuple[str, str], ...]]:
-            return compressed(render(), request)
+            return compressed(render(), gzipped)
 
+        running = self._renders.run(gzipped, work) if shared else asyncio.to_thread(work)
         try:
-            body, headers = await asyncio.wait_for(asyncio.to_thread(work), seconds)
+            body, headers = await asyncio.wait_for(running, seconds)
         except asyncio.TimeoutError:
             return text(503, f"scrape took longer than its {seconds:g} s deadline")
         return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, headers)
