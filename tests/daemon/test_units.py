@@ -24,6 +24,8 @@ def test_unit_has_the_contract(unit: str) -> None:
         "NoNewPrivileges=yes",
         "PrivateTmp=yes",
         "ReadWritePaths=/var/lib/uwsgitune",
+        "RuntimeDirectory=uwsgitune",  # the apply lock, seen past PrivateTmp (issue 14.3)
+        "RuntimeDirectoryPreserve=yes",
         "ExecReload=/bin/kill -HUP $MAINPID",
         "User=",
         "Group=",
