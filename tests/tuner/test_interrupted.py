@@ -159,7 +159,10 @@ class Lock:
         self.held = False
 
 
-def test_the_daemon_tuner_releases_the_lock_from_the_applying_thread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("interrupt", [True, False])  # a stop; a SIGHUP's new tuner
+def test_the_daemon_tuner_releases_the_lock_from_the_applying_thread(
+    tmp_path: Path, interrupt: bool
+) -> None:
     spec = InstanceConfig(name="a", stats="/tmp/none.sock", fifo=tmp_path / "fifo", mode="apply")
     tuner = InstanceTuner(spec, FakeWatch(), tmp_path)  # type: ignore[arg-type]
     loop, lock = BlockingLoop(), Lock()
@@ -167,8 +170,8 @@ def test_the_daemon_tuner_releases_the_lock_from_the_applying_thread(tmp_path: P
     applying = threading.Thread(target=tuner.step, args=(series(1)[0], ()))
     applying.start()
     try:
-        tuner.close()  # from the event loop, while the poll thread applies
-        assert loop.halt.is_set()  # the apply is asked to end
+        tuner.close(interrupt)  # from the event loop, while the poll thread applies
+        assert loop.halt.is_set() == interrupt  # a stop ends the apply; a SIGHUP lets it run
         assert lock.held and not tuner.released.is_set()  # not pulled from under it
     finally:
         loop.go.set()
