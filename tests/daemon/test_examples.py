@@ -63,7 +63,7 @@ def busy_snapshot() -> InstanceState:
         tracker.prev,
         findings=(finding("x.y", "critical", "processes", 4),),
         actions=(("fifo", "ok", 1),),
-        counts=PollCounts(1, 0, 0.1, 0.1),
+        counts=PollCounts(1, 0, 0.1, 0.1, last_t=1001.0),
     )
 
 

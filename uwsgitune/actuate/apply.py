@@ -5,6 +5,11 @@ tuner/listen.py for `listen`); this sends `+`/`-` through the FIFO, reloads thro
 override ini, restarts for `listen`, verifies, and says what happened as typed `Note`s and
 `AuditRecord`s collected for the step's `StepResult`. A failed reload or restart, or a setup
 error no retry can fix, stops applying until the user resumes.
+
+A reload or a restart is announced by an `intent` record before anything is written; one
+that cannot be written refuses the change. A stop (`halt`) during its wait ends it here, in
+the applying thread: verified within the grace, else rolled back and audited `interrupted`.
+The waits poll through `poll` (the pipeline's, which publishes each poll at once).
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.audit import AuditError, AuditLog
 from uwsgitune.actuate.fifo import FifoError, FifoSetupError, MasterFifo
+from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.mercy import reload_deadline_for
 from uwsgitune.actuate.override import (
@@ -61,6 +67,8 @@ class Applier:
     state: TunerState
     stopped: str | None
     moves: dict[str, int]  # changes applied, by route
+    halt: Halt  # a stop asked: the wait in flight ends, no new change starts
+    poll: Callable[[], Frame]  # a poll from inside a wait (default: the watch's step)
     _mono: Callable[[], float]
     _wall: Callable[[], float]
     _listen_last: float | None  # the last listen restart tried (monotonic)
@@ -76,6 +84,21 @@ class Applier:
         self._records.append(rec)
         if self.audit is not None:
             self.audit.append(rec)
+
+    def _poll_watch(self) -> Frame:
+        return self.watch.step()
+
+    def _intent(self, what: str, via: str, before: int | None, after: int, pid: int) -> str | None:
+        """The `intent` record, before a reload or a restart acts; why not (None: written)."""
+        rec = AuditRecord("intent", self._wall(), self.instance, self.mode, action=what,
+                          via=via, before=before, after=after, pid=pid)  # fmt: skip
+        try:
+            if self.audit is not None:
+                self.audit.append(rec)
+        except AuditError as exc:
+            return f"no intent record written: {exc}"
+        self._records.append(rec)
+        return None
 
     def _stop(self, why: str, said: str | None = None, fix: str = RESUME) -> None:
         """Stop applying: audited, and said (`said`, else `why`) with the fix."""
@@ -108,6 +131,8 @@ class Applier:
             self._audit("verify", result="unconfirmed", detail=detail)
 
     def _apply(self, d: Decision, frame: Frame, now: float) -> None:
+        if self.halt.is_set():
+            return self._note("warning", "apply", f"stopping: not applying {d.line()}")
         refused = peer_refusal(self.instance, self.watch.last_poll)
         if refused:
             return self._setup_stop(d, refused)
@@ -148,11 +173,15 @@ class Applier:
         if self.fifo is None or self.override is None:
             return self._setup_stop(d, "a reload needs --fifo and --override")
         ov = self._override_for(d, frame)
-        reloader = Reloader(self.fifo, self.override.path, self.override.user_ini, self.watch.step)
+        target = self.override
+        reloader = Reloader(self.fifo, target.path, target.user_ini, self.poll, halt=self.halt)
         limits = Limits(
             frame.somaxconn or somaxconn(), frame.mem_per_worker, self.settings.memory_budget
         )
         deadline = reload_deadline_for(self.settings.reload_deadline, self.override.user_ini)
+        no_intent = self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
+        if no_intent:
+            return self._refused(d, no_intent)
         try:
             out = reloader.apply(ov, frame, limits, deadline)
         except (SetupError, FifoSetupError) as exc:
@@ -165,10 +194,18 @@ class Applier:
             self._change(d, "verified", out.detail, ov)
             self._note("info", "apply", f"apply: reload verified: {out.detail}")
             return None
+        if out.interrupted:
+            return self._interrupted(d, out.detail, ov)
         self.state = d.state.failed()
         self._change(d, "failed", out.detail, ov)
         self._stop(f"reload failed: {out.detail}")
         return None
+
+    def _interrupted(self, d: Decision, detail: str, ov: Override) -> None:
+        """A stop came during the reload's wait: rolled back, audited; not a failure."""
+        self.state = replace(d.state.failed(), last_reload=self._mono())
+        self._change(d, "interrupted", detail, ov)
+        self._note("warning", "apply", f"WARNING: reload interrupted by a stop: {detail}")
 
     def _refused(self, d: Decision, why: str) -> None:
         self._note("error", "apply", f"ERROR: {d.action} {d.live}->{d.desired} refused: {why}")
@@ -203,6 +240,8 @@ class Applier:
 
     def _apply_listen(self, wish: ListenWish, target: int, frame: Frame, now: float) -> None:
         assert self.override is not None and self.restart is not None
+        if self.halt.is_set():
+            return None
         self._listen_last = now
         changes = (*last_hour(self.state.changes, now), now)
         self.state = replace(self.state, last_change=now, changes=changes)
@@ -214,8 +253,12 @@ class Applier:
         self._note("info", "listen", f"apply: {head} via restart [{wish.finding}] {wish.why}")
         self._note("info", "listen", f"apply: listen [restart] running: {self.restart}")
         applier = ListenApplier(
-            self.override.path, self.override.user_ini, self.restart, self.watch.step
+            self.override.path, self.override.user_ini, self.restart, self.poll, halt=self.halt
         )
+        no_intent = self._intent("listen", "restart", wish.current, target, frame.master_pid)
+        if no_intent:
+            self._note("error", "listen", f"ERROR: {head} [refused] {no_intent}")
+            return self._listen_change(wish, target, "refused", no_intent)
         try:
             out = applier.apply(target, frame, self.settings.restart_deadline)
         except (OverrideError, OSError) as exc:
@@ -227,6 +270,9 @@ class Applier:
         if out.ok:
             self._note("info", "listen", f"apply: listen [verified] {out.detail}")
             return self._listen_change(wish, target, "verified", out.detail)
+        if out.interrupted:
+            self._note("warning", "listen", f"WARNING: {head} interrupted by a stop: {out.detail}")
+            return self._listen_change(wish, target, "interrupted", out.detail)
         self._listen_change(wish, target, "failed", out.detail)
         self._stop(f"listen restart failed: {out.detail}")
         return None

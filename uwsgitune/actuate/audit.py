@@ -4,6 +4,14 @@ Each record names the instance, the action (`+`/`-` or reload), before/after, th
 and evidence, and the verification result. A restarted tuner resumes from it: its last
 changes (for the cool-down and the hourly limit) and whether applying was stopped after a
 failed reload (until the user says `--resume-apply`).
+
+A reload or a restart writes an `intent` record before it acts and its `change` record
+after. An intent with no change after it is an apply the process did not live to finish:
+it counts as a change (it may have happened), and the tuner says so once.
+
+A log that cannot be read, or written in full, is an `AuditError`: one line naming the
+file and the fix. Applying never starts from a history it could not read (the hourly and
+listen limits would silently reset).
 """
 
 from __future__ import annotations
@@ -14,9 +22,25 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from uwsgitune.errors import UwsgituneError
 from uwsgitune.tuner.policy import HOUR
 from uwsgitune.tuner.result import AuditRecord
 from uwsgitune.tuner.state import TunerState
+
+
+class AuditError(UwsgituneError):
+    """The audit log cannot be read or written: one line, the file and the fix."""
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """`os.write` until every byte is written (a write may be short: a signal, a full disk);
+    a write that makes no progress raises OSError."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "No space left on device (a write made no progress)")
+        view = view[n:]
 
 
 class AuditLog:
@@ -24,26 +48,30 @@ class AuditLog:
         self.path = Path(path)
 
     def append(self, record: AuditRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Append one record, fsynced; AuditError when it cannot."""
         line = json.dumps(record.to_json(), sort_keys=True, default=str) + "\n"
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
         try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = "\n" + line  # a torn last line (a crash mid-write) stays apart
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = "\n" + line  # a torn last line (a crash mid-write) stays apart
+                write_all(fd, line.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise AuditError(
+                f"audit log {self.path}: cannot write ({why}); free space or fix the "
+                "permissions of its directory"
+            ) from None
 
     def records(self, instance: str | None = None) -> Iterator[AuditRecord]:
         """Every readable record (a torn last line, or one that is not a record, is
-        skipped), optionally of one instance."""
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return
-        for line in text.splitlines():
+        skipped), optionally of one instance. AuditError when the file cannot be read."""
+        for line in self._lines():
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError:
@@ -51,6 +79,22 @@ class AuditLog:
             rec = AuditRecord.from_json(raw) if isinstance(raw, dict) else None
             if rec is not None and (instance is None or rec.instance == instance):
                 yield rec
+
+    def _lines(self) -> list[str]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise AuditError(
+                f"audit log {self.path}: cannot read ({why}); make it a file readable by "
+                "uwsgitune (or move it away to start a new history): applying resumes its "
+                "hourly and listen limits from it"
+            ) from None
+        # Lines are ASCII JSON; a line that is not UTF-8 is not a record (skipped, like a
+        # torn one), and never costs the records around it.
+        return [line.decode("utf-8", "replace") for line in data.split(b"\n")]
 
 
 def resume(
@@ -63,9 +107,9 @@ def resume(
     changes: list[float] = []
     last_reload: float | None = None
     stopped: str | None = None
-    for rec in records:
+    for rec in _unfinished_as_changes(records):
         mono = now_mono - (now_wall - rec.t)
-        if rec.event == "change" and rec.result in ("sent", "verified"):
+        if rec.event == "change" and rec.result in ("sent", "verified", "interrupted"):
             if now_wall - rec.t < HOUR:
                 changes.append(mono)
             if rec.via in ("reload", "restart"):
@@ -81,6 +125,25 @@ def resume(
         last_reload=last_reload if last_reload is not None else state.last_reload,
     )
     return st, stopped
+
+
+def interrupted(records: Sequence[AuditRecord]) -> AuditRecord | None:
+    """The last intent that no change record followed: an apply cut short by a kill."""
+    pending: AuditRecord | None = None
+    for rec in records:
+        if rec.event == "intent":
+            pending = rec
+        elif rec.event == "change" and pending is not None and rec.via == pending.via:
+            pending = None
+    return pending
+
+
+def _unfinished_as_changes(records: Sequence[AuditRecord]) -> list[AuditRecord]:
+    """The records, with an unfinished intent counted as the change it may have made."""
+    cut = interrupted(records)
+    if cut is None:
+        return list(records)
+    return [replace(r, event="change", result="interrupted") if r is cut else r for r in records]
 
 
 def last_listen(records: Sequence[AuditRecord], now_wall: float, now_mono: float) -> float | None:

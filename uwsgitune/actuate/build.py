@@ -37,7 +37,7 @@ def build_loop(
     ini: Path | None,
     settings: TunerSettings,
     mode: Mode,
-    audit: AuditLog,
+    audit: AuditLog | None,
     role: str,
     restart: RestartCommand | None = None,
 ) -> Built:

@@ -13,7 +13,8 @@ reloads for `listen`. With a restart command configured (`--restart-command`, or
    environment), which must stop the instance and start it again;
 5. waits until the stats answer with every socket's backlog at N. Otherwise it restores the
    previous override, runs the restart command once more, and reports a failure: the caller
-   stops applying.
+   stops applying. A stop asked meanwhile (`Halt`) leaves the wait its grace, then rolls back
+   the same way and reports the restart `interrupted`.
 
 A restart drops the connections waiting in the old backlog: that is why it is opt-in, paced
 by `listen_cooldown` and counted against the hourly change limit.
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.override import (
     IniError,
     OverrideError,
@@ -55,7 +57,9 @@ class ListenApplier:
         interval: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         mono: Callable[[], float] = time.monotonic,
+        halt: Halt | None = None,
     ) -> None:
+        self.halt = halt
         self.path = Path(override_path)
         self.user_ini = user_ini
         self.restart = restart
@@ -92,13 +96,15 @@ class ListenApplier:
             took = self._mono() - start
             return ReloadOutcome(True, f"restarted with listen {target} in {took:.1f}s", took)
         took = self._mono() - start
-        what = ran or f"not back with every backlog at {target} within {deadline:g}s"
+        halted = ran is None and self.halt is not None and self.halt.is_set()
+        within = "when uwsgitune was stopped" if halted else f"within {deadline:g}s"
+        what = ran or f"not back with every backlog at {target} {within}"
         write_atomic(self.path, old_text, keep_prev=False)
         previous = min(backlogs(before), default=0)
         again = self._run(previous)
         what += "; previous override restored, restart run again"
         what += f" ({again})" if again else ""
-        return ReloadOutcome(False, what, took, restored=True)
+        return ReloadOutcome(False, what, took, restored=True, interrupted=halted)
 
     def _run(self, listen: int) -> str | None:
         """Run the restart command (actuate/restartcmd.py). None: it exited 0; else what went
@@ -107,8 +113,11 @@ class ListenApplier:
         return run_restart(self.restart, env)
 
     def _wait(self, target: int, before: Frame, until: float) -> bool:
-        while self._mono() < until:
-            self._sleep(self.interval)
+        while self._mono() < (until if self.halt is None else self.halt.until(until)):
+            if self.halt is None:
+                self._sleep(self.interval)
+            else:
+                self.halt.pause(self.interval, self._sleep)
             frame = self.poll()
             if frame.kind == "error" or frame.master_pid is None:
                 continue

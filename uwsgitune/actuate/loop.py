@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from uwsgitune.actuate.apply import MODES, Applier, Mode, OverrideTarget
-from uwsgitune.actuate.audit import AuditLog, last_listen, resume
+from uwsgitune.actuate.audit import AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
+from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
@@ -58,13 +59,25 @@ class TuneLoop(Applier):
         self.state = TunerState()
         self.stopped = None
         self.moves = {"fifo": 0, "reload": 0, "restart": 0}
+        self.halt, self.poll = Halt(), self._poll_watch
         if audit is not None:
-            records = list(audit.records(self.instance))
-            self.state, self.stopped = resume(records, self.state, wall(), mono())
-            self._listen_last = last_listen(records, wall(), mono())
-            if self.stopped:
-                text = f"APPLY STOPPED (from the audit log): {self.stopped}"
-                self._note("warning", "stop", text)
+            self._resume(audit)
+
+    def _resume(self, audit: AuditLog) -> None:
+        """Pacing, limits and a stop from the audit log (AuditError: it cannot be read)."""
+        records = list(audit.records(self.instance))
+        wall, mono = self._wall(), self._mono()
+        self.state, self.stopped = resume(records, self.state, wall, mono)
+        self._listen_last = last_listen(records, wall, mono)
+        if self.stopped:
+            self._note("warning", "stop", f"APPLY STOPPED (from the audit log): {self.stopped}")
+        cut = interrupted(records)
+        if cut is not None:
+            ago = max(0.0, wall - cut.t)
+            self._note("warning", "resume", f"INTERRUPTED APPLY (from the audit log, {ago:.0f}s "
+                       f"ago): {cut.action} {cut.before}->{cut.after} via {cut.via} on master "
+                       f"pid {cut.pid} never finished; counted against the limits, and nothing "
+                       "is applied before fresh polls show the instance")  # fmt: skip
 
     def take_notes(self) -> tuple[str, ...]:
         """What the loop said outside a step (a stop resumed from the audit log), taken

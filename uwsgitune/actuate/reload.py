@@ -10,6 +10,8 @@
 4. Poll until the same master is back with the new `processes` and `cheaper-initial` live
    workers, before a deadline. Otherwise restore the previous file, reload it when the
    master still reads its FIFO, and report a failure: the caller stops applying.
+   A stop asked meanwhile (`Halt`) leaves the wait `grace` seconds to verify, then rolls
+   back the same way and reports the reload `interrupted`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.override import (
     IniError,
     Override,
@@ -48,6 +51,7 @@ class ReloadOutcome:
     seconds: float = 0.0
     restored: bool = False
     frame: Frame | None = None
+    interrupted: bool = False  # a stop came during the wait: rolled back, not a failure
 
 
 def under_emperor(pid: int, proc: Path = Path("/proc")) -> bool:
@@ -123,8 +127,10 @@ class Reloader:
         interval: float = 0.25,
         sleep: Callable[[float], None] = time.sleep,
         mono: Callable[[], float] = time.monotonic,
+        halt: Halt | None = None,
     ) -> None:
         self.fifo = fifo
+        self.halt = halt
         self.path = Path(override_path)
         self.user_ini = user_ini
         self.poll = poll
@@ -153,8 +159,8 @@ class Reloader:
 
     def _wait(self, ov: Override, before: Frame, until: float) -> Frame | None:
         reloaded = False
-        while self._mono() < until:
-            self._sleep(self.interval)
+        while self._mono() < self._until(until):
+            self._pause()
             frame = self.poll()
             if frame.kind == "error":
                 continue
@@ -169,16 +175,26 @@ class Reloader:
                 return frame
         return None
 
+    def _pause(self) -> None:
+        if self.halt is None:
+            self._sleep(self.interval)
+        else:
+            self.halt.pause(self.interval, self._sleep)
+
+    def _until(self, until: float) -> float:
+        return until if self.halt is None else self.halt.until(until)
+
     def _roll_back(
         self, ov: Override, before: Frame, took: float, deadline: float
     ) -> ReloadOutcome:
         restored = restore(self.path)
         what = f"not back with processes={ov.processes}, {ov.cheaper_initial} live"
-        what += f" within {deadline:g}s"
+        halted = self.halt is not None and self.halt.is_set()
+        what += f" within {deadline:g}s" if not halted else " when uwsgitune was stopped"
         try:
             if restored:
                 self.fifo.send("r", before.master_pid)
                 what += "; previous override restored and reloaded"
         except FifoError as exc:
             what += f"; previous override restored, reload impossible ({exc})"
-        return ReloadOutcome(False, what, took, restored)
+        return ReloadOutcome(False, what, took, restored, interrupted=halted)

@@ -1,14 +1,21 @@
 """`uwsgitune tune`: the tuner for one instance, in the foreground. Prints every decision.
 
 Each poll goes through the instance's pipeline (rules once, then the loop); the step's
-fresh notes are printed, one line each, with the time."""
+fresh notes are printed, one line each, with the time.
+
+Ctrl-C (SIGINT) or SIGTERM stops it as the daemon stops: a reload or a restart in flight is
+verified within its grace or rolled back (actuate/halt.py), audited, the lock released, then
+one line and exit 128 + the signal (130 for Ctrl-C)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -142,22 +149,55 @@ def run(args: argparse.Namespace) -> int:
     loop = built.loop
     if args.resume_apply:
         loop.resume_apply()
-    return _run_loop(watch, loop, args.duration)
+    try:
+        return _run_loop(watch, loop, args.duration)
+    finally:
+        if built.lock is not None:
+            built.lock.release()  # by this thread, the one that applied, after the apply
 
 
 def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> int:
     end = None if duration is None else time.monotonic() + duration
     pipeline = pipeline_for(watch, mode=loop.mode, tuner=loop.step)
-    try:
-        while end is None or time.monotonic() < end:
-            time.sleep(max(0.0, watch.next_due - time.monotonic()))
+    loop.poll = pipeline.poll
+    got: list[int] = []
+    with _stop_signals(loop, got):
+        while not loop.halt.is_set() and (end is None or time.monotonic() < end):
+            loop.halt.pause(max(0.0, watch.next_due - time.monotonic()), time.sleep)
+            if loop.halt.is_set():
+                break
             result = pipeline.step().tuning
             for note in result.notes if result is not None else ():
                 if note.fresh:
                     _log(note.text)
-    except KeyboardInterrupt:
-        pass
+    line = ""
     if loop.mode == "apply":
         m = loop.moves
-        _log(f"applied: {m['fifo']} FIFO moves, {m['reload']} reloads, {m['restart']} restarts")
+        line = f"applied: {m['fifo']} FIFO moves, {m['reload']} reloads, {m['restart']} restarts"
+    if got:
+        name = signal.Signals(got[0]).name
+        _log(f"stopped by {name}" + (f"; {line}" if line else ""))
+        return 128 + got[0]
+    if line:
+        _log(line)
     return 0
+
+
+@contextmanager
+def _stop_signals(loop: TuneLoop, got: list[int]) -> Iterator[None]:
+    """SIGINT and SIGTERM halt the loop (an apply in flight ends in this thread) instead of
+    raising in the middle of it; the handlers before are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        got.append(signum)
+        loop.halt.set()
+
+    before = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)

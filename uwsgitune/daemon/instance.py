@@ -5,6 +5,11 @@ daemon thread, so a hung stats socket delays only its own instance, and a poll s
 flight never holds the process at exit. Each poll runs the instance's pipeline (rules and
 tuner included) and publishes one frozen `InstanceState`; the metrics endpoint and the log
 lines read only that.
+
+Stopping never abandons an apply: `stop` asks the tuner to end it (verified within the
+grace, else rolled back; daemon/tuning.py), then waits, up to `STOP_WAIT_SECONDS`, for the
+poll thread to release the lock. A SIGHUP's new tuner for the same instance runs in the same
+poll thread, after the old tuner's step: two tuners never act at once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ T = TypeVar("T")
 # Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. A longer window
 # only costs memory (~5 KB a frame for 4 workers: 600 s x 4 instances is ~12 MiB).
 WINDOW_SECONDS = LOOKBACK_SECONDS + 30
+# The longest a stop waits for an apply in flight: its grace (actuate/halt.py, 10 s), the
+# rollback and a poll in flight. systemd's TimeoutStopSec must be longer (30 s).
+STOP_WAIT_SECONDS = 20.0
 
 
 class PollThread:
@@ -103,19 +111,23 @@ class InstanceRunner:
             address, interval=spec.interval, timeout=spec.timeout, window_seconds=WINDOW_SECONDS
         )
         self.state_dir = state_dir
-        self.tuner = InstanceTuner(spec, self.watch, state_dir)
+        self.tuner = InstanceTuner(spec, self.watch, state_dir, self._poll_in_apply)
         self.rules = RulesRunner(Facts(stats_kind=address.kind), spec.rule_settings())
         self.pipeline = pipeline_for(
             self.watch, name=spec.name, mode=spec.mode, tuner=self._tune, rules=self.rules
         )
         self.pipeline.republish(spec.mode, recommend=spec.mode != "observe")
         self.task: asyncio.Task[None] | None = None
+        self._old: list[InstanceTuner] = []  # replaced by a SIGHUP, maybe still applying
         self._poller = PollThread(f"poll:{spec.name}")
 
     @property
     def snapshot(self) -> InstanceState:
         """The state published at the last poll: what the metrics endpoint reads."""
         return self.pipeline.state
+
+    def _poll_in_apply(self) -> Frame:
+        return self.pipeline.poll()  # published at once, while the apply waits
 
     def _tune(self, frame: Frame, findings: tuple[Finding, ...]) -> StepResult | None:
         return self.tuner.step(frame, findings)  # the tuner of the current spec
@@ -127,8 +139,9 @@ class InstanceRunner:
         """New mode/bounds/FIFO for the same poll: keep tracker, window and findings; a new
         tuner (built on the next good frame) when its settings changed."""
         if spec != self.spec:
-            self.tuner.close()
-            self.tuner = InstanceTuner(spec, self.watch, self.state_dir)
+            self.tuner.close(interrupt=False)  # an apply in flight runs to its end
+            self._old = [t for t in (*self._old, self.tuner) if not t.released.is_set()]
+            self.tuner = InstanceTuner(spec, self.watch, self.state_dir, self._poll_in_apply)
         self.rules.settings = spec.rule_settings()
         self.spec = spec
         self.pipeline.republish(spec.mode, recommend=spec.mode != "observe")
@@ -165,10 +178,27 @@ class InstanceRunner:
             event(f"uwsgi_{cur.kind}", instance=name, master_pid=cur.master_pid,
                   workers=cur.live, slots=cur.workers_max)  # fmt: skip
 
-    async def stop(self) -> None:
+    def halt(self) -> None:
+        """End an apply in flight now (verified within the grace, else rolled back)."""
+        for tuner in (*self._old, self.tuner):
+            tuner.halt()
+
+    async def stop(self, wait: float = STOP_WAIT_SECONDS, interrupt: bool = True) -> None:
+        """End the polls; an apply in flight ends in its own thread (`interrupt`: within
+        its grace, else it runs to its end: a SIGHUP), which releases the lock: waited for
+        up to `wait` seconds."""
+        tuners = [*self._old, self.tuner]
+        for tuner in tuners:
+            tuner.close(interrupt)
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
             self.task = None
         self._poller.close()
-        self.tuner.close()
+        end = time.monotonic() + wait
+        while not all(t.released.is_set() for t in tuners) and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        if not all(t.released.is_set() for t in tuners):
+            fate = "its intent record stays in the audit log; the next start counts it"
+            event("apply_abandoned", logging.ERROR, instance=self.spec.name, waited=wait,
+                  effect=fate)  # fmt: skip

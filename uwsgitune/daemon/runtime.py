@@ -3,8 +3,11 @@
 Signal handlers only record the signal and wake the main loop; the main loop does the work:
 SIGHUP re-reads the config (instances whose poll is unchanged keep their tracker, window and
 findings; the metrics socket stays open; a bad file is logged and the old config kept),
-SIGTERM/SIGINT end the loop. Shutdown is bounded by `GRACE_SECONDS`: polls in flight run in
-daemon threads and are abandoned, never waited on.
+SIGTERM/SIGINT end the loop. Shutdown is bounded: a poll in flight runs in a daemon thread
+and is abandoned, but an apply in flight (a reload or a restart waiting) is ended by its own
+thread, which audits it and releases the lock; shutdown waits for that up to
+`STOP_WAIT_SECONDS` (below the unit's TimeoutStopSec). An instance a SIGHUP removed or
+replaced finishes its apply first; its lock keeps a new tuner for it observing until then.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from uwsgitune import __version__
 from uwsgitune.daemon import logs
 from uwsgitune.daemon.config import DaemonConfig, load_config
 from uwsgitune.daemon.errors import ConfigError
-from uwsgitune.daemon.instance import InstanceRunner, same_watch
+from uwsgitune.daemon.instance import STOP_WAIT_SECONDS, InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.errors import UwsgituneError
@@ -32,6 +35,7 @@ from uwsgitune.pipeline.state import InstanceState, PollCounts
 
 GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
+RETIRED_WAIT_SECONDS = 3600.0  # a removed instance's apply runs to its own deadline
 
 
 class StartupError(UwsgituneError):
@@ -57,6 +61,7 @@ class Daemon:
         self.reload_requested = False
         self._wake = asyncio.Event()
         self._stopping: set[asyncio.Future[None]] = set()
+        self._retired: set[InstanceRunner] = set()  # removed by a SIGHUP, maybe still applying
 
     def snapshots(self) -> list[InstanceState]:
         return [r.snapshot for r in self.runners.values()]
@@ -176,12 +181,18 @@ class Daemon:
             runners[spec.name] = runner
         for name, runner in self.runners.items():
             if runners.get(name) is not runner:
-                stop = asyncio.ensure_future(runner.stop())
-                self._stopping.add(stop)
-                stop.add_done_callback(self._stopping.discard)
+                self._retire(runner)
                 event("instance_removed", instance=name)
         self.runners = runners
         self.config = new
+
+    def _retire(self, runner: InstanceRunner) -> None:
+        """Stop an instance a SIGHUP removed: an apply in flight runs to its end."""
+        self._retired.add(runner)
+        stop = asyncio.ensure_future(runner.stop(wait=RETIRED_WAIT_SECONDS, interrupt=False))
+        self._stopping.add(stop)
+        stop.add_done_callback(self._stopping.discard)
+        stop.add_done_callback(lambda _f: self._retired.discard(runner))
 
     def _apply_web(self, new: DaemonConfig) -> DaemonConfig:
         """Routes, auth, probe list and export options apply now; TLS on or off, a restart."""
@@ -200,9 +211,11 @@ class Daemon:
         self.notifier.stopping()
         event("stopping", instances=len(self.runners))
         runners, self.runners = list(self.runners.values()), {}
-        stops = [asyncio.ensure_future(r.stop()) for r in runners]
-        stops.append(asyncio.ensure_future(self.server.close()))
-        _done, pending = await asyncio.wait(stops, timeout=GRACE_SECONDS)
+        for runner in self._retired:  # an apply a SIGHUP let run: now it must end too
+            runner.halt()
+        stops: list[asyncio.Future[None]] = [asyncio.ensure_future(r.stop()) for r in runners]
+        stops += [asyncio.ensure_future(self.server.close()), *self._stopping]
+        _done, pending = await asyncio.wait(stops, timeout=GRACE_SECONDS + STOP_WAIT_SECONDS)
         for task in pending:
             task.cancel()
         event("stopped")

@@ -7,17 +7,24 @@ audit records are queued for the runner, which counts them on the event loop
 (`uwsgitune_actions_total{kind,result}`). The audit log is
 `<state_dir>/<instance>.audit.jsonl`, so a restarted daemon resumes its pacing and a stop.
 In apply mode the instance's lock is taken (see `actuate.lock`); when another uwsgitune
-holds it, this one observes and tries again every `LOCK_RETRY_SECONDS`.
+holds it, this one observes and tries again every `LOCK_RETRY_SECONDS`. An audit log that
+cannot be read is said once (`audit_unreadable`) and the tuner observes: applying without
+its history would reset the hourly and listen limits.
+
+`close` (the daemon stopping, or a new tuner after SIGHUP) never pulls the lock from under
+an apply in flight: the poll thread that applies ends the apply (`halt`: verified within
+the grace, else rolled back and audited), then releases the lock itself and sets `released`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.audit import AuditError, AuditLog
 from uwsgitune.actuate.build import Built, build_loop
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
@@ -42,30 +49,56 @@ class EventAudit(AuditLog):
         self.failed: str | None = None
 
     def append(self, record: AuditRecord) -> None:
+        """Logged once per kind of failure; an intent that cannot be written is raised (the
+        change it announces is then refused: nothing was done yet)."""
         try:
             super().append(record)
             self.failed = None
-        except OSError as exc:
-            if self.failed != exc.strerror:
-                fix = "free space or fix the permissions of state_dir"
+        except AuditError as exc:
+            if self.failed != str(exc):
                 event("audit_failed", logging.ERROR, instance=self.instance, path=self.path,
-                      error=exc.strerror, fix=fix)  # fmt: skip
-            self.failed = exc.strerror
+                      error=str(exc))  # fmt: skip
+            self.failed = str(exc)
+            if record.event == "intent":
+                raise
 
 
 class InstanceTuner:
-    def __init__(self, spec: InstanceConfig, watch: InstanceWatch, state_dir: Path) -> None:
+    def __init__(
+        self,
+        spec: InstanceConfig,
+        watch: InstanceWatch,
+        state_dir: Path,
+        poll: Callable[[], Frame] | None = None,
+    ) -> None:
         self.spec, self.watch, self.state_dir = spec, watch, state_dir
+        self.poll = poll  # what a reload's wait polls through (the pipeline: it publishes)
         self.built: Built | None = None
+        self.released = threading.Event()  # closed, and the lock let go by the last step
         self._key: tuple[object, ...] | None = None
         self._lock_retry = 0.0
         self._error: str | None = None
+        self._guard = threading.Lock()
+        self._busy = self._closed = False
 
     def step(self, frame: Frame, findings: Sequence[Finding]) -> StepResult | None:
-        """The loop's step on a good frame (built on the first); None: no tuner here, or
-        it failed (logged once per kind)."""
+        """The loop's step on a good frame (built on the first); None: no tuner here, it
+        is closed, or it failed (logged once per kind)."""
         if not frame.ok or self.spec.fifo is None:
             return None
+        with self._guard:
+            if self._closed:
+                return None
+            self._busy = True
+        try:
+            return self._step(frame, findings)
+        finally:
+            with self._guard:
+                self._busy = False
+                if self._closed:
+                    self._release()
+
+    def _step(self, frame: Frame, findings: Sequence[Finding]) -> StepResult | None:
         try:
             if self.built is None:
                 self.built = self._build(frame)
@@ -79,9 +112,25 @@ class InstanceTuner:
         self._log(result)
         return result
 
-    def close(self) -> None:
+    def close(self, interrupt: bool = True) -> None:
+        """No more steps. `interrupt`: an apply in flight ends within its grace (else it
+        runs to its deadline: a SIGHUP). The lock is released now when no step runs, else
+        by that step's thread when it ends; `released` says when."""
+        if interrupt:
+            self.halt()
+        with self._guard:
+            self._closed = True
+            if not self._busy:
+                self._release()
+
+    def halt(self) -> None:
+        if self.built is not None:
+            self.built.loop.halt.set()
+
+    def _release(self) -> None:
         if self.built is not None and self.built.lock is not None:
             self.built.lock.release()
+        self.released.set()
 
     def _build(self, frame: Frame) -> Built:
         spec = self.spec
@@ -90,12 +139,15 @@ class InstanceTuner:
         top = settings.max_workers
         path = self.state_dir / f"{spec.name}.audit.jsonl"
         audit = EventAudit(path, spec.name)
-        role = f"uwsgitune daemon, instance {spec.name}"
+        readable = _readable(audit)  # else applying would start from no history
+        mode = spec.mode if readable or spec.mode != "apply" else "observe"
         built = build_loop(self.watch, frame, fifo=spec.fifo, override=spec.override, ini=None,
-                           settings=settings, mode=spec.mode, audit=audit,
-                           role=role,
+                           settings=settings, mode=mode, audit=audit if readable else None,
+                           role=f"uwsgitune daemon, instance {spec.name}",
                            restart=RestartCommand(spec.restart_command)
                            if spec.restart_command else None)  # fmt: skip
+        if self.poll is not None:
+            built.loop.poll = self.poll
         if built.fifo_problem:
             event("fifo_unusable", logging.WARNING, instance=spec.name, error=built.fifo_problem,
                   effect="every write is checked again; none goes to an unproven FIFO")  # fmt: skip
@@ -133,6 +185,16 @@ class InstanceTuner:
                 level = logging.WARNING if _loud(note) else logging.INFO
                 event("tuner", level, instance=self.spec.name, action=d.action, code=d.code,
                       live=d.live, desired=d.desired, line=note.text)  # fmt: skip
+
+
+def _readable(audit: EventAudit) -> bool:
+    try:
+        list(audit.records())
+    except AuditError as exc:
+        event("audit_unreadable", logging.ERROR, instance=audit.instance, error=str(exc),
+              effect="observing instead; fix the file, then restart uwsgitune")  # fmt: skip
+        return False
+    return True
 
 
 def _loud(note: Note) -> bool:

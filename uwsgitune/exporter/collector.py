@@ -187,6 +187,8 @@ def add_own(out: Families, snap: InstanceState) -> None:
         out.counter("uwsgitune_stats_repairs_total", doc, uri, counts.repairs)
         doc = "Wall time of each poll (read, parse, host sampling)."
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
+        doc = "Unix time of the last poll done, good or failed: a stale value is stalled polling."
+        out.gauge("uwsgitune_last_poll_timestamp_seconds", doc, uri, counts.last_t)
 
 
 def registry_for(

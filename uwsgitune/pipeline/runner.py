@@ -4,6 +4,10 @@
 `tune`'s loop): it polls, runs the rules once on the window, hands the frame and the
 findings to the tuner, and assigns the new frozen `InstanceState` to `state`. Other
 threads (a metrics scrape) read `state`: one reference, never torn.
+
+A tuner that waits on a reload or a restart polls through `poll`, which publishes each of
+those polls at once (with the findings and tuning of the last step): a long apply never
+leaves a stale `uwsgi_up 1` on /metrics, and the step ends on the latest poll.
 """
 
 from __future__ import annotations
@@ -62,23 +66,42 @@ class InstancePipeline:
         self.watch, self.rules, self.tuner = watch, rules, tuner
         self._mono = mono
         self._since: float | None = None  # the tuner's last listen restart
-        self.state = InstanceState(stats_uri, name=name, mode=mode, counts=PollCounts())
+        self._counts = PollCounts()
+        self._latest: Frame | None = None  # the last poll made from inside the tuner
+        self.state = InstanceState(stats_uri, name=name, mode=mode, counts=self._counts)
 
-    def step(self) -> InstanceState:
-        """Poll now; rules and tuner on a good frame; publish and return the new state."""
+    def _poll(self) -> Frame:
         start = time.perf_counter()
         frame = self.watch.step()
         seconds = time.perf_counter() - start
+        self._counts = self._counts.after(frame.ok, seconds, frame.stats_repairs > 0, frame.t)
+        return frame
+
+    def step(self) -> InstanceState:
+        """Poll now; rules and tuner on a good frame; publish and return the new state."""
+        frame = self._poll()
         old = self.state
         findings, tuning, error = old.findings, None, old.rules_error
         frames = self.watch.window.frames()  # one copy of the window per poll
         if frame.ok and self.rules is not None:
             findings, error = self.rules.run(frames, self._since), self.rules.error
+        self._latest = None
         if self.tuner is not None:  # on a failed poll too: it says why it waits
             tuning = self.tuner(frame, findings)
             self._since = tuning.listen_since if tuning is not None else self._since
-        self.state = self._state(frame, frames, findings, tuning, error, seconds)
+        if self._latest is not None:  # the tuner polled since: end on the latest poll
+            frame, frames = self._latest, self.watch.window.frames()
+        self.state = self._state(frame, frames, findings, tuning, error)
         return self.state
+
+    def poll(self) -> Frame:
+        """A poll from inside the tuner's step (a reload or a restart waiting), published
+        at once: the frame and the window move on, findings and tuning stay the last step's."""
+        frame = self._latest = self._poll()
+        old = self.state
+        new = self._state(frame, self.watch.window.frames(), old.findings, None, old.rules_error)
+        self.state = replace(new, tuning=old.tuning)
+        return frame
 
     def _state(
         self,
@@ -87,13 +110,11 @@ class InstancePipeline:
         findings: tuple[Finding, ...],
         tuning: StepResult | None,
         error: str | None,
-        seconds: float,
     ) -> InstanceState:
         old = self.state
         poll = self.watch.last_poll
         good = poll if frame.ok and poll is not None and poll.mono == frame.mono else None
         retry = None if frame.ok else max(0.0, self.watch.next_due - self._mono())
-        counts = (old.counts or PollCounts()).after(frame.ok, seconds, frame.stats_repairs > 0)
         return replace(
             old,
             frame=frame,
@@ -101,7 +122,7 @@ class InstancePipeline:
             frames=frames,
             findings=findings,
             tuning=tuning,
-            counts=counts,
+            counts=self._counts,
             actions=count_actions(old.actions, tuning),
             retry_in=retry,
             rules_error=error,

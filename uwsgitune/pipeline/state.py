@@ -20,10 +20,13 @@ class PollCounts:
     seconds: float = 0.0  # wall time of every poll, summed
     last_seconds: float = 0.0
     repairs: int = 0  # polls whose document needed request data repaired (core/repair.py)
+    last_t: float | None = None  # wall clock of the last poll done, good or failed
 
-    def after(self, ok: bool, seconds: float, repaired: bool = False) -> PollCounts:
+    def after(
+        self, ok: bool, seconds: float, repaired: bool = False, t: float | None = None
+    ) -> PollCounts:
         return PollCounts(self.polls + 1, self.errors + (not ok), self.seconds + seconds, seconds,
-                          self.repairs + repaired)  # fmt: skip
+                          self.repairs + repaired, t if t is not None else self.last_t)  # fmt: skip
 
 
 Actions = tuple[tuple[str, str, int], ...]  # (kind, result, count), sorted

@@ -18,8 +18,12 @@ from uwsgitune.tuner.state import Decision
 
 Level = Literal["info", "warning", "error"]
 NoteKind = Literal["decision", "listen", "apply", "verify", "stop", "resume"]
-Event = Literal["change", "verify", "stop", "resume"]
-Result = Literal["sent", "verified", "refused", "failed", "unconfirmed"]
+# "intent": written before a reload or a restart acts; its "change" record follows it. An
+# intent without one is an apply the process did not live to finish (killed mid-wait).
+Event = Literal["intent", "change", "verify", "stop", "resume"]
+EVENTS: tuple[Event, ...] = ("intent", "change", "verify", "stop", "resume")
+# "interrupted": a stop signal came during the wait; rolled back, applying not stopped.
+Result = Literal["sent", "verified", "refused", "failed", "unconfirmed", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class AuditRecord:
     detail: str | None = None
     moves: Mapping[str, int] | None = None  # changes applied so far, by route
     override: Mapping[str, str] | None = None  # the keys written, for a reload
+    pid: int | None = None  # an intent's: the uWSGI master it is about to act on
 
     def counted(self) -> tuple[str, str] | None:
         """(kind, result) of an action this record counts: a change by its route, or a
@@ -70,7 +75,7 @@ class AuditRecord:
     def from_json(cls, raw: Mapping[str, Any]) -> AuditRecord | None:
         """A record read back from the log; None when it is not one (a foreign line)."""
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
-        if raw.get("event") not in ("change", "verify", "stop", "resume"):
+        if raw.get("event") not in EVENTS:
             return None
         if not isinstance(raw.get("t"), int | float):
             return None
