@@ -26,6 +26,7 @@ def test_unit_has_the_contract(unit: str) -> None:
         "ReadWritePaths=/var/lib/uwsgitune",
         "RuntimeDirectory=uwsgitune",  # the apply lock, seen past PrivateTmp (issue 14.3)
         "RuntimeDirectoryPreserve=yes",
+        "TimeoutStopSec=30",  # an apply in flight: 10 s grace, rollback, 20 s wait (issue 14.2)
         "ExecReload=/bin/kill -HUP $MAINPID",
         "User=",
         "Group=",

@@ -189,3 +189,21 @@ def test_tune_applies_a_burst_listen_through_the_restart_command(daemonized: Dae
     new = int(read_keys(d.override)["listen"])
     assert 8 < new <= 4096 and _backlog(d) == new
     assert out.count("via restart") == 1  # once: the cool-down holds any second restart
+
+
+def test_the_deadline_counts_from_the_restart_commands_exit(
+    daemonized: Daemonized, tmp_path: Path
+) -> None:
+    """A restart command slower than the deadline (a slow `systemctl restart`) that succeeds
+    is verified, not rolled back (which would restart uWSGI a second time)."""
+    d = daemonized
+    watch = d.watch()
+    before = watch.step()
+    assert wait_for(lambda: _backlog(d) == 8)
+    slow = tmp_path / "slow.sh"
+    slow.write_text(f"#!/bin/sh\nsleep 12\nexec {d.restart}\n")
+    slow.chmod(0o755)
+    applier = ListenApplier(d.override, d.ini, RestartCommand((str(slow),)), watch.step)
+    out = applier.apply(32, before, deadline=10)
+    assert out.ok, out.detail
+    assert _backlog(d) == 32
