@@ -24,7 +24,7 @@ from uwsgitune.pipeline import InstancePipeline, InstanceState
 from uwsgitune.tui.instance import InstancePane, VassalSelected, WorkerSelected
 from uwsgitune.tui.polling import PollLoop
 from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
-from uwsgitune.tui.tuning import TuiTuner, applied
+from uwsgitune.tui.tuning import TuiTuner, applied, finish_applies
 from uwsgitune.tui.workers import CORE_COLUMNS, VASSAL_COLUMNS, WORKER_COLUMNS
 
 RATES = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -119,6 +119,9 @@ class WatchApp(App[int]):
 
     def _start_loop(self, index: int, pipeline: InstancePipeline) -> None:
         loop = PollLoop(index, pipeline, self._deliver)
+        tuner = self.tuners.get(index)
+        if tuner is not None:  # its apply's waits poll through the pipeline, shown at once
+            tuner.loop.poll = loop.poll_and_show
         self.loops.append(loop)
         self.run_worker(loop.run, thread=True, group="poll", name=f"poll-{index}")
 
@@ -126,13 +129,17 @@ class WatchApp(App[int]):
         self.post_message(FrameArrived(index, state))  # thread-safe in Textual
 
     def stop_and_exit(self) -> None:
-        for loop in self.loops:
-            loop.stop()
+        self._stop_loops()
         self.exit(0)
 
     def on_unmount(self) -> None:
+        self._stop_loops()
+
+    def _stop_loops(self) -> None:
         for loop in self.loops:
             loop.stop()
+        for tuner in self.tuners.values():
+            tuner.halt()
 
     def pane(self, index: int) -> InstancePane:
         return self.query_one(f"#inst{index}", InstancePane)
@@ -286,4 +293,4 @@ def run_tui(
     """Entry point of `uwsgitune watch` (TUI mode). Returns the exit code."""
     app = WatchApp(pipelines, handle_signals=True, tuners=tuners)
     code = app.run()
-    return int(code or 0)
+    return int(code or 0) or finish_applies((tuners or {}).values())

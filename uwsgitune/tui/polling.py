@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline import InstancePipeline, InstanceState
 
 MAX_WAIT = 0.5  # seconds between checks of `stop`, and the longest a rate change waits
@@ -46,6 +47,14 @@ class PollLoop:
             delay = max(0.0, self.watch.next_due - self._mono())
             self.wake.wait(min(delay, MAX_WAIT))
             self.wake.clear()
+
+    def poll_and_show(self) -> Frame:
+        """A poll from inside a step (the tuner's apply waiting on a reload): published by
+        the pipeline and delivered at once, so the screen never freezes on the last step."""
+        frame = self.pipeline.poll()
+        if not self.stop_event.is_set():
+            self.deliver(self.index, self.pipeline.state)
+        return frame
 
     def set_interval(self, interval: float) -> None:
         """A new refresh rate, from the next poll (which comes no later than now + interval)."""

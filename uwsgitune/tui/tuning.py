@@ -13,8 +13,9 @@ Everything runs in the poll thread; the UI thread only sets a request.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from uwsgitune.actuate.lock import ApplyLock
@@ -22,6 +23,8 @@ from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
 from uwsgitune.tuner.result import Note, StepResult
+
+APPLY_WAIT_SECONDS = 20.0  # the halt's grace (10 s) and a rollback, as the daemon waits
 
 
 class TuiTuner:
@@ -31,6 +34,19 @@ class TuiTuner:
         self.lines: deque[str] = deque(maxlen=200)  # what the loop said, newest last
         self._request: tuple[str, int] | None = None
         self._guard = threading.Lock()
+
+    def halt(self) -> None:
+        """The TUI is quitting: an apply in flight verifies within the grace or rolls back,
+        and no new one starts (`TuneLoop.halt`)."""
+        self.loop.halt.set()
+
+    def wait_applied(self, timeout: float = APPLY_WAIT_SECONDS) -> bool:
+        """After `halt`: wait until the poll thread has ended its apply and released the
+        lock. False if it did not within `timeout` (its intent record stays in the audit log)."""
+        deadline = time.monotonic() + timeout
+        while self.lock.held and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return not self.lock.held
 
     def request(self, action: str, desired: int) -> None:
         """From the UI thread: apply (action, desired) at the next poll, if still advised."""
@@ -58,6 +74,19 @@ class TuiTuner:
         finally:
             self.lock.release()
         return _with_outcome(advised, now, _outcome(now, expect))
+
+
+def finish_applies(tuners: Iterable[TuiTuner]) -> int:
+    """After the app quit (its `halt` set): wait for an apply in flight to end in its own
+    thread. 1 if one did not end in time."""
+    code = 0
+    for tuner in tuners:
+        if tuner.lock.held:
+            print("uwsgitune: waiting for the apply in flight to verify or roll back", flush=True)
+        if not tuner.wait_applied():
+            print("uwsgitune: the apply in flight did not end within 20 s; see the audit log")
+            code = 1
+    return code
 
 
 def _with_outcome(advised: StepResult, now: StepResult, text: str) -> StepResult:
