@@ -1,15 +1,22 @@
-"""`doctor` names the apply lock's holder from /proc/locks, without taking the lock."""
+"""`doctor` names the apply lock's holder from /proc/locks, without taking the lock; the
+daemon says when its lock would be hidden in a private /tmp."""
 
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.daemon.conftest import DaemonProc
+from tests.daemon.helpers import wait_for
+from tests.tuner.real import manual
 from uwsgitune.actuate.doctor import DoctorFacts, checks
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.lockinfo import LockInfo, flock_holders, lock_info
+from uwsgitune.launch import UwsgiProcess
 
 
 def test_flock_holders_match_device_and_inode() -> None:
@@ -53,3 +60,31 @@ def test_doctor_reports_the_lock(tmp_path: Path) -> None:
     assert ok is True and "held by pid 12 (uwsgitune daemon);" in detail
     ok, detail = lock_check(LockInfo("/l", "the lock directory /d is writable by others"))
     assert ok is False and "writable" in detail
+
+
+def test_a_lock_in_private_tmp_under_systemd_is_named() -> None:
+    from uwsgitune.actuate.lock import private_lock_dir
+
+    tmp = Path("/tmp/uwsgitune-33")
+    assert private_lock_dir({"INVOCATION_ID": "abc"}, tmp) == "/tmp/uwsgitune-33"
+    assert private_lock_dir({}, tmp) is None  # not under systemd: /tmp is the host's
+    assert private_lock_dir({"INVOCATION_ID": "abc"}, Path("/run/uwsgitune")) is None
+
+
+@pytest.mark.uwsgi
+def test_the_daemon_warns_when_its_lock_is_in_a_private_tmp(
+    uwsgi: Callable[..., UwsgiProcess], start_daemon: Callable[..., DaemonProc], tmp_path: Path
+) -> None:
+    """An old unit without RuntimeDirectory: the daemon's lock falls in its PrivateTmp,
+    unseen by `tune`, the TUI and `sweep`. It says so at start, with the fix."""
+    proc = uwsgi(**manual(tmp_path / "override.ini", processes=2, initial=1))
+    config = (
+        '[daemon]\nmetrics_listen = "127.0.0.1:@PORT@"\n'
+        f'state_dir = "{tmp_path}"\n\n[[instance]]\nname = "app"\nstats = "{proc.stats}"\n'
+        f'fifo = "{proc.fifo}"\nmode = "apply"\n'
+    )
+    locks = tempfile.mkdtemp(prefix="uwt-private-", dir="/tmp")
+    d = start_daemon(config=config, env={"INVOCATION_ID": "1", "UWSGITUNE_LOCK_DIR": locks})
+    wait_for(lambda: "started" in d.log.read_text(), timeout=20)
+    log = d.log.read_text()
+    assert "lock_private" in log and locks in log and "RuntimeDirectory=uwsgitune" in log, log

@@ -59,6 +59,14 @@ def resolve_dir(env: Mapping[str, str], euid: int, run_dir_exists: bool) -> Path
     return Path(f"/tmp/uwsgitune-{euid}")
 
 
+def private_lock_dir(env: Mapping[str, str], directory: Path) -> str | None:
+    """Under systemd (INVOCATION_ID set), a lock in /tmp is in the unit's PrivateTmp, where
+    `tune`, the TUI's `a` key and `sweep` cannot see it: that directory, then (pure)."""
+    if env.get("INVOCATION_ID") and directory.is_relative_to("/tmp"):
+        return str(directory)
+    return None
+
+
 def lock_dir() -> Path:
     return resolve_dir(os.environ, os.geteuid(), RUN_DIR.is_dir())
 

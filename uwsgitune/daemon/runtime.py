@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from uwsgitune import __version__
+from uwsgitune.actuate.lock import lock_dir, private_lock_dir
 from uwsgitune.daemon import logs
 from uwsgitune.daemon.config import DaemonConfig, load_config
 from uwsgitune.daemon.errors import ConfigError
@@ -108,6 +109,11 @@ class Daemon:
         if self.server.tls is None and not all(ip_loopback(h) for h, _ in self.server.addresses):
             event("metrics_exposed", logging.WARNING, metrics=metrics,
                   fix="TLS and basic auth: web_config_file (--web.config.file)")  # fmt: skip
+        private = private_lock_dir(os.environ, lock_dir())
+        if private and any(r.spec.mode == "apply" for r in self.runners.values()):
+            event("lock_private", logging.WARNING, lock_dir=private,
+                  fix="add RuntimeDirectory=uwsgitune and RuntimeDirectoryPreserve=yes to the "
+                  "unit (as systemd/uwsgitune.service does)")  # fmt: skip
         event("started", version=__version__, pid=os.getpid(), metrics=metrics,
               tls=self.server.tls is not None, instances=len(self.runners),
               config=self.config_path)  # fmt: skip
