@@ -51,13 +51,13 @@ interval = 0.5
 
 
 @contextmanager
-def busy_workers(proc: UwsgiProcess, n: int) -> Iterator[None]:
-    """`n` requests of 60 s, held open: the workers stay busy, a reload waits on them."""
+def busy_workers(proc: UwsgiProcess, n: int, ms: int = 60000) -> Iterator[None]:
+    """`n` requests of `ms` (60 s), held open: the workers stay busy, a reload waits on them."""
     socks = []
     try:
         for _ in range(n):
             s = socket.create_connection(("127.0.0.1", http_port(proc)), timeout=5)
-            s.sendall(b"GET /io/60000 HTTP/1.0\r\nHost: x\r\n\r\n")
+            s.sendall(f"GET /io/{ms} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
             socks.append(s)
         yield
     finally:
