@@ -91,6 +91,9 @@ def _ca(d: Path, name: str) -> None:
         "2",
         "-subj",
         f"/CN={name}",
+        # Python 3.13 verifies strictly (VERIFY_X509_STRICT): a CA must carry key usage
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
         cwd=d,
     )
 
