@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,3 +62,27 @@ def drive(loop: TuneLoop, seconds: float, lines: list[str] | None = None) -> lis
         if lines is not None:
             lines += [n.text for n in result.notes if n.fresh]
     return out
+
+
+def read_pid(pidfile: Path) -> int | None:
+    """The pid a daemonized uWSGI wrote (`pidfile`), or None."""
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def stop_pid(pid: int, grace: float = 15.0) -> None:
+    """Stop a daemonized uWSGI we started: SIGINT (SIGTERM would be a reload), then SIGKILL."""
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import wait_for
+from tests.tuner.real import read_pid, stop_pid, wait_for
 from tests.uwsgi_harness import base_options
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import OverrideError, read_keys
@@ -56,28 +55,10 @@ class Daemonized:
     restart: Path
 
     def pid(self) -> int | None:
-        try:
-            return int(self.pidfile.read_text().strip())
-        except (OSError, ValueError):
-            return None
+        return read_pid(self.pidfile)
 
     def watch(self) -> InstanceWatch:
         return InstanceWatch(parse_address(self.stats), interval=0.5)
-
-
-def _stop(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGINT)
-    except ProcessLookupError:
-        return
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -104,7 +85,7 @@ def daemonized(tmp_path: Path) -> Iterator[Daemonized]:
     finally:
         pid = d.pid()
         if pid is not None:
-            _stop(pid)
+            stop_pid(pid)
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 

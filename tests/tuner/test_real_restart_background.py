@@ -6,7 +6,6 @@ raises, the override is restored."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.observe.helpers import Instance, Load
-from tests.tuner.real import wait_for
+from tests.tuner.real import read_pid, stop_pid, wait_for
 from tests.uwsgi_harness import base_options
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import read_keys
@@ -56,28 +55,10 @@ class Background:
     runs: Path
 
     def pid(self) -> int | None:
-        try:
-            return int(self.pidfile.read_text().strip())
-        except (OSError, ValueError):
-            return None
+        return read_pid(self.pidfile)
 
     def watch(self) -> InstanceWatch:
         return InstanceWatch(parse_address(self.stats), interval=0.5)
-
-
-def _stop(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGINT)
-    except ProcessLookupError:
-        return
-    end = time.monotonic() + 15
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -106,7 +87,7 @@ def background() -> Iterator[Background]:
     finally:
         pid = b.pid()
         if pid is not None:
-            _stop(pid)
+            stop_pid(pid)
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 

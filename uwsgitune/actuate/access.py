@@ -73,30 +73,35 @@ def _allows(st: os.stat_result, reader: Reader, bit: int) -> bool:
     return bool(st.st_mode & (bit >> 6))
 
 
+def _blocked(path: Path, reader: Reader, bit: int) -> tuple[str, os.stat_result | None]:
+    """("", stat) when `reader` has `bit` on `path`; else what stops it (and the stat)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}", None
+    if _allows(st, reader, bit):
+        return "", st
+    mode = stat.S_IMODE(st.st_mode)
+    verb = "enter" if bit == 0o100 else "read"
+    return (
+        f"uid {reader.uid} cannot {verb} {path} (mode {mode:04o}, owner {st.st_uid}:{st.st_gid})",
+        st,
+    )
+
+
 def why_unreadable(path: Path, reader: Reader) -> tuple[str, str] | None:
     """None when `reader` can read `path`; else (what stops it, the fix)."""
     target = Path(os.path.abspath(path))
     for parent in reversed(target.parents):
-        try:
-            st = os.stat(parent)
-        except OSError as exc:
-            return f"{parent}: {exc.strerror}", f"create {parent}"
-        if not _allows(st, reader, 0o100):
-            mode = stat.S_IMODE(st.st_mode)
-            return (
-                f"uid {reader.uid} cannot enter {parent} (mode {mode:04o}, owner "
-                f"{st.st_uid}:{st.st_gid})",
-                f"chmod o+x {parent}",
-            )
-    try:
-        st = os.stat(target)
-    except OSError as exc:
-        return f"{target}: {exc.strerror}", f"create {target}"
-    if not _allows(st, reader, 0o400):
-        mode = stat.S_IMODE(st.st_mode)
-        return (
-            f"uid {reader.uid} cannot read {target} (mode {mode:04o}, owner "
-            f"{st.st_uid}:{st.st_gid}): the next reload fails",
-            f"chown {reader.uid} {target}   (or: chmod o+r {target})",
-        )
-    return None
+        why, st = _blocked(parent, reader, 0o100)
+        if why:
+            return why, (f"chmod o+x {parent}" if st else f"create {parent}")
+    why, st = _blocked(target, reader, 0o400)
+    if not why:
+        return None
+    if st is None:
+        return why, f"create {target}"
+    return (
+        f"{why}: the next reload fails",
+        f"chown {reader.uid} {target}   (or: chmod o+r {target})",
+    )

@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from uwsgitune.cli.watch import MAX_WORKERS_HELP
 from uwsgitune.core.settings import add_flag, flag_problem, restart_argv
 from uwsgitune.pipeline import pipeline_for
 from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.stopsignals import stop_signals
 from uwsgitune.tuner import TunerSettings
 
 
@@ -183,21 +183,12 @@ def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> i
     return 0
 
 
-@contextmanager
-def _stop_signals(loop: TuneLoop, got: list[int]) -> Iterator[None]:
+def _stop_signals(loop: TuneLoop, got: list[int]) -> AbstractContextManager[None]:
     """SIGINT and SIGTERM halt the loop (an apply in flight ends in this thread) instead of
     raising in the middle of it; the handlers before are put back after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def on_signal(signum: int, _frame: object) -> None:
         got.append(signum)
         loop.halt.set()
 
-    before = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+    return stop_signals(on_signal)

@@ -9,16 +9,15 @@ Targets below 1 are refused: a sweep never leaves the instance without a worker.
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Protocol
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.errors import UwsgituneError
+from uwsgitune.stopsignals import stop_signals
 
 PLUS_RETRY_SECONDS = 3.0  # a `+` not applied after three master cycles is resent
 POLL_SECONDS = 0.25
@@ -54,17 +53,8 @@ class StopFlag:
         self.is_set = True
 
 
-@contextmanager
-def sigint_records(flag: StopFlag) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, flag) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+def sigint_records(flag: StopFlag) -> AbstractContextManager[None]:
+    return stop_signals(flag)
 
 
 class LiveCount:
