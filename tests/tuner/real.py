@@ -14,6 +14,7 @@ from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.sources.stats import read_stats
+from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision
 
 
@@ -86,3 +87,22 @@ def stop_pid(pid: int, grace: float = 15.0) -> None:
             return
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
+
+
+class PidfileUwsgi:
+    """A daemonized uWSGI (`daemonize2`, `pidfile`) that a restart script stops and starts;
+    mixed into the tests' dataclasses, which give `pidfile` and `stats`."""
+
+    pidfile: Path
+    stats: str
+
+    def pid(self) -> int | None:
+        return read_pid(self.pidfile)
+
+    def watch(self) -> InstanceWatch:
+        return InstanceWatch(parse_address(self.stats), interval=0.5)
+
+    def backlog(self) -> int | None:
+        frame = self.watch().step()
+        found = [s.backlog for s in frame.sockets if s.backlog]
+        return found[0] if frame.ok and found else None

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import read_pid, stop_pid, wait_for
+from tests.tuner.real import PidfileUwsgi, stop_pid, wait_for
 from tests.uwsgi_harness import base_options
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import OverrideError, read_keys
-from uwsgitune.core.address import parse_address
 from uwsgitune.launch import find_uwsgi, render_ini
 from uwsgitune.loadgen import LoadRun
-from uwsgitune.sources.watcher import InstanceWatch
 
 pytestmark = pytest.mark.uwsgi
 
@@ -44,7 +42,7 @@ exec {uwsgi} --ini {ini}
 
 
 @dataclass
-class Daemonized:
+class Daemonized(PidfileUwsgi):
     workdir: Path
     ini: Path
     override: Path
@@ -53,12 +51,6 @@ class Daemonized:
     fifo: Path
     port: int
     restart: Path
-
-    def pid(self) -> int | None:
-        return read_pid(self.pidfile)
-
-    def watch(self) -> InstanceWatch:
-        return InstanceWatch(parse_address(self.stats), interval=0.5)
 
 
 @pytest.fixture
@@ -89,23 +81,17 @@ def daemonized(tmp_path: Path) -> Iterator[Daemonized]:
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 
-def _backlog(d: Daemonized) -> int | None:
-    frame = d.watch().step()
-    found = [s.backlog for s in frame.sockets if s.backlog]
-    return found[0] if frame.ok and found else None
-
-
 def test_listen_is_applied_by_the_restart_and_verified(daemonized: Daemonized) -> None:
     d = daemonized
     watch = d.watch()
     before = watch.step()
-    assert wait_for(lambda: _backlog(d) == 8)
+    assert wait_for(lambda: d.backlog() == 8)
     applier = ListenApplier(d.override, d.ini, RestartCommand((str(d.restart),)), watch.step)
     out = applier.apply(32, before, deadline=30)
     assert out.ok, out.detail
     assert read_keys(d.override) == {"listen": "32"}
     assert "listen = 8" in d.ini.read_text()  # the user's ini is never edited
-    assert _backlog(d) == 32 and d.pid() != before.master_pid
+    assert d.backlog() == 32 and d.pid() != before.master_pid
 
 
 def test_listen_above_somaxconn_is_refused_before_anything_is_written(
@@ -135,7 +121,7 @@ def test_a_failing_restart_restores_the_override(daemonized: Daemonized, tmp_pat
     assert "exited 5: unit uwsgi@app not found" in out.detail
     assert d.override.read_text() == "[uwsgi]\n"  # back as it was
     assert watch.step().master_pid == before.master_pid
-    assert wait_for(lambda: _backlog(d) == 8)
+    assert wait_for(lambda: d.backlog() == 8)
 
 
 async def _bursts(port: int, seconds: float) -> None:
@@ -168,7 +154,7 @@ def test_tune_applies_a_burst_listen_through_the_restart_command(daemonized: Dae
     assert tune.returncode == 0, out
     assert "listen_queue.bursts" in out and "listen [verified]" in out, out
     new = int(read_keys(d.override)["listen"])
-    assert 8 < new <= 4096 and _backlog(d) == new
+    assert 8 < new <= 4096 and d.backlog() == new
     assert out.count("via restart") == 1  # once: the cool-down holds any second restart
 
 
@@ -180,11 +166,11 @@ def test_the_deadline_counts_from_the_restart_commands_exit(
     d = daemonized
     watch = d.watch()
     before = watch.step()
-    assert wait_for(lambda: _backlog(d) == 8)
+    assert wait_for(lambda: d.backlog() == 8)
     slow = tmp_path / "slow.sh"
     slow.write_text(f"#!/bin/sh\nsleep 12\nexec {d.restart}\n")
     slow.chmod(0o755)
     applier = ListenApplier(d.override, d.ini, RestartCommand((str(slow),)), watch.step)
     out = applier.apply(32, before, deadline=10)
     assert out.ok, out.detail
-    assert _backlog(d) == 32
+    assert d.backlog() == 32

@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.observe.helpers import Instance, Load
-from tests.tuner.real import read_pid, stop_pid, wait_for
+from tests.tuner.real import PidfileUwsgi, stop_pid, wait_for
 from tests.uwsgi_harness import base_options
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import read_keys
-from uwsgitune.core.address import parse_address
 from uwsgitune.launch import find_uwsgi, render_ini
 from uwsgitune.loadgen import run_closed
-from uwsgitune.sources.watcher import InstanceWatch
 
 # Stop the instance by its pidfile (SIGINT: SIGTERM is a reload), start it again in the
 # background from the same ini, not daemonized: it keeps this script's stdout and stderr.
@@ -44,7 +42,7 @@ echo "started $!"
 
 
 @dataclass
-class Background:
+class Background(PidfileUwsgi):
     work: Path
     ini: Path
     override: Path
@@ -53,12 +51,6 @@ class Background:
     port: int
     script: Path
     runs: Path
-
-    def pid(self) -> int | None:
-        return read_pid(self.pidfile)
-
-    def watch(self) -> InstanceWatch:
-        return InstanceWatch(parse_address(self.stats), interval=0.5)
 
 
 @pytest.fixture
@@ -91,12 +83,6 @@ def background() -> Iterator[Background]:
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 
-def _backlog(b: Background) -> int | None:
-    frame = b.watch().step()
-    found = [s.backlog for s in frame.sockets if s.backlog]
-    return found[0] if frame.ok and found else None
-
-
 @pytest.mark.uwsgi
 def test_a_uwsgi_started_in_the_background_is_a_success_not_a_timeout(
     background: Background,
@@ -104,7 +90,7 @@ def test_a_uwsgi_started_in_the_background_is_a_success_not_a_timeout(
     b = background
     watch = b.watch()
     before = watch.step()
-    assert _backlog(b) == 8
+    assert b.backlog() == 8
     restart = RestartCommand((str(b.script),), timeout=20)
     applier = ListenApplier(b.override, b.ini, restart, watch.step)
     start = time.monotonic()
@@ -115,7 +101,7 @@ def test_a_uwsgi_started_in_the_background_is_a_success_not_a_timeout(
     assert len(b.runs.read_text().split()) == 1  # restarted once, no rollback restart
     new = b.pid()
     assert new is not None and new != before.master_pid
-    assert read_keys(b.override) == {"listen": "32"} and _backlog(b) == 32
+    assert read_keys(b.override) == {"listen": "32"} and b.backlog() == 32
     # It logs every request to the pipe uwsgitune closed: EPIPE, ignored; it keeps serving.
     result = run_closed(f"http://127.0.0.1:{b.port}/io/5", 2, 2.0)
     assert result.errors == 0 and result.ok > 10
