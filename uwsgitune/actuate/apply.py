@@ -179,11 +179,12 @@ class Applier:
             frame.somaxconn or somaxconn(), frame.mem_per_worker, self.settings.memory_budget
         )
         deadline = reload_deadline_for(self.settings.reload_deadline, self.override.user_ini)
-        no_intent = self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
-        if no_intent:
-            return self._refused(d, no_intent)
+
+        def intent() -> str | None:
+            return self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
+
         try:
-            out = reloader.apply(ov, frame, limits, deadline)
+            out = reloader.apply(ov, frame, limits, deadline, intent)
         except (SetupError, FifoSetupError) as exc:
             return self._setup_stop(d, str(exc))
         except (OverrideError, FifoError, OSError) as exc:
@@ -255,12 +256,12 @@ class Applier:
         applier = ListenApplier(
             self.override.path, self.override.user_ini, self.restart, self.poll, halt=self.halt
         )
-        no_intent = self._intent("listen", "restart", wish.current, target, frame.master_pid)
-        if no_intent:
-            self._note("error", "listen", f"ERROR: {head} [refused] {no_intent}")
-            return self._listen_change(wish, target, "refused", no_intent)
+
+        def intent() -> str | None:
+            return self._intent("listen", "restart", wish.current, target, frame.master_pid)
+
         try:
-            out = applier.apply(target, frame, self.settings.restart_deadline)
+            out = applier.apply(target, frame, self.settings.restart_deadline, intent)
         except (OverrideError, OSError) as exc:
             self._note("error", "listen", f"ERROR: {head} [refused] {exc}")
             return self._listen_change(wish, target, "refused", str(exc))

@@ -83,10 +83,19 @@ class ListenApplier:
             raise OverrideError("; ".join(found))
         return keys
 
-    def apply(self, target: int, before: Frame, deadline: float) -> ReloadOutcome:
+    def apply(
+        self,
+        target: int,
+        before: Frame,
+        deadline: float,
+        intent: Callable[[], str | None] = lambda: None,
+    ) -> ReloadOutcome:
         """Validate, write, restart, verify; roll back on failure. Raises OverrideError (and
-        OSError) before anything is written."""
+        OSError) before anything is written; `intent()` as in `Reloader.apply`."""
         keys = self.plan(target, before.somaxconn)
+        problem = intent()
+        if problem:
+            raise OverrideError(problem)
         existed = self.path.exists()
         old_text = self.path.read_text() if existed else render_keys({})
         write_atomic(self.path, render_keys(keys))

@@ -26,6 +26,7 @@ from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.override import (
     IniError,
     Override,
+    OverrideError,
     SetupError,
     last_include,
     load_config,
@@ -138,10 +139,22 @@ class Reloader:
         self._sleep = sleep
         self._mono = mono
 
-    def apply(self, ov: Override, before: Frame, limits: Limits, deadline: float) -> ReloadOutcome:
-        """Validate, write, reload, verify. Raises OverrideError before writing anything."""
+    def apply(
+        self,
+        ov: Override,
+        before: Frame,
+        limits: Limits,
+        deadline: float,
+        intent: Callable[[], str | None] = lambda: None,
+    ) -> ReloadOutcome:
+        """Validate, write, reload, verify. Raises OverrideError before writing anything.
+        `intent()` is called once validated, just before the write (the audit's intent
+        record); what it returns stops the change there, as an OverrideError."""
         plan(self.user_ini, self.path, ov, limits)
         self.fifo.check(before.master_pid)  # before writing: the `r` must be deliverable
+        problem = intent()
+        if problem:
+            raise OverrideError(problem)
         write_atomic(self.path, ov.render())
         start = self._mono()
         vassal = under_emperor(before.master_pid)
