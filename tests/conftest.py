@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -12,18 +16,40 @@ from uwsgitune.launch import IniValue, UwsgiProcess
 DATA = Path(__file__).resolve().parent / "data"
 
 # Two test processes (`-n 2`, pyproject.toml): most real-uWSGI tests wait on sockets, polls
-# and reloads, not on the CPUs. The tests that put CPU load on a real uWSGI, or measure it,
-# and the CPU-heavy property runs, share one group: they run one at a time, in one process,
-# beside at most one waiting test, as on the busy 2-core machine they are written for.
+# and reloads, not on the CPUs. The tests whose verdict rests on measuring the CPUs under
+# load (the tuner's and sweep's sizing) share one group (one process) and take turns with
+# the rest: while one of them runs, the other process waits (`_cpu_turns`), so they see
+# what a serial run sees.
 CPU_GROUP = frozenset({
-    "daemon/test_apply.py", "daemon/test_daemon.py", "faults/test_clock.py",
-    "faults/test_daemon_faults.py", "faults/test_fuzz.py", "observe/test_live.py",
-    "rules/test_properties.py", "sweep/test_generator.py", "sweep/test_grid_real.py",
-    "sweep/test_real.py", "tui/test_e2e.py", "tuner/test_model.py",
-    "tuner/test_real_guards.py", "tuner/test_real_listen.py", "tuner/test_real_loop.py",
-    "tuner/test_real_reload.py", "tuner/test_real_restart_background.py",
-    "tuner/test_real_scale.py", "tuner/test_real_tui_tuner.py",
+    "daemon/test_apply.py", "sweep/test_grid_real.py", "sweep/test_real.py",
+    "tuner/test_model.py", "tuner/test_real_guards.py", "tuner/test_real_loop.py",
+    "tuner/test_real_scale.py",
 })  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _cpu_turns(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A readers-writer lock across the test processes: a CPU-group test holds it alone."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:  # one process (-n 0): nothing runs beside anything
+        yield
+        return
+    path = Path(tempfile.gettempdir()) / f"uwsgitune-tests-{run}.lock"
+    waiting = path.with_suffix(".waiting")  # a CPU test waits: no new test starts beside it
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if request.node.get_closest_marker("xdist_group") is not None:
+            waiting.touch()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            waiting.unlink(missing_ok=True)
+        else:
+            end = time.monotonic() + 300  # a CPU test that died waiting holds no one up
+            while waiting.exists() and time.monotonic() < end:
+                time.sleep(0.05)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
