@@ -131,6 +131,7 @@ ALGOS: dict[str, dict[str, IniValue]] = {
     },
 }
 TUNERS = {"tuner-64": 64, "tuner-2": 2}
+PHASED_WARMUP = 15.0  # seconds
 
 
 @dataclass
@@ -269,7 +270,9 @@ def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Ru
             os.setpriority(os.PRIO_PROCESS, 0, 0)
             stop.set()
             th.join()
-    warmup = min(30.0, seconds / 3) if len(phases) == 1 else 0.0
+    # Steady state: after the warm-up, or for phased loads after the start (the first
+    # PHASED_WARMUP s, where tuner-2 ramps up); the phases' changes stay in it.
+    warmup = min(30.0, seconds / 3) if len(phases) == 1 else PHASED_WARMUP * scale
     _measure(run, results, warmup)
     changes = [r for r in audit.records() if r.event == "change"]
     run.changes = len(changes)

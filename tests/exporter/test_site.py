@@ -11,7 +11,7 @@ import time
 from tests.exporter.conftest import HASH, PASSWORD
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.request import Request, parse_head
-from uwsgitune.exporter.site import Site, SiteConfig, deadline
+from uwsgitune.exporter.site import Site, SiteConfig, deadline, each_time
 
 BODY = b"# TYPE uwsgi_up gauge\nuwsgi_up 1.0\n"
 
@@ -30,7 +30,7 @@ def basic(user: str, password: str) -> str:
 
 
 async def test_landing_health_and_metrics() -> None:
-    site = Site(lambda: BODY, config=SiteConfig(telemetry_path="/m"))
+    site = Site(each_time(lambda: BODY), config=SiteConfig(telemetry_path="/m"))
     landing = await site(get("/"))
     assert landing.status == 200 and b'href="/m"' in landing.body
     assert (await site(get("/m"))).body == BODY
@@ -42,18 +42,20 @@ async def test_landing_health_and_metrics() -> None:
 
 async def test_ready_only_once_every_instance_was_polled() -> None:
     polled = {"a": True, "b": False}
-    site = Site(lambda: BODY, ready=lambda: all(polled.values()))
+    site = Site(each_time(lambda: BODY), ready=lambda: all(polled.values()))
     assert (await site(get("/-/ready"))).status == 503
     polled["b"] = True
     assert (await site(get("/-/ready"))).status == 200
 
 
 async def test_gzip_when_asked() -> None:
-    site = Site(lambda: BODY * 100)
+    site = Site(each_time(lambda: BODY * 100))
     plain = await site(get("/metrics"))
     zipped = await site(get("/metrics", Accept_Encoding="deflate, gzip;q=1.0"))
     assert ("Content-Encoding", "gzip") in zipped.headers and not plain.headers
-    assert gzip.decompress(zipped.body) == plain.body and len(zipped.body) < len(plain.body)
+    assert gzip.decompress(zipped.content) == plain.content and len(zipped.content) < len(
+        plain.content
+    )
 
 
 def test_the_scrape_timeout_header_minus_the_offset() -> None:
@@ -63,7 +65,7 @@ def test_the_scrape_timeout_header_minus_the_offset() -> None:
 
 
 async def test_a_scrape_past_its_deadline_is_a_503_and_a_bad_header_a_400() -> None:
-    site = Site(lambda: time.sleep(0.5) or BODY, config=SiteConfig(timeout_offset=0.1))  # type: ignore[func-returns-value]
+    site = Site(each_time(lambda: time.sleep(0.5) or BODY), config=SiteConfig(timeout_offset=0.1))  # type: ignore[func-returns-value]
     t0 = time.monotonic()
     slow = await site(get("/metrics", X_Prometheus_Scrape_Timeout_Seconds="0.3"))
     assert slow.status == 503 and time.monotonic() - t0 < 0.45
@@ -74,7 +76,7 @@ async def test_a_scrape_past_its_deadline_is_a_503_and_a_bad_header_a_400() -> N
 
 
 async def test_basic_auth_guards_all_but_health() -> None:
-    site = Site(lambda: BODY, auth=BasicAuth({"prometheus": HASH.encode()}))
+    site = Site(each_time(lambda: BODY), auth=BasicAuth({"prometheus": HASH.encode()}))
     denied = await site(get("/metrics"))
     assert denied.status == 401 and any(k == "WWW-Authenticate" for k, _ in denied.headers)
     assert (await site(get("/metrics", Authorization=basic("prometheus", "no")))).status == 401
@@ -85,8 +87,10 @@ async def test_basic_auth_guards_all_but_health() -> None:
 
 
 async def test_probe_is_off_by_default_and_never_an_open_proxy() -> None:
-    assert (await Site(lambda: BODY)(get("/probe?target=tcp://127.0.0.1:1"))).status == 404
-    site = Site(lambda: BODY, config=SiteConfig(probe_targets=("tcp://127.0.0.1:1",)))
+    assert (
+        await Site(each_time(lambda: BODY))(get("/probe?target=tcp://127.0.0.1:1"))
+    ).status == 404
+    site = Site(each_time(lambda: BODY), config=SiteConfig(probe_targets=("tcp://127.0.0.1:1",)))
     assert (await site(get("/probe"))).status == 400
     for target in ("tcp://127.0.0.1:2", "unix:///etc/passwd", "http://169.254.169.254/", "::"):
         answer = await site(get(f"/probe?target={target}"))
@@ -98,5 +102,5 @@ async def test_probe_is_off_by_default_and_never_an_open_proxy() -> None:
 
 
 async def test_web_config_headers_are_added() -> None:
-    site = Site(lambda: BODY, config=SiteConfig(headers={"X-Frame-Options": "deny"}))
+    site = Site(each_time(lambda: BODY), config=SiteConfig(headers={"X-Frame-Options": "deny"}))
     assert ("X-Frame-Options", "deny") in (await site(get("/metrics"))).headers

@@ -21,7 +21,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import cpu_saturation
 from uwsgitune.exporter import compat, optional
 from uwsgitune.exporter.families import Families
-from uwsgitune.exporter.selfmetrics import BuildInfo, add_self
+from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerCollector, HandlerStats, add_self
 from uwsgitune.exporter.uwsgi_metrics import add_uwsgi_metrics
 from uwsgitune.pipeline.state import InstanceState
 
@@ -191,14 +191,22 @@ def add_own(out: Families, snap: InstanceState) -> None:
         out.gauge("uwsgitune_last_poll_timestamp_seconds", doc, uri, counts.last_t)
 
 
-def registry_for(
-    source: StateSource, options: ExportOptions | None = None, *, process: bool = False
-) -> CollectorRegistry:
-    """A private registry: this collector and the build info; `process_*` when asked (the
-    daemon: uwsgi_exporter has them too). No Python platform or GC collectors."""
+def registry_for(source: StateSource, options: ExportOptions | None = None) -> CollectorRegistry:
+    """A private registry: this collector and the build info. No Python platform or GC
+    collectors."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(UwsgiCollector(source, options))
     registry.register(BuildInfo())
-    if process:
+    return registry
+
+
+def live_registry(stats: HandlerStats | None = None) -> CollectorRegistry:
+    """What changes per scrape, not per poll: the build info, and for the daemon `process_*`
+    (uwsgi_exporter has them too) and the handler's counts. Rendered after the instances'
+    part (`exposition.py`), in this order."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BuildInfo())
+    if stats is not None:
         registry.register(ProcessCollector(registry=None))
+        registry.register(HandlerCollector(stats))
     return registry

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 from uwsgitune.daemon.config import DaemonSection
 from uwsgitune.exporter.auth import BasicAuth
-from uwsgitune.exporter.collector import ExportOptions, StateSource, registry_for
-from uwsgitune.exporter.selfmetrics import HandlerCollector, HandlerStats
+from uwsgitune.exporter.collector import ExportOptions, StateSource, live_registry
+from uwsgitune.exporter.exposition import PollExposition
+from uwsgitune.exporter.selfmetrics import HandlerStats
 from uwsgitune.exporter.site import Site, SiteConfig
-from uwsgitune.exporter.text import render
 from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
 
@@ -22,9 +22,8 @@ def build_site(
     """Raises ConfigError (one line per problem) when the web config does not load."""
     web = WebConfig() if daemon.web_config_file is None else load_web_config(daemon.web_config_file)
     options = ExportOptions(daemon.collect_cores, daemon.uwsgi_metrics_max_series)
-    registry = registry_for(source, options, process=True)
     stats = HandlerStats()
-    registry.register(HandlerCollector(stats))
+    exposition = PollExposition(source, live_registry(stats), options)
     config = SiteConfig(
         telemetry_path=daemon.telemetry_path,
         probe_targets=daemon.probe_targets,
@@ -33,7 +32,7 @@ def build_site(
         options=options,
     )
     auth = BasicAuth(web.users)
-    site = Site(lambda: render(registry), config=config, auth=auth, ready=ready, stats=stats)
+    site = Site(exposition.encoded, config=config, auth=auth, ready=ready, stats=stats)
     return site, web.tls
 
 

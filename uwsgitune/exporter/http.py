@@ -11,15 +11,18 @@ Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its
   `read_timeout`, and the answer must be written, flushed and closed within
   `write_timeout`; past either the connection is aborted, never left to flush for ever;
 - memory: the answer goes out in 64 KiB slices of the one body (`wire.py`), concurrent
-  scrapes share one render (`shared.py`), and the bodies being written total at most
-  `max_held` bytes (`admission.Budget`; past it, 503): a client that never reads holds
-  about 128 KiB of copies, and slow readers together pin at most `max_held`.
+  scrapes share one render (`shared.py`), the scrapes of one poll share its rendered bytes
+  (`exposition.py`), and the bodies being written total at most `max_held` bytes
+  (`admission.Budget`: each shared body once, a scrape's own tail of a few KiB not at all;
+  past it, 503): a client that never reads holds about 128 KiB of copies, and slow readers
+  together pin at most `max_held`.
 A refused TLS handshake (no client certificate, wrong CA) closes the connection without a
 word to the log per attempt.
 
 What is served is the `handler`'s business (`site.Site` for the daemon). Without one, the
-server answers `GET /metrics` (and HEAD) with `render()`, 404 elsewhere and 405 for other
-methods, which is all `watch --metrics-listen` needs. Rendering runs in a thread, so a
+server answers `GET /metrics` (and HEAD) with `render()` (a shared part and a scrape's own
+tail, `exposition.py`), 404 elsewhere and 405 for other methods, which is all
+`watch --metrics-listen` needs. Rendering runs in a thread, so a
 scrape never stalls the daemon's event loop.
 """
 
@@ -67,7 +70,7 @@ class MetricsServer:
         max_clients: int = 64,
         max_per_peer: int = 8,
         max_held: int = MAX_HELD,
-        render: Callable[[], bytes] | None = None,
+        render: Callable[[], tuple[bytes, bytes]] | None = None,
         handler: Handler | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
@@ -76,8 +79,8 @@ class MetricsServer:
         self.write_timeout = write_timeout
         self.slots = Slots(max_clients, max_per_peer)
         self.budget = Budget(max_held, CHUNK)
-        self._render = render or (lambda: render_text(self.registry))
-        self._renders: InFlight[bytes] = InFlight()
+        self._render = render or (lambda: (render_text(self.registry), b""))
+        self._renders: InFlight[tuple[bytes, bytes]] = InFlight()
         self.handler: Handler = handler or self._metrics_only
         self.tls = tls
         self._socks: list[socket.socket] = []
@@ -146,7 +149,7 @@ class MetricsServer:
                 answer = text(503, "answers in progress hold too much memory; retry later",
                               ("Retry-After", "5"))  # fmt: skip
             try:
-                body = b"" if head_only else answer.body
+                body = () if head_only else (answer.body, answer.tail)
                 sent = await send(opened[0], answer.head(), body, self.write_timeout)
             finally:
                 self.budget.give(answer.body)
@@ -192,15 +195,17 @@ class MetricsServer:
             return text(404, "not found; metrics are at /metrics")
         if request.method not in ("GET", "HEAD"):
             return text(405, "method not allowed", ("Allow", "GET, HEAD"))
-        body = await self._renders.run("text", self._render)
-        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4)
+        body, tail = await self._renders.run("text", self._render)
+        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, tail=tail)
 
 
 class ThreadedMetricsServer:
     """The same server on its own event loop in a daemon thread (`watch --metrics-listen`)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.server = MetricsServer(registry)
+    def __init__(
+        self, registry: CollectorRegistry, render: Callable[[], tuple[bytes, bytes]] | None = None
+    ) -> None:
+        self.server = MetricsServer(registry, render=render)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="uwsgitune-metrics")  # fmt: skip

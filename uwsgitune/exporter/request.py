@@ -34,16 +34,22 @@ class Response:
     body: bytes = b""
     content_type: str = TEXT
     headers: tuple[tuple[str, str], ...] = ()
+    tail: bytes = b""  # sent after `body`, which a scrape shares with others (exposition.py)
+
+    @property
+    def content(self) -> bytes:
+        """The whole body (a copy when there is a tail)."""
+        return self.body + self.tail if self.tail else self.body
 
     def encode(self, head_only: bool = False, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-        return self.head(extra) + (b"" if head_only else self.body)
+        return self.head(extra) + (b"" if head_only else self.content)
 
     def head(self, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
         """The status line and headers: the server writes the body after it, uncopied."""
         lines = [
             f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}",
             f"Content-Type: {self.content_type}",
-            f"Content-Length: {len(self.body)}",
+            f"Content-Length: {len(self.body) + len(self.tail)}",
             "Connection: close",
             *(f"{k}: {v}" for k, v in (*self.headers, *extra)),
         ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from uwsgitune.exporter.collector import registry_for
+from uwsgitune.exporter.collector import live_registry, registry_for
+from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.http import ThreadedMetricsServer
 from uwsgitune.pipeline import InstancePipeline, InstanceState
 
@@ -20,6 +21,7 @@ def serve_pipelines(pipelines: Sequence[InstancePipeline], listen: str) -> Threa
     def states() -> list[InstanceState]:
         return [p.state for p in frozen]
 
-    server = ThreadedMetricsServer(registry_for(states))
+    exposition = PollExposition(states, live_registry())  # rendered once per poll
+    server = ThreadedMetricsServer(registry_for(states), lambda: exposition.encoded(False))
     server.start(listen)
     return server

@@ -25,6 +25,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from uwsgitune import __version__
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.collector import ExportOptions
+from uwsgitune.exporter.exposition import Encoded
 from uwsgitune.exporter.probe import AllowList, probe_text
 from uwsgitune.exporter.request import Request, Response, text
 from uwsgitune.exporter.selfmetrics import HandlerStats
@@ -59,16 +60,23 @@ def wants_gzip(request: Request) -> bool:
     return "gzip" in {part.split(";")[0].strip() for part in accept.split(",")}
 
 
-def compressed(body: bytes, gzipped: bool) -> tuple[bytes, tuple[tuple[str, str], ...]]:
-    if not gzipped:
-        return body, ()
-    return gzip.compress(body, compresslevel=1, mtime=0), (("Content-Encoding", "gzip"),)
+Render = Callable[[bool], Encoded]  # gzip or not -> the body as (shared part, own tail)
+
+
+def each_time(render: Callable[[], bytes]) -> Render:
+    """A `Render` that renders the whole text at every call (the probe), compressed here."""
+
+    def encoded(gzipped: bool) -> Encoded:
+        body = render()
+        return (gzip.compress(body, compresslevel=1, mtime=0) if gzipped else body), b""
+
+    return encoded
 
 
 class Site:
     def __init__(
         self,
-        render: Callable[[], bytes],
+        render: Render,
         *,
         config: SiteConfig | None = None,
         auth: BasicAuth | None = None,
@@ -81,14 +89,14 @@ class Site:
         self.auth = auth or BasicAuth({})
         self.ready = ready
         self.allow = AllowList(self.config.probe_targets)
-        self._renders: InFlight[tuple[bytes, tuple[tuple[str, str], ...]]] = InFlight()
+        self._renders: InFlight[Encoded] = InFlight()
 
     async def __call__(self, request: Request) -> Response:
         answer = await self._route(request)
         if self.config.headers:
             extra = tuple(self.config.headers.items())
             answer = Response(answer.status, answer.body, answer.content_type,
-                              answer.headers + extra)  # fmt: skip
+                              answer.headers + extra, answer.tail)  # fmt: skip
         return answer
 
     async def _route(self, request: Request) -> Response:
@@ -122,10 +130,8 @@ class Site:
         codes[answer.status] = codes.get(answer.status, 0) + 1
         return answer
 
-    async def _scrape(
-        self, request: Request, render: Callable[[], bytes], shared: bool = False
-    ) -> Response:
-        """`render()` within the scrape's deadline; `shared`: scrapes that arrive while one
+    async def _scrape(self, request: Request, render: Render, shared: bool = False) -> Response:
+        """`render` within the scrape's deadline; `shared`: scrapes that arrive while one
         render (of the same encoding) runs share its body (`shared.py`)."""
         try:
             seconds = deadline(request, self.config.timeout_offset)
@@ -133,15 +139,16 @@ class Site:
             return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
         gzipped = wants_gzip(request)
 
-        def work() -> tuple[bytes, tuple[tuple[str, str], ...]]:
-            return compressed(render(), gzipped)
+        def work() -> Encoded:
+            return render(gzipped)
 
         running = self._renders.run(gzipped, work) if shared else asyncio.to_thread(work)
         try:
-            body, headers = await asyncio.wait_for(running, seconds)
+            body, tail = await asyncio.wait_for(running, seconds)
         except asyncio.TimeoutError:
             return text(503, f"scrape took longer than its {seconds:g} s deadline")
-        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, headers)
+        headers = (("Content-Encoding", "gzip"),) if gzipped else ()
+        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, headers, tail)
 
     async def _probe(self, request: Request) -> Response:
         if not self.allow.enabled:
@@ -158,7 +165,9 @@ class Site:
             return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
         read_timeout = max(0.05, min(seconds, 10.0) * 0.9)
         options = self.config.options
-        return await self._scrape(request, lambda: probe_text(addr, read_timeout, options))
+        return await self._scrape(
+            request, each_time(lambda: probe_text(addr, read_timeout, options))
+        )
 
     def _landing(self) -> Response:
         path = html.escape(self.config.telemetry_path, quote=True)

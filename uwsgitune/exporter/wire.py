@@ -89,18 +89,22 @@ def abort(writer: asyncio.StreamWriter) -> None:
         writer.transport.abort()
 
 
-async def _send(writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None:
+async def _send(writer: asyncio.StreamWriter, head: bytes, body: tuple[bytes, ...]) -> None:
     writer.write(head)
-    view = memoryview(body)
-    for start in range(0, len(view), CHUNK):
-        await writer.drain()
-        writer.write(view[start : start + CHUNK])
+    for part in body:
+        view = memoryview(part)
+        for start in range(0, len(view), CHUNK):
+            await writer.drain()
+            writer.write(view[start : start + CHUNK])
     writer.close()
     await writer.wait_closed()  # the rest flushed and the connection closed
 
 
-async def send(writer: asyncio.StreamWriter, head: bytes, body: bytes, timeout: float) -> bool:
-    """Write `head` and `body`, then close; abort past `timeout`. Whether it all went out."""
+async def send(
+    writer: asyncio.StreamWriter, head: bytes, body: tuple[bytes, ...], timeout: float
+) -> bool:
+    """Write `head` and the parts of `body`, then close; abort past `timeout`. Whether it all
+    went out."""
     try:
         await asyncio.wait_for(_send(writer, head, body), timeout)
         return True

@@ -1,0 +1,79 @@
+"""The exposition rendered once per poll: the same bytes as rendering the whole registry at
+every scrape, a gzip answer that is one ordinary member, and one render per set of states
+however many scrapes ask."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import replace
+
+from prometheus_client.registry import CollectorRegistry
+
+from tests.daemon.test_collector import snapshot
+from uwsgitune.exporter.collector import UwsgiCollector, live_registry
+from uwsgitune.exporter.exposition import PollExposition
+from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerCollector, HandlerStats
+from uwsgitune.exporter.text import render
+from uwsgitune.pipeline import InstanceState
+
+
+def _live(stats: HandlerStats) -> CollectorRegistry:
+    """The live part without `process_*`, whose values move between two renders."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BuildInfo())
+    registry.register(HandlerCollector(stats))
+    return registry
+
+
+def _whole(states: list[InstanceState], stats: HandlerStats) -> bytes:
+    """What a scrape served before: the whole registry rendered, in registration order."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(UwsgiCollector(lambda: states))
+    registry.register(BuildInfo())
+    registry.register(HandlerCollector(stats))
+    return render(registry)
+
+
+def test_the_same_bytes_as_rendering_everything_at_every_scrape() -> None:
+    states = [
+        snapshot("64-workers.json", "64-workers.json"),
+        replace(snapshot("threads.json", "threads.json"), stats_uri="tcp://127.0.0.1:1717"),
+    ]
+    stats = HandlerStats()
+    exposition = PollExposition(lambda: states, _live(stats))
+    for code in (200, 200, 503):
+        body, tail = exposition.encoded(False)
+        assert body + tail == _whole(states, stats)
+        zipped, ztail = exposition.encoded(True)
+        assert gzip.decompress(zipped + ztail) == _whole(states, stats)
+        stats.codes[code] = stats.codes.get(code, 0) + 1  # the live part follows it
+    assert b'promhttp_metric_handler_requests_total{code="503"} 1.0' in b"".join(
+        exposition.encoded(False)
+    )
+
+
+def test_a_gzip_answer_is_one_member_with_its_trailer() -> None:
+    """Not two members glued together: clients that read only the first get it all."""
+    states = [snapshot("64-workers.json", "64-workers.json")]
+    zipped, tail = PollExposition(lambda: states, live_registry()).encoded(True)
+    stream = zlib.decompressobj(31)
+    text = stream.decompress(zipped + tail)
+    assert stream.eof and stream.unused_data == b"" and text.endswith(b"\n")
+    assert zipped[:2] == b"\x1f\x8b" and len(zipped + tail) < len(text) / 4
+
+
+def test_rendered_once_per_poll_and_shared() -> None:
+    first = [snapshot("64-workers.json", "64-workers.json")]
+    states = first
+    exposition = PollExposition(lambda: states, live_registry())
+    a, _ = exposition.encoded(False)
+    b, _ = exposition.encoded(False)
+    ga, _ = exposition.encoded(True)
+    gb, _ = exposition.encoded(True)
+    assert a is b and ga is gb and exposition.renders == 1  # one body for every scrape
+    states = [replace(first[0])]  # a new poll publishes a new state, equal or not
+    c, _ = exposition.encoded(False)
+    assert c is not a and c == a and exposition.renders == 2
+    states = []  # the last instance removed
+    assert exposition.encoded(False)[0] == b"" and exposition.renders == 3
