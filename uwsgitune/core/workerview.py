@@ -98,8 +98,13 @@ def worker_view(
     """One worker slot, built in one go (this runs 64 times a poll: no `replace`);
     `procs` holds this poll's processes by pid, then the previous poll's."""
     proc = procs[0].get(cur.pid)
-    in_flight = request_views(cur.cores, now)
+    in_flight = request_views(cur.cores, now) if cur.cores else ()
     rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
+    static, per_core = 0, []  # one pass over the cores (this runs per worker, per poll)
+    for c in cur.cores:
+        static += c.static_requests
+        per_core.append(c.requests)
+    ages = [r.age for r in in_flight if r.age is not None] if in_flight else None
     return WorkerView(
         slot=slot,
         id=cur.id,
@@ -112,13 +117,13 @@ def worker_view(
         exceptions=cur.exceptions,
         signals=cur.signals,
         tx=cur.tx,
-        static_requests=sum(c.static_requests for c in cur.cores),
-        cores_requests=tuple(c.requests for c in cur.cores),
+        static_requests=static,
+        cores_requests=tuple(per_core),
         avg_rt_us=cur.avg_rt,
         running_time_us=cur.running_time,
         respawn_count=cur.respawn_count,
         harakiri_count=cur.harakiri_count,
-        request_age=max((r.age for r in in_flight if r.age is not None), default=None),
+        request_age=max(ages) if ages else None,
         requests_in_flight=in_flight,
         rps=rates.rps,
         eps=rates.eps,

@@ -19,11 +19,22 @@ from uwsgitune.sources.procfs import proc_samples
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path | str, limit: int = 1 << 20) -> str | None:
+    """A small file's text, stripped (os-level reads: ~30 of these a poll)."""
     try:
-        return path.read_text().strip()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks = []
+        while (chunk := os.read(fd, 65536)) and limit > 0:
+            chunks.append(chunk)
+            limit -= len(chunk)
+        return b"".join(chunks).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def autogroup(proc: Path = Path("/proc")) -> bool:

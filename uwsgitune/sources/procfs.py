@@ -56,7 +56,7 @@ def parse_statm(data: bytes) -> int | None:
 def runq_seconds(pid: int, threads: int = 1, proc: Path = PROC) -> float | None:
     """Seconds the process's threads spent waiting on a run queue: the second field of
     schedstat (/proc/PID/schedstat is the main thread's; threads are summed from task/)."""
-    paths = [proc / str(pid) / "schedstat"]
+    paths: list[Path | str] = [f"{proc}/{pid}/schedstat"]  # a str: pathlib costs more here
     if threads > 1:
         paths = list((proc / str(pid) / "task").glob("*/schedstat"))
     total = 0.0
