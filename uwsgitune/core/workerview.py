@@ -86,6 +86,16 @@ def worker_rates(
     )
 
 
+def _core_totals(cores: tuple[Core, ...]) -> tuple[int, tuple[int, ...]]:
+    """Static requests of all cores, and each core's requests: one pass (per worker, per
+    poll)."""
+    static, per_core = 0, []
+    for c in cores:
+        static += c.static_requests
+        per_core.append(c.requests)
+    return static, tuple(per_core)
+
+
 def worker_view(
     slot: int,
     cur: Worker,
@@ -100,10 +110,7 @@ def worker_view(
     proc = procs[0].get(cur.pid)
     in_flight = request_views(cur.cores, now) if cur.cores else ()
     rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
-    static, per_core = 0, []  # one pass over the cores (this runs per worker, per poll)
-    for c in cur.cores:
-        static += c.static_requests
-        per_core.append(c.requests)
+    static, per_core = _core_totals(cur.cores)
     ages = [r.age for r in in_flight if r.age is not None] if in_flight else None
     return WorkerView(
         slot=slot,
@@ -118,7 +125,7 @@ def worker_view(
         signals=cur.signals,
         tx=cur.tx,
         static_requests=static,
-        cores_requests=tuple(per_core),
+        cores_requests=per_core,
         avg_rt_us=cur.avg_rt,
         running_time_us=cur.running_time,
         respawn_count=cur.respawn_count,
