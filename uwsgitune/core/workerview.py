@@ -86,6 +86,11 @@ def worker_rates(
     )
 
 
+def _oldest(in_flight: tuple[RequestView, ...]) -> float | None:
+    ages = [r.age for r in in_flight if r.age is not None] if in_flight else None
+    return max(ages) if ages else None
+
+
 def _core_totals(cores: tuple[Core, ...]) -> tuple[int, tuple[int, ...]]:
     """Static requests of all cores, and each core's requests: one pass (per worker, per
     poll)."""
@@ -105,13 +110,11 @@ def worker_view(
     now: float,
     threads: int,
 ) -> WorkerView:
-    """One worker slot, built in one go (this runs 64 times a poll: no `replace`);
-    `procs` holds this poll's processes by pid, then the previous poll's."""
+    """One slot, built in one go (per worker, per poll); `procs`: this poll's, the last's."""
     proc = procs[0].get(cur.pid)
     in_flight = request_views(cur.cores, now) if cur.cores else ()
     rates = worker_rates(cur, prev, dt, proc, procs[1].get(cur.pid), threads)
     static, per_core = _core_totals(cur.cores)
-    ages = [r.age for r in in_flight if r.age is not None] if in_flight else None
     return WorkerView(
         slot=slot,
         id=cur.id,
@@ -130,7 +133,7 @@ def worker_view(
         running_time_us=cur.running_time,
         respawn_count=cur.respawn_count,
         harakiri_count=cur.harakiri_count,
-        request_age=max(ages) if ages else None,
+        request_age=_oldest(in_flight),
         requests_in_flight=in_flight,
         rps=rates.rps,
         eps=rates.eps,
