@@ -6,15 +6,17 @@
 The server runs in a child process (the 64-worker fixture tests/data/stats/64-workers.json
 scaled to 1,000 workers: ~1.7 MB of exposition); this process opens slow readers against it
 (a 4 KiB receive window, a request, then nothing read), from several loopback addresses,
-either all at once ("burst": they share renders) or one every 0.25 s ("staggered": each its
-own render), and meanwhile scrapes normally once a second. Printed: the child's RSS before
-and at its peak, how many slow readers were cut and when, the normal scrapes' status and
-time, and a scrape's time behind 64 idle sockets.
+either all at once ("burst": they share renders) or one every 0.25 s ("staggered"), and
+meanwhile scrapes normally once a second. The child publishes a new state every second, as
+polls do: a checkout that renders once per poll shares one body among a poll's scrapes.
+Printed: the child's RSS before and at its peak, how many slow readers were cut and when,
+the normal scrapes' status and time, and a scrape's time behind 64 idle sockets.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import http.client
 import json
 import os
@@ -58,12 +60,23 @@ def serve(workers: int) -> None:
     from uwsgitune.exporter.http import MetricsServer
 
     snap = snapshot(workers)
+    current = [snap]
 
     async def main() -> None:
-        server = MetricsServer(registry_for(lambda: [snap]))  # type: ignore[list-item]
+        server = MetricsServer(registry_for(lambda: current))  # type: ignore[arg-type]
+        try:  # as the daemon serves it: rendered once per poll (a checkout that has it)
+            from uwsgitune.exporter.collector import live_registry
+            from uwsgitune.exporter.exposition import PollExposition
+
+            exposition = PollExposition(lambda: current, live_registry())  # type: ignore[arg-type]
+            server._render = lambda: exposition.encoded(False)
+        except ImportError:
+            pass
         await server.start("127.0.0.1:0")
         print(server.address[1], flush=True)
-        await asyncio.Event().wait()
+        while True:  # a poll a second: each publishes a new state, as the pipeline does
+            await asyncio.sleep(1.0)
+            current[0] = dataclasses.replace(current[0])  # type: ignore[type-var]
 
     asyncio.run(main())
 
