@@ -1,4 +1,5 @@
-"""SIGINT and SIGTERM as a request to stop, not an exception in the middle of an action.
+"""SIGINT, SIGTERM and SIGHUP (the terminal closed) as a request to stop, not an exception
+or a death in the middle of an action.
 
 `tune` (an apply in flight ends in its own thread) and `sweep` (the instance is restored)
 both check a flag their handler sets; the handlers before are put back after. Outside the
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager

@@ -132,8 +132,9 @@ def test_daemon_sigterm_during_a_reload_wait_rolls_back_audits_and_releases(
     assert proc.alive()
 
 
-def test_tune_ctrl_c_during_a_reload_wait_rolls_back_audits_and_exits_130(
-    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])  # Ctrl-C; the terminal closed
+def test_tune_stopped_during_a_reload_wait_rolls_back_audits_and_exits_128_plus_signal(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, sig: signal.Signals
 ) -> None:
     override = tmp_path / "override.ini"
     proc = uwsgi(**manual(override, processes=4, initial=4))
@@ -148,17 +149,17 @@ def test_tune_ctrl_c_during_a_reload_wait_rolls_back_audits_and_exits_130(
             wait_for(lambda: intent_seen(audit), timeout=40, step=0.2)
             time.sleep(2.0)
             sent = time.monotonic()
-            tune.send_signal(signal.SIGINT)  # Ctrl-C
+            tune.send_signal(sig)
             out, err = tune.communicate(timeout=25)
             took = time.monotonic() - sent
         finally:
             if tune.poll() is None:
                 tune.kill()
                 tune.wait(5)
-    assert tune.returncode == 130 and took < 20, (took, err)
+    assert tune.returncode == 128 + sig and took < 20, (took, err)
     assert b"Traceback" not in err and err == b"", err
     last = out.decode().strip().splitlines()[-1]
-    assert "stopped by SIGINT; applied: 0 FIFO moves, 1 reloads" in last, out
+    assert f"stopped by {sig.name}; applied: 0 FIFO moves, 1 reloads" in last, out
     check_interrupted(audit, override)
     assert lock_free(proc.fifo, locks)
     assert proc.alive()

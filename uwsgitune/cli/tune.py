@@ -3,9 +3,10 @@
 Each poll goes through the instance's pipeline (rules once, then the loop); the step's
 fresh notes are printed, one line each, with the time.
 
-Ctrl-C (SIGINT) or SIGTERM stops it as the daemon stops: a reload or a restart in flight is
-verified within its grace or rolled back (actuate/halt.py), audited, the lock released, then
-one line and exit 128 + the signal (130 for Ctrl-C)."""
+Ctrl-C (SIGINT), SIGTERM or a closed terminal (SIGHUP) stops it as the daemon stops: a
+reload or a restart in flight is verified within its grace or rolled back (actuate/halt.py),
+audited, the lock released, then one line and exit 128 + the signal (130 for Ctrl-C, 129 for
+a hangup)."""
 
 from __future__ import annotations
 
@@ -184,8 +185,9 @@ def _run_loop(watch: InstanceWatch, loop: TuneLoop, duration: float | None) -> i
 
 
 def _stop_signals(loop: TuneLoop, got: list[int]) -> AbstractContextManager[None]:
-    """SIGINT and SIGTERM halt the loop (an apply in flight ends in this thread) instead of
-    raising in the middle of it; the handlers before are put back after."""
+    """SIGINT, SIGTERM and SIGHUP halt the loop (an apply in flight ends in this thread)
+    instead of raising in (or killing) the middle of it; the handlers before are put back
+    after."""
 
     def on_signal(signum: int, _frame: object) -> None:
         got.append(signum)

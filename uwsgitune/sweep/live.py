@@ -44,7 +44,8 @@ class Interrupted(Exception):
 
 
 class StopFlag:
-    """A SIGINT/SIGTERM handler that only records the signal; loops check it and stop cleanly."""
+    """A SIGINT/SIGTERM/SIGHUP handler that only records the signal; loops check it and stop
+    cleanly."""
 
     def __init__(self) -> None:
         self.is_set = False
