@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.observe.helpers import Instance, Load
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.window import Window
-from uwsgitune.daemon.instance import WHOLE_FRAMES, WINDOW_SECONDS
+from uwsgitune.core.window import WHOLE_FRAMES, Window
+from uwsgitune.daemon.instance import WINDOW_SECONDS
 from uwsgitune.pipeline import InstancePipeline, RulesRunner
 
 

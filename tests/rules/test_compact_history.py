@@ -21,8 +21,9 @@ from uwsgitune.cli.watch import replay_frames
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.history import HistoryFrame, busy_samples, compact
-from uwsgitune.core.window import Window
-from uwsgitune.daemon.instance import WHOLE_FRAMES, WINDOW_SECONDS
+from uwsgitune.core.window import WHOLE_FRAMES, Window
+from uwsgitune.daemon.config import InstanceConfig
+from uwsgitune.daemon.instance import WINDOW_SECONDS, InstanceRunner
 from uwsgitune.pipeline import RulesRunner
 from uwsgitune.render.jsonview import frame_to_dict
 from uwsgitune.rules import Facts
@@ -130,3 +131,9 @@ def test_a_compact_frame_keeps_every_other_field() -> None:
         if prev is not None:
             assert small.sockets is prev.sockets  # equal tuples are shared, not copied
         prev = small
+
+
+def test_the_daemon_keeps_its_window_compact(tmp_path: Path) -> None:
+    spec = InstanceConfig(name="a", stats=str(tmp_path / "stats.sock"))
+    runner = InstanceRunner(spec, tmp_path)  # builds its watch; polls nothing yet
+    assert runner.watch.window.whole == WHOLE_FRAMES

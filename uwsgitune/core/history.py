@@ -49,6 +49,7 @@ class HistoryFrame(Frame):
     """An old frame: every field of its `Frame`, but no worker views (`workers` is empty);
     `busy_cpu` holds what the GIL rule reads of them. Built by `compact` only."""
 
+    __slots__ = ("busy_cpu",)
     busy_cpu: array[float]
 
 

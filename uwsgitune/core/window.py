@@ -14,6 +14,10 @@ from collections.abc import Iterator
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.history import HistoryFrame, compact
 
+# The newest frames a compact window keeps whole (the daemon's, `tune`'s): the latest and the
+# one before it; every reader of older frames reads what a compact frame keeps.
+WHOLE_FRAMES = 2
+
 
 class Window:
     """The last `seconds` of frames (by their own timestamps), at most `maxlen` of them;

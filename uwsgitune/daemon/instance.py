@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.daemon.logs import event
@@ -41,7 +42,6 @@ T = TypeVar("T")
 # WHOLE_FRAMES keep their worker views; older frames are compact (core/history.py: ~2 KB a
 # frame whatever the workers, where a whole one holds ~0.6 KB a worker, 40 KB at 64).
 WINDOW_SECONDS = LOOKBACK_SECONDS + 30
-WHOLE_FRAMES = 2
 # The longest a stop waits for an apply in flight: its grace (actuate/halt.py, 10 s), the
 # rollback and a poll in flight. systemd's TimeoutStopSec must be longer (30 s).
 STOP_WAIT_SECONDS = 20.0
