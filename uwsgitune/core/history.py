@@ -7,7 +7,8 @@ the sparklines, `summary`) reads the frame's own fields; the exporter, the daemo
 `stuck_requests` read the latest frame only. So a `HistoryFrame` is its frame with every
 field but `workers`, which is empty; the busy workers' CPU is kept beside it as one sorted
 array of doubles (`busy_cpu`), exactly the values the rule compares. Equal socket and vassal
-tuples are shared with the frame before, which is already compact.
+tuples are shared with the frame before, which is already compact. The TUI's worker detail
+reads one slot's RSS and req/s over its history: the TUI's window keeps every frame whole.
 
 Nothing here changes a number: `busy_samples` gives the GIL rule the same counts from a
 whole frame and from its compact form.
