@@ -3,13 +3,18 @@
 Run from the repository root (stops its uWSGI with FIFO q and the daemon with SIGINT):
 
     .venv/bin/python bench/soak.py --minutes 30 [--warmup 2] [--out bench/results/soak.md]
+    .venv/bin/python bench/soak.py --minutes 30 --no-load   # the memory budget alone
+
+Budget (issue 15): the daemon's RSS at the end is at most `--rss-budget` MiB (60) with the
+rules' full window (the daemon's `WINDOW_SECONDS` of frames at 10 Hz, full after 150 s).
 
 The daemon runs the instance in `recommend` mode (the tuner decides on every poll, nothing is
 written to the FIFO) with a light IO-bound load (2 clients on /io/20) and a /metrics scrape
 every second. Every `--sample` seconds it records the daemon's RSS (`/proc/PID/status` VmRSS)
 and open descriptors (`/proc/PID/fd`). Pass: after warm-up, RSS stays within +-5% of its
-first post-warm-up sample (the daemon's frame window fills in 150 s), and the fd count
-(median of 5 samples) does not grow.
+first post-warm-up sample (the daemon's frame window fills in 150 s), its last sample is
+within the budget, and the fd count (median of 5 samples) does not grow. `--no-load` runs no
+clients and no scrapes: the daemon only polls the idle instance.
 """
 
 from __future__ import annotations
@@ -71,6 +76,22 @@ def scrape(port: int) -> int:
         conn.close()
 
 
+def polls_done(port: int) -> int | None:
+    """The daemon's own count of polls so far (its /metrics), None when it cannot say."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    except OSError:
+        return None
+    finally:
+        conn.close()
+    for line in text.splitlines():
+        if line.startswith("uwsgitune_poll_duration_seconds_count"):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return None
+
+
 def background(stop: threading.Event, target: str, port: int, stats: dict[str, int]) -> None:
     while not stop.is_set():
         r = run_closed(target, 2, 5.0, 100_000)
@@ -83,9 +104,9 @@ def background(stop: threading.Event, target: str, port: int, stats: dict[str, i
             stats["scrape_errors"] += 1
 
 
-def run(minutes: float, warmup: float, sample: float, out: Path) -> int:
+def run(minutes: float, warmup: float, sample: float, out: Path, opts: argparse.Namespace) -> int:
     rows: list[tuple[float, int, int]] = []
-    stats = {"requests": 0, "failed": 0, "scrapes": 0, "scrape_errors": 0}
+    stats = {"requests": 0, "failed": 0, "scrapes": 0, "scrape_errors": 0, "polls": 0}
     with uwsgi_instance(processes=64, listen=1024) as proc, tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         cfg = Path(tmp) / "soak.toml"
@@ -96,7 +117,8 @@ def run(minutes: float, warmup: float, sample: float, out: Path) -> int:
         stop = threading.Event()
         t = threading.Thread(target=background, args=(stop, url(proc, "/io/20"), port, stats))
         time.sleep(2)
-        t.start()
+        if opts.load:
+            t.start()
         start = time.monotonic()
         try:
             while (el := time.monotonic() - start) < minutes * 60 and d.poll() is None:
@@ -104,14 +126,16 @@ def run(minutes: float, warmup: float, sample: float, out: Path) -> int:
                 print(f"{el / 60:6.1f} min  rss {rows[-1][1]} KiB  fds {rows[-1][2]}", flush=True)
                 time.sleep(sample)
         finally:
+            stats["polls"] = polls_done(port) or 0
             stop.set()
-            t.join()
+            if t.is_alive():
+                t.join()
             alive = d.poll() is None
             d.send_signal(signal.SIGINT)
             d.wait(10)
             log.close()
             errors = (Path(tmp) / "daemon.log").read_text().count("Traceback")
-    return report(rows, warmup * 60, stats, alive, errors, out)
+    return report(rows, warmup * 60, stats, alive, errors, out, opts)
 
 
 def report(
@@ -121,6 +145,7 @@ def report(
     alive: bool,
     tracebacks: int,
     out: Path,
+    opts: argparse.Namespace,
 ) -> int:
     after = [r for r in rows if r[0] >= warm] or rows
     base_rss = after[0][1]
@@ -128,15 +153,23 @@ def report(
     # A scrape or a poll in flight holds a socket for a moment: compare medians, not peaks.
     base_fd = statistics.median_low(r[2] for r in after[:5])
     fd_growth = statistics.median_low(r[2] for r in after[-5:]) - base_fd
+    end_mib = rows[-1][1] / 1024
     ok = alive and drift <= 5 and fd_growth <= 0 and tracebacks == 0
+    ok = ok and end_mib <= opts.rss_budget
+    load = (
+        f"Requests served {stats['requests']}, failed {stats['failed']}; /metrics scrapes "
+        f"{stats['scrapes']}, failed {stats['scrape_errors']}"
+        if opts.load
+        else "No load and no scrapes (`--no-load`): the daemon only polls"
+    )
     lines = [
         "# Soak: `uwsgitune daemon` against 64 workers at 10 Hz",
         "",
         f"Ran {rows[-1][0] / 60:.1f} minutes (warm-up {warm / 60:g} min), `bench/soak.py`. "
-        f"Requests served {stats['requests']}, failed {stats['failed']}; /metrics scrapes "
-        f"{stats['scrapes']}, failed {stats['scrape_errors']}; daemon alive at the end: {alive}; "
-        f"tracebacks in its log: {tracebacks}.",
+        f"{load}; daemon alive at the end: {alive}; tracebacks in its log: {tracebacks}. "
+        f"Polls done: {stats['polls']} ({stats['polls'] / max(rows[-1][0], 1):.1f} a second).",
         "",
+        f"RSS at the end: {end_mib:.1f} MiB (budget {opts.rss_budget:g} MiB, issue 15). "
         f"RSS after warm-up: {base_rss} KiB at first, max drift {drift:.2f}% (limit 5%). "
         f"Open fds after warm-up (median of 5 samples): {base_fd} at first, growth {fd_growth} "
         f"at the end (peak {max(r[2] for r in after)}). "
@@ -158,8 +191,10 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=4)
     ap.add_argument("--sample", type=float, default=10)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.md")
+    ap.add_argument("--rss-budget", type=float, default=60.0, help="MiB at the end (60)")
+    ap.add_argument("--no-load", dest="load", action="store_false", help="no clients, no scrapes")
     args = ap.parse_args()
-    return run(args.minutes, args.warmup, args.sample, args.out)
+    return run(args.minutes, args.warmup, args.sample, args.out, args)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.watch import MAX_WORKERS_HELP
 from uwsgitune.core.settings import add_flag, flag_problem, restart_argv
+from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.pipeline import pipeline_for
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.stopsignals import stop_signals
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     settings_from(args)  # bad bounds fail before anything is polled
     restart = _restart(args)
     (address,) = addresses([args.addr])
-    watch = InstanceWatch(address, interval=args.interval)
+    watch = InstanceWatch(address, interval=args.interval, whole_frames=WHOLE_FRAMES)  # no TUI
     built = open_tuner(watch, args, args.mode, _log, "uwsgitune tune", restart)
     if built.lock_problem is not None:
         raise UserError(f"{built.lock_problem}; not applying", 2)

@@ -89,7 +89,7 @@ class VassalView:
     last_mod: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: the window holds thousands
 class Frame:
     source: str
     t: float

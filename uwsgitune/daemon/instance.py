@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.daemon.logs import event
@@ -37,8 +38,9 @@ from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner.result import StepResult
 
 T = TypeVar("T")
-# Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. A longer window
-# only costs memory (~5 KB a frame for 4 workers: 600 s x 4 instances is ~12 MiB).
+# Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. Only the newest
+# WHOLE_FRAMES keep their worker views; older frames are compact (core/history.py: ~1.5 KB a
+# frame whatever the workers, where a whole one holds ~0.6 KB a worker, 40 KB at 64).
 WINDOW_SECONDS = LOOKBACK_SECONDS + 30
 # The longest a stop waits for an apply in flight: its grace (actuate/halt.py, 10 s), the
 # rollback and a poll in flight. systemd's TimeoutStopSec must be longer (30 s).
@@ -108,7 +110,11 @@ class InstanceRunner:
         self.spec = spec
         address = parse_address(spec.stats)
         self.watch = InstanceWatch(
-            address, interval=spec.interval, timeout=spec.timeout, window_seconds=WINDOW_SECONDS
+            address,
+            interval=spec.interval,
+            timeout=spec.timeout,
+            window_seconds=WINDOW_SECONDS,
+            whole_frames=WHOLE_FRAMES,
         )
         self.state_dir = state_dir
         self.tuner = InstanceTuner(spec, self.watch, state_dir, self._poll_in_apply)

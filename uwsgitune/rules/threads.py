@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.history import busy_samples
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context, frame_dt, quantile, values
 from uwsgitune.rules.finding import Finding, Recommendation
@@ -34,13 +35,9 @@ def gil_samples(ctx: Context, frames: Sequence[Frame]) -> tuple[int, int]:
         cpu = ctx.cpu(frame)
         if cpu is None or cpu >= s.cpu_saturated:
             continue
-        # the hot loop of the engine (frames x workers): plain attribute reads only
-        for w in frame.workers:
-            cpu_pct, busy_pct = w.cpu_pct, w.busy_pct
-            if cpu_pct is None or busy_pct is None or busy_pct < 50 or w.status == "cheap":
-                continue
-            total += 1
-            near += cpu_pct >= limit
+        # a worker busy >= 50% of the poll is a sample; an old frame keeps only those
+        hot, busy = busy_samples(frame, limit)
+        near, total = near + hot, total + busy
     return near, total
 
 

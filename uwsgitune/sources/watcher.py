@@ -37,6 +37,7 @@ class InstanceWatch:
         interval: float = 1.0,
         timeout: float | None = None,
         window_seconds: float = 600.0,
+        whole_frames: int | None = None,
         host: HostSampler | None = None,
         mono: Callable[[], float] = time.monotonic,
         on_poll: Callable[[Poll, bytes | None], None] | None = None,
@@ -47,7 +48,7 @@ class InstanceWatch:
             address, timeout=timeout or min(max(interval, 0.5), 5.0), host=host, mono=mono
         )
         self.tracker = Tracker(str(address))
-        self.window = Window(window_seconds)
+        self.window = Window(window_seconds, whole=whole_frames)  # None: no compact frames
         self.failures = 0
         self.next_due = 0.0
         self._mono = mono
