@@ -6,12 +6,15 @@ messages (`WorkerSelected`, `VassalSelected`); nothing here polls or reads the c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher
 
+from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.annotate import annotations_for
 from uwsgitune.tui.history import series
@@ -22,10 +25,18 @@ from uwsgitune.tui.workers import (
     CORE_COLUMNS,
     VASSAL_COLUMNS,
     WORKER_COLUMNS,
+    Row,
+    Rows,
     core_rows,
     vassal_rows,
-    worker_rows,
+    worker_table,
 )
+
+TABLES: dict[str, Callable[[Frame], Rows | Sequence[Row]]] = {
+    "workers": worker_table,  # built lazily: only the rows on screen
+    "cores": core_rows,
+    "vassals": vassal_rows,
+}
 
 
 class WorkerSelected(Message):
@@ -99,8 +110,7 @@ class InstancePane(Vertical):
         summary = emperor_lines(f, state.retry_in) if f.emperor else None
         self.query_one(SummaryPanel).show(summary or summary_lines(f, state.frames, state.retry_in))
         self.query_one(HistoryPanel).show(series(state.frames))
-        rows = {"workers": worker_rows, "cores": core_rows, "vassals": vassal_rows}
-        self.active_table().show(rows[self.table_id](f))
+        self.active_table().show(TABLES[self.table_id](f))
         self.query_one(AnnotationsPane).show(annotations_for(state), f.t)
 
     def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
