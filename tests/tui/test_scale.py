@@ -18,7 +18,15 @@ from uwsgitune.core.samples import Poll
 from uwsgitune.tui import workers
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.widgets import QuietLabel, QuietSparkline, SummaryPanel
-from uwsgitune.tui.workers import WORKER_COLUMNS, sort_value, worker_rows, worker_table
+from uwsgitune.tui.workers import (
+    CORE_COLUMNS,
+    WORKER_COLUMNS,
+    core_rows,
+    core_table,
+    sort_value,
+    worker_rows,
+    worker_table,
+)
 
 SIZE = (120, 40)  # 40 lines: under 40 table rows in view
 
@@ -78,6 +86,29 @@ def test_sort_values_are_the_cells_sort_values(big: tuple[Any, ...]) -> None:
     assert lazy.keys == tuple(k for k, _ in rows)
     for c in range(len(WORKER_COLUMNS)):
         assert [lazy.sort(i, c) for i in range(len(rows))] == [r[1][c].sort for r in rows]
+
+
+def test_core_sort_values_are_the_cells_sort_values(big: tuple[Any, ...]) -> None:
+    f = big[-1]
+    rows, lazy = core_rows(f), core_table(f)
+    assert len(rows) == 1000 and lazy.keys == tuple(k for k, _ in rows)
+    for c in range(len(CORE_COLUMNS)):
+        assert [lazy.sort(i, c) for i in range(len(rows))] == [r[1][c].sort for r in rows]
+
+
+async def test_1000_workers_cores_view_builds_only_the_rows_in_view(
+    big: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[Any] = []
+    real = workers.core_cells
+    monkeypatch.setattr(workers, "core_cells", lambda c: built.append(c) or real(c))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.show(*snapshot(big))
+        await pilot.press("c")
+        await pilot.pause()
+        table = app.pane(0).query_one("#cores", KeyedTable)
+        assert table.row_count == 1000 and 0 < len(built) < 60
 
 
 async def test_1000_workers_build_only_the_rows_in_view(

@@ -27,14 +27,14 @@ from uwsgitune.tui.workers import (
     WORKER_COLUMNS,
     Row,
     Rows,
-    core_rows,
+    core_table,
     vassal_rows,
     worker_table,
 )
 
 TABLES: dict[str, Callable[[Frame], Rows | Sequence[Row]]] = {
     "workers": worker_table,  # built lazily: only the rows on screen
-    "cores": core_rows,
+    "cores": core_table,
     "vassals": vassal_rows,
 }
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.core.frame import Frame, RequestView, WorkerView
 from uwsgitune.render.units import duration, num, size
 
 
@@ -212,28 +212,49 @@ def worker_rows(f: Frame) -> list[Row]:
     return [worker_row(w, total, f.t) for w in f.workers]
 
 
-def core_rows(f: Frame) -> list[Row]:
-    """uwsgitop's cores view: one row per core of every live worker."""
-    rows: list[Row] = []
+CoreSlot = tuple[WorkerView, int, int, RequestView | None]  # worker, core, requests, request
+CORE_SORT: tuple[Callable[[CoreSlot], float | str], ...] = (
+    lambda c: c[0].slot,
+    lambda c: c[1],
+    lambda c: c[0].pid,
+    lambda c: c[2],
+    lambda c: "busy" if c[3] else "idle",
+    lambda c: (c[3].age or 0.0) if c[3] else -1.0,
+    lambda c: f"{c[3].method} {c[3].path}".strip() if c[3] else "",
+)
+
+
+def core_cells(c: CoreSlot) -> tuple[Cell, ...]:
+    w, core, requests, r = c
+    status, request = CORE_SORT[4](c), CORE_SORT[6](c)
+    return (
+        Cell(str(w.id), w.slot),
+        _count(core),
+        _count(w.pid),
+        _count(requests),
+        Cell(str(status), status, status_style(str(status)), right=False),
+        Cell(duration(r.age) if r else "", CORE_SORT[5](c)),
+        Cell(str(request), request, right=False),
+    )
+
+
+def core_table(f: Frame) -> Rows:
+    """uwsgitop's cores view: one row per core of every live worker, built lazily."""
+    slots: list[CoreSlot] = []
     for w in f.workers:
-        if not w.live:
-            continue
-        busy = {r.core: r for r in w.requests_in_flight}
-        for core, requests in enumerate(w.cores_requests):
-            r = busy.get(core)
-            status = "busy" if r else "idle"
-            request = f"{r.method} {r.path}".strip() if r else ""
-            cells = (
-                Cell(str(w.id), w.slot),
-                _count(core),
-                _count(w.pid),
-                _count(requests),
-                Cell(status, status, status_style(status), right=False),
-                Cell(duration(r.age) if r else "", (r.age or 0.0) if r else -1.0),
-                Cell(request, request, right=False),
-            )
-            rows.append((f"c{w.slot}.{core}", cells))
-    return rows
+        if w.live:
+            busy = {r.core: r for r in w.requests_in_flight}
+            slots += [(w, i, n, busy.get(i)) for i, n in enumerate(w.cores_requests)]
+    return Rows(
+        tuple(f"c{w.slot}.{core}" for w, core, _, _ in slots),
+        lambda i: core_cells(slots[i]),
+        lambda i, c: CORE_SORT[c](slots[i]),
+    )
+
+
+def core_rows(f: Frame) -> list[Row]:
+    table = core_table(f)
+    return [(key, table.cells(i)) for i, key in enumerate(table.keys)]
 
 
 def vassal_rows(f: Frame) -> list[Row]:
