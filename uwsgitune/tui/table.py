@@ -176,16 +176,19 @@ class KeyedTable(ScrollView, can_focus=True):
         if built is not None and built[0] == self._gen:
             return built[2]
         cells = self._cells(key)
-        if built is not None and built[1] == cells:
-            strip = built[2]
-        else:
-            segs = []
-            for col, cell in zip(self.spec, cells, strict=False):
-                segs.append(Segment(_fit(cell.text, col.width, cell.right), _style(cell.style)))
-                segs.append(Segment(" " * GAP))
-            strip = Strip(segs, self._width)
+        strip = built[2] if built is not None and built[1] == cells else self._strip(cells)
         self._built[key] = (self._gen, cells, strip)
         return strip
+
+    def _strip(self, cells: tuple[Cell, ...]) -> Strip:
+        """One row as few segments as its styles allow: unstyled cells and the gaps between
+        them are one run of text (every later step, Textual's included, is per segment)."""
+        segs = []
+        for col, cell in zip(self.spec, cells, strict=False):
+            style = _style(cell.style) if cell.style else None
+            segs.append(Segment(_fit(cell.text, col.width, cell.right), style))
+            segs.append(Segment(" " * GAP))
+        return Strip(Segment.simplify(segs), self._width)
 
     def render_line(self, y: int) -> Strip:
         self._painted[y] = self._line(y)
