@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widget import Widget
 
 from tests.tui.fakes import make_app, snapshot
@@ -17,7 +18,7 @@ from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.tui import workers
 from uwsgitune.tui.table import KeyedTable
-from uwsgitune.tui.widgets import QuietLabel, QuietSparkline, SummaryPanel
+from uwsgitune.tui.widgets import Bars, QuietLabel, QuietSparkline, SummaryPanel
 from uwsgitune.tui.workers import (
     CORE_COLUMNS,
     WORKER_COLUMNS,
@@ -152,6 +153,7 @@ async def test_1000_workers_sort_over_the_whole_set(
 
 
 async def test_a_state_shown_twice_repaints_nothing() -> None:
+    # The pane itself is not repainted either: a container's repaint re-composes all in it.
     app = make_app()
     frames = history(30, workers=16, busy=6, queue=5)
     async with app.run_test(size=SIZE) as pilot:
@@ -159,7 +161,7 @@ async def test_a_state_shown_twice_repaints_nothing() -> None:
         await pilot.pause()
         pane = app.pane(0)
         leaves = [*pane.query(SummaryPanel), *pane.query(QuietLabel)]
-        leaves += [*pane.query(QuietSparkline), pane.query_one("#workers", KeyedTable)]
+        leaves += [*pane.query(QuietSparkline), pane.query_one("#workers", KeyedTable), pane]
         calls = {w: count_refreshes(w) for w in leaves}
         app.show(*snapshot(frames))  # a new state with the same frames
         await pilot.pause()
@@ -194,3 +196,12 @@ async def test_a_sparkline_repaints_only_when_its_bars_change() -> None:
         spark.show([1.0] * 300 + [5.0])  # a peak: new bars
         await pilot.pause()
         assert len(calls) == 1
+
+
+def test_bars_cut_the_buckets_textual_cuts() -> None:
+    for n in (0, 1, 2, 7, 35, 36, 299, 301):
+        data = [float(i % 11) for i in range(n)]
+        for width in (1, 13, 35, 64):
+            assert list(Bars._buckets(data, width)) == list(
+                SparklineRenderable._buckets(data, width)
+            )

@@ -55,7 +55,9 @@ class VassalSelected(Message):
 
 
 class InstancePane(Vertical):
-    state: reactive[InstanceState | None] = reactive(None)
+    # No repaint of the pane itself: a container's repaint re-composes every widget in it;
+    # each widget repaints what changed (render_state).
+    state: reactive[InstanceState | None] = reactive(None, repaint=False)
     cores: reactive[bool] = reactive(False)
 
     def __init__(self, index: int, **kwargs: str) -> None:

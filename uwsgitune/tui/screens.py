@@ -83,7 +83,7 @@ class DetailScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,enter", "dismiss", "close"),
     ]
-    state: reactive[InstanceState | None] = reactive(None)
+    state: reactive[InstanceState | None] = reactive(None, repaint=False)  # see InstancePane
     plain = ""
 
     def __init__(self, index: int, slot: int, state: InstanceState | None) -> None:

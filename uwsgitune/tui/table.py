@@ -43,6 +43,12 @@ def _fit(text: str, width: int, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
+def _same(old: Painted | None, new: Painted) -> bool:
+    """Whether a line shows the same: the same row, cursor, and strip (the very object: a
+    row's strip is kept while its cells are unchanged)."""
+    return old is not None and old[0] == new[0] and old[1] is new[1] and old[2] == new[2]
+
+
 class KeyedTable(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"keyed-table--header", "keyed-table--cursor"}
     DEFAULT_CSS = """
@@ -149,7 +155,7 @@ class KeyedTable(ScrollView, can_focus=True):
         top, height = self.scroll_offset.y, self.size.height
         width = max(self.virtual_size.width, self.size.width)
         for y in range(1, height):
-            if self._painted.get(y) != self._line(y):
+            if not _same(self._painted.get(y), self._line(y)):
                 self.refresh(Region(0, y, width, 1))
         keep = set(self._order[max(0, top - MARGIN) : top + height + MARGIN])
         self._built = {k: v for k, v in self._built.items() if k in keep}

@@ -6,11 +6,11 @@ is the same from one poll to the next, and a repaint is most of a refresh's CPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.console import Group
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widgets import Label, Sparkline, Static
@@ -60,12 +60,25 @@ class QuietLabel(Label):
             self.update(text, layout=False)
 
 
+class Bars(SparklineRenderable[float]):
+    """Textual's sparkline renderable with its buckets cut in integers: the same buckets
+    (int(Fraction(n, w) * i) == n * i // w), without Fraction arithmetic per bar."""
+
+    @classmethod
+    def _buckets(cls, data: list[float], num_buckets: int) -> Iterator[Sequence[float]]:
+        n = len(data)
+        for i in range(num_buckets):
+            part = data[n * i // num_buckets : n * (i + 1) // num_buckets]
+            if part:
+                yield part
+
+
 def picture(data: Sequence[float], width: int, height: int) -> tuple[object, ...]:
     """What a Sparkline of `data` draws at `width` x `height`: its bars follow the maximum of
     each bucket, scaled between the minimum and the maximum of the data."""
     if len(data) < 2:
         return width, height, tuple(data)
-    peaks = tuple(max(b) for b in SparklineRenderable._buckets(list(data), max(1, width)))
+    peaks = tuple(max(b) for b in Bars._buckets(list(data), max(1, width)))
     return width, height, min(data), max(data), peaks
 
 
@@ -82,6 +95,22 @@ class QuietSparkline(Sparkline):
             self.data = data
         else:  # the newest data, for a repaint on resize; no repaint now
             self.set_reactive(Sparkline.data, data)
+
+    def render(self) -> RenderResult:
+        """Sparkline.render, drawn by `Bars`."""
+        _, base = self.background_colors
+        low = self.get_component_styles("sparkline--min-color").color
+        high = self.get_component_styles("sparkline--max-color").color
+        low = base + (low if self.min_color is None else self.min_color)
+        high = base + (high if self.max_color is None else self.max_color)
+        return Bars(
+            list(self.data or []),
+            width=self.size.width,
+            height=self.size.height,
+            min_color=low.rich_color,
+            max_color=high.rich_color,
+            summary_function=self.summary_function,
+        )
 
 
 class HistoryPanel(Vertical):
