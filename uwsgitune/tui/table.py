@@ -154,9 +154,9 @@ class KeyedTable(ScrollView, can_focus=True):
         """Build the rows in view; repaint the lines that differ from what was painted."""
         top, height = self.scroll_offset.y, self.size.height
         width = max(self.virtual_size.width, self.size.width)
-        for y in range(1, height):
-            if not _same(self._painted.get(y), self._line(y)):
-                self.refresh(Region(0, y, width, 1))
+        changed = [y for y in range(1, height) if not _same(self._painted.get(y), self._line(y))]
+        if changed:  # one refresh for them all: each call is a whole round of bookkeeping
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
         keep = set(self._order[max(0, top - MARGIN) : top + height + MARGIN])
         self._built = {k: v for k, v in self._built.items() if k in keep}
 
@@ -189,12 +189,21 @@ class KeyedTable(ScrollView, can_focus=True):
     def _strip(self, cells: tuple[Cell, ...]) -> Strip:
         """One row as few segments as its styles allow: unstyled cells and the gaps between
         them are one run of text (every later step, Textual's included, is per segment)."""
-        segs = []
+        segs, run, spec = [], [], ""
+        gap = " " * GAP
         for col, cell in zip(self.spec, cells, strict=False):
-            style = _style(cell.style) if cell.style else None
-            segs.append(Segment(_fit(cell.text, col.width, cell.right), style))
-            segs.append(Segment(" " * GAP))
-        return Strip(Segment.simplify(segs), self._width)
+            if cell.style != spec:
+                if run:
+                    segs.append(Segment("".join(run), _style(spec) if spec else None))
+                run, spec = [], cell.style
+            run.append(_fit(cell.text, col.width, cell.right))
+            if spec:  # the gap is unstyled
+                segs.append(Segment("".join(run), _style(spec)))
+                run, spec = [], ""
+            run.append(gap)
+        if run:
+            segs.append(Segment("".join(run), _style(spec) if spec else None))
+        return Strip(segs, self._width)
 
     def render_line(self, y: int) -> Strip:
         self._painted[y] = self._line(y)
