@@ -189,7 +189,9 @@ class KeyedTable(ScrollView, can_focus=True):
     def _strip(self, cells: tuple[Cell, ...]) -> Strip:
         """One row as few segments as its styles allow: unstyled cells and the gaps between
         them are one run of text (every later step, Textual's included, is per segment)."""
-        segs, run, spec = [], [], ""
+        segs: list[Segment] = []
+        run: list[str] = []
+        spec = ""
         gap = " " * GAP
         for col, cell in zip(self.spec, cells, strict=False):
             if cell.style != spec:
