@@ -6,12 +6,15 @@ messages (`WorkerSelected`, `VassalSelected`); nothing here polls or reads the c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher
 
+from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.annotate import annotations_for
 from uwsgitune.tui.history import series
@@ -22,10 +25,18 @@ from uwsgitune.tui.workers import (
     CORE_COLUMNS,
     VASSAL_COLUMNS,
     WORKER_COLUMNS,
-    core_rows,
+    Row,
+    Rows,
+    core_table,
     vassal_rows,
-    worker_rows,
+    worker_table,
 )
+
+TABLES: dict[str, Callable[[Frame], Rows | Sequence[Row]]] = {
+    "workers": worker_table,  # built lazily: only the rows on screen
+    "cores": core_table,
+    "vassals": vassal_rows,
+}
 
 
 class WorkerSelected(Message):
@@ -44,7 +55,9 @@ class VassalSelected(Message):
 
 
 class InstancePane(Vertical):
-    state: reactive[InstanceState | None] = reactive(None)
+    # No repaint of the pane itself: a container's repaint re-composes every widget in it;
+    # each widget repaints what changed (render_state).
+    state: reactive[InstanceState | None] = reactive(None, repaint=False)
     cores: reactive[bool] = reactive(False)
 
     def __init__(self, index: int, **kwargs: str) -> None:
@@ -99,8 +112,7 @@ class InstancePane(Vertical):
         summary = emperor_lines(f, state.retry_in) if f.emperor else None
         self.query_one(SummaryPanel).show(summary or summary_lines(f, state.frames, state.retry_in))
         self.query_one(HistoryPanel).show(series(state.frames))
-        rows = {"workers": worker_rows, "cores": core_rows, "vassals": vassal_rows}
-        self.active_table().show(rows[self.table_id](f))
+        self.active_table().show(TABLES[self.table_id](f))
         self.query_one(AnnotationsPane).show(annotations_for(state), f.t)
 
     def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:

@@ -11,10 +11,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.screen import ModalScreen
-from textual.widgets import Label, Sparkline, Static
+from textual.widgets import Label, Static
 
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.detail import detail_lines, memory_trend, rps_trend
+from uwsgitune.tui.widgets import QuietSparkline
 from uwsgitune.tui.workers import WORKER_COLUMNS
 
 KEYS = (
@@ -82,7 +83,7 @@ class DetailScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,enter", "dismiss", "close"),
     ]
-    state: reactive[InstanceState | None] = reactive(None)
+    state: reactive[InstanceState | None] = reactive(None, repaint=False)  # see InstancePane
     plain = ""
 
     def __init__(self, index: int, slot: int, state: InstanceState | None) -> None:
@@ -95,9 +96,9 @@ class DetailScreen(ModalScreen[None]):
         with VerticalScroll(id="dialog"):
             yield Static(id="detail-text")
             yield Label("memory (RSS) trend", classes="hlabel")
-            yield Sparkline([], id="mem-trend")
+            yield QuietSparkline([], id="mem-trend")
             yield Label("req/s trend", classes="hlabel")
-            yield Sparkline([], id="rps-trend")
+            yield QuietSparkline([], id="rps-trend")
 
     def on_mount(self) -> None:
         self.show(self.state)
@@ -111,5 +112,5 @@ class DetailScreen(ModalScreen[None]):
         lines = detail_lines(frames, self.slot)
         self.plain = "\n".join(line.plain for line in lines)
         self.query_one("#detail-text", Static).update(Group(*lines))
-        self.query_one("#mem-trend", Sparkline).data = memory_trend(frames, self.slot)[0]
-        self.query_one("#rps-trend", Sparkline).data = rps_trend(frames, self.slot)
+        self.query_one("#mem-trend", QuietSparkline).show(memory_trend(frames, self.slot)[0])
+        self.query_one("#rps-trend", QuietSparkline).show(rps_trend(frames, self.slot))

@@ -1,13 +1,18 @@
-"""Widgets of an instance pane. Each one is given data (attributes down) and renders it."""
+"""Widgets of an instance pane. Each one is given data (attributes down) and renders it.
+
+A widget given what it already shows does not repaint: at a 1 s refresh most of the screen
+is the same from one poll to the next, and a repaint is most of a refresh's CPU.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rich.console import Group
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical
+from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widgets import Label, Sparkline, Static
 
 from uwsgitune.render.units import duration
@@ -21,17 +26,91 @@ SEVERITY_STYLE = {
 }
 
 
+def looks(text: Text) -> tuple[object, ...]:
+    """All that decides how a Text is drawn (Text's own == ignores its base style)."""
+    return (text.plain, tuple(text.spans), text.style, text.justify, text.overflow,
+            text.no_wrap, text.end, text.tab_size)  # fmt: skip
+
+
 class SummaryPanel(Static):
     plain = ""  # the text shown, for tests and screen readers
 
-    _count = -1
+    _looks: tuple[tuple[object, ...], ...] | None = None
 
     def show(self, lines: Sequence[Text]) -> None:
-        self.plain = "\n".join(line.plain for line in lines)
         for line in lines:
             line.no_wrap, line.overflow = True, "ellipsis"
-        self.update(Group(*lines), layout=len(lines) != self._count)
-        self._count = len(lines)
+        drawn = tuple(looks(line) for line in lines)
+        if drawn == self._looks:  # the same text in the same styles: nothing to repaint
+            return
+        self.plain = "\n".join(line.plain for line in lines)
+        self.update(Group(*lines), layout=self._looks is None or len(drawn) != len(self._looks))
+        self._looks = drawn
+
+
+class QuietLabel(Label):
+    """A Label repainted only when its text or styles change."""
+
+    _looks: tuple[object, ...] | None = None
+
+    def show(self, text: Text) -> None:
+        drawn = looks(text)
+        if drawn != self._looks:
+            self._looks = drawn
+            self.update(text, layout=False)
+
+
+class Bars(SparklineRenderable[float]):
+    """Textual's sparkline renderable with its buckets cut in integers: the same buckets
+    (int(Fraction(n, w) * i) == n * i // w), without Fraction arithmetic per bar."""
+
+    @classmethod
+    def _buckets(cls, data: list[float], num_buckets: int) -> Iterator[Sequence[float]]:
+        n = len(data)
+        for i in range(num_buckets):
+            part = data[n * i // num_buckets : n * (i + 1) // num_buckets]
+            if part:
+                yield part
+
+
+def picture(data: Sequence[float], width: int, height: int) -> tuple[object, ...]:
+    """What a Sparkline of `data` draws at `width` x `height`: its bars follow the maximum of
+    each bucket, scaled between the minimum and the maximum of the data."""
+    if len(data) < 2:
+        return width, height, tuple(data)
+    peaks = tuple(max(b) for b in Bars._buckets(list(data), max(1, width)))
+    return width, height, min(data), max(data), peaks
+
+
+class QuietSparkline(Sparkline):
+    """A Sparkline repainted only when what it draws changes, not on every new datum (a
+    window sliding over a steady load draws the same bars)."""
+
+    _picture: tuple[object, ...] | None = None
+
+    def show(self, data: Sequence[float]) -> None:
+        drawn = picture(data, self.size.width, self.size.height)
+        if drawn != self._picture:
+            self._picture = drawn
+            self.data = data
+        else:  # the newest data, for a repaint on resize; no repaint now
+            self.set_reactive(Sparkline.data, data)
+
+    def render(self) -> RenderResult:
+        """Sparkline.render, drawn by `Bars`."""
+        _, base = self.background_colors
+        low = self.get_component_styles("sparkline--min-color").color
+        high = self.get_component_styles("sparkline--max-color").color
+        low = base + (low if self.min_color is None else self.min_color)
+        high = base + (high if self.max_color is None else self.max_color)
+        return Bars(
+            list(self.data or []),
+            width=self.size.width,
+            height=self.size.height,
+            min_color=low.rich_color,
+            max_color=high.rich_color,
+            summary_function=self.summary_function,
+        )
 
 
 class HistoryPanel(Vertical):
@@ -40,18 +119,17 @@ class HistoryPanel(Vertical):
     def compose(self) -> ComposeResult:
         for m in METRICS:
             with Horizontal(classes="hrow"):
-                yield Label(m.label, id=f"hl-{m.key}", classes="hlabel")
-                yield Sparkline([], id=f"hs-{m.key}", classes="hspark")
+                yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
+                yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
 
     def show(self, series: Sequence[Series]) -> None:
         for s in series:
-            self.query_one(f"#hl-{s.key}", Label).update(
+            self.query_one(f"#hl-{s.key}", QuietLabel).show(
                 Text.assemble(
                     (f"{s.label:<8}", "bold"), f"{s.latest:>7}", (f" max {s.peak}", "dim")
-                ),
-                layout=False,
+                )
             )
-            self.query_one(f"#hs-{s.key}", Sparkline).data = list(s.values)
+            self.query_one(f"#hs-{s.key}", QuietSparkline).show(list(s.values))
 
 
 def annotation_text(a: Annotation, now: float | None) -> Text:

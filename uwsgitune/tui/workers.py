@@ -7,11 +7,12 @@ table sorts on the value, never on the text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
 
-from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.core.frame import Frame, RequestView, WorkerView
 from uwsgitune.render.units import duration, num, size
 
 
@@ -90,6 +91,23 @@ born       UP       9  time since born
 STATUS_STYLE = {"busy": "bold yellow", "idle": "green", "cheap": "dim", "pause": "magenta"}
 
 Row = tuple[str, tuple[Cell, ...]]
+STATUS_COLUMN = COLUMN_KEYS.index("status")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A table's rows, built on demand: `keys` in their natural order, `cells(i)` the cells
+    of row i, `sort(i, c)` its sort value on column c (the value its cell would carry)."""
+
+    keys: tuple[str, ...]
+    cells: Callable[[int], tuple[Cell, ...]]
+    sort: Callable[[int, int], float | str]
+
+    @classmethod
+    def of(cls, rows: Sequence[Row]) -> Rows:
+        """Rows already built (the cores and vassal tables)."""
+        rows = list(rows)
+        return cls(tuple(k for k, _ in rows), lambda i: rows[i][1], lambda i, c: rows[i][1][c].sort)
 
 
 def status_style(status: str) -> str:
@@ -102,48 +120,91 @@ def _count(value: int, style: str = "") -> Cell:
     return Cell(str(value), value, style)
 
 
-def _n(value: float | None, fmt: str = ".1f") -> Cell:
-    return Cell(num(value, fmt), -1.0 if value is None else float(value))
+def _share(w: WorkerView, total: int) -> float:
+    return w.requests / total * 100 if total else 0.0
 
 
-def _size(value: int | None) -> Cell:
-    return Cell(size(value), -1.0 if value is None else float(value))
+def _spawned(w: WorkerView, now: float) -> float | None:
+    return now - w.last_spawn if w.last_spawn > 0 else None
 
 
-def _ms_us(us: int) -> Cell:
-    return Cell(f"{us / 1000:.1f}ms" if us else "-", float(us))
+def _or(value: float | None) -> float:
+    return -1.0 if value is None else float(value)
+
+
+def _neg(value: float | None) -> float:
+    return -1.0 if value is None else -value
+
+
+# The sort value of each worker column (WORKER_COLUMNS' order), from the worker alone: the
+# table sorts every worker on these, and builds the cells of the rows on screen only.
+WorkerSort = Callable[[WorkerView, int, float], float | str]
+WORKER_SORT: tuple[WorkerSort, ...] = (
+    lambda w, t, now: w.slot,
+    lambda w, t, now: _share(w, t),
+    lambda w, t, now: w.pid,
+    lambda w, t, now: w.requests,
+    lambda w, t, now: _or(w.rps),
+    lambda w, t, now: w.exceptions,
+    lambda w, t, now: w.signals,
+    lambda w, t, now: w.status,
+    lambda w, t, now: float(w.avg_rt_us),
+    lambda w, t, now: _or(w.mean_rt_ms),
+    lambda w, t, now: _or(w.rss),
+    lambda w, t, now: _or(w.vsz),
+    lambda w, t, now: _or(w.tx),
+    lambda w, t, now: w.respawn_count,
+    lambda w, t, now: w.harakiri_count,
+    lambda w, t, now: float(w.running_time_us),
+    lambda w, t, now: _neg(_spawned(w, now)),
+    lambda w, t, now: _or(w.busy_pct),
+    lambda w, t, now: _or(w.cpu_pct),
+    lambda w, t, now: w.request_age or 0.0,
+)
 
 
 def worker_row(w: WorkerView, total_requests: int, now: float) -> Row:
-    share = w.requests / total_requests * 100 if total_requests else 0.0
+    share = _share(w, total_requests)
     dim = "" if w.live else "dim"
-    spawned = now - w.last_spawn if w.last_spawn > 0 else None
-    cells = (
-        Cell(str(w.id or w.slot + 1), w.slot, dim),
-        Cell(f"{share:.1f}", share),
-        Cell(str(w.pid) if w.pid else "-", w.pid),
-        _count(w.requests),
-        _n(w.rps),
-        _count(w.exceptions, "red" if w.exceptions else ""),
-        _count(w.signals),
-        Cell(w.status, w.status, status_style(w.status), right=False),
-        _ms_us(w.avg_rt_us),
-        Cell(
-            num(w.mean_rt_ms, ".1f") + ("ms" if w.mean_rt_ms is not None else ""),
-            -1.0 if w.mean_rt_ms is None else w.mean_rt_ms,
-        ),
-        _size(w.rss),
-        _size(w.vsz),
-        _size(w.tx),
-        _count(w.respawn_count),
-        _count(w.harakiri_count, "red" if w.harakiri_count else ""),
-        Cell(duration(w.running_time_us / 1e6), float(w.running_time_us)),
-        Cell(duration(spawned), -1.0 if spawned is None else -spawned),
-        _n(w.busy_pct, ".0f"),
-        _n(w.cpu_pct, ".0f"),
-        Cell(duration(w.request_age), w.request_age or 0.0, "yellow" if w.request_age else ""),
+    spawned = _spawned(w, now)
+    texts_styles = (
+        (str(w.id or w.slot + 1), dim),
+        (f"{share:.1f}", ""),
+        (str(w.pid) if w.pid else "-", ""),
+        (str(w.requests), ""),
+        (num(w.rps), ""),
+        (str(w.exceptions), "red" if w.exceptions else ""),
+        (str(w.signals), ""),
+        (w.status, status_style(w.status)),
+        (f"{w.avg_rt_us / 1000:.1f}ms" if w.avg_rt_us else "-", ""),
+        (num(w.mean_rt_ms, ".1f") + ("ms" if w.mean_rt_ms is not None else ""), ""),
+        (size(w.rss), ""),
+        (size(w.vsz), ""),
+        (size(w.tx), ""),
+        (str(w.respawn_count), ""),
+        (str(w.harakiri_count), "red" if w.harakiri_count else ""),
+        (duration(w.running_time_us / 1e6), ""),
+        (duration(spawned), ""),
+        (num(w.busy_pct, ".0f"), ""),
+        (num(w.cpu_pct, ".0f"), ""),
+        (duration(w.request_age), "yellow" if w.request_age else ""),
+    )
+    cells = tuple(
+        Cell(text, sort(w, total_requests, now), style, right=i != STATUS_COLUMN)
+        for i, ((text, style), sort) in enumerate(zip(texts_styles, WORKER_SORT, strict=True))
     )
     return f"w{w.slot}", cells
+
+
+def worker_table(f: Frame) -> Rows:
+    """The worker rows of a frame, built lazily: sorted on any column without a cell built."""
+    workers, now = f.workers, f.t
+    total = sum(w.requests for w in workers)
+    return Rows(
+        tuple(f"w{w.slot}" for w in workers),
+        lambda i: worker_row(workers[i], total, now)[1],
+        lambda i, c: WORKER_SORT[c](workers[i], total, now),
+    )
 
 
 def worker_rows(f: Frame) -> list[Row]:
@@ -151,28 +212,49 @@ def worker_rows(f: Frame) -> list[Row]:
     return [worker_row(w, total, f.t) for w in f.workers]
 
 
-def core_rows(f: Frame) -> list[Row]:
-    """uwsgitop's cores view: one row per core of every live worker."""
-    rows: list[Row] = []
+CoreSlot = tuple[WorkerView, int, int, RequestView | None]  # worker, core, requests, request
+CORE_SORT: tuple[Callable[[CoreSlot], float | str], ...] = (
+    lambda c: c[0].slot,
+    lambda c: c[1],
+    lambda c: c[0].pid,
+    lambda c: c[2],
+    lambda c: "busy" if c[3] else "idle",
+    lambda c: (c[3].age or 0.0) if c[3] else -1.0,
+    lambda c: f"{c[3].method} {c[3].path}".strip() if c[3] else "",
+)
+
+
+def core_cells(c: CoreSlot) -> tuple[Cell, ...]:
+    w, core, requests, r = c
+    status, request = CORE_SORT[4](c), CORE_SORT[6](c)
+    return (
+        Cell(str(w.id), w.slot),
+        _count(core),
+        _count(w.pid),
+        _count(requests),
+        Cell(str(status), status, status_style(str(status)), right=False),
+        Cell(duration(r.age) if r else "", CORE_SORT[5](c)),
+        Cell(str(request), request, right=False),
+    )
+
+
+def core_table(f: Frame) -> Rows:
+    """uwsgitop's cores view: one row per core of every live worker, built lazily."""
+    slots: list[CoreSlot] = []
     for w in f.workers:
-        if not w.live:
-            continue
-        busy = {r.core: r for r in w.requests_in_flight}
-        for core, requests in enumerate(w.cores_requests):
-            r = busy.get(core)
-            status = "busy" if r else "idle"
-            request = f"{r.method} {r.path}".strip() if r else ""
-            cells = (
-                Cell(str(w.id), w.slot),
-                _count(core),
-                _count(w.pid),
-                _count(requests),
-                Cell(status, status, status_style(status), right=False),
-                Cell(duration(r.age) if r else "", (r.age or 0.0) if r else -1.0),
-                Cell(request, request, right=False),
-            )
-            rows.append((f"c{w.slot}.{core}", cells))
-    return rows
+        if w.live:
+            busy = {r.core: r for r in w.requests_in_flight}
+            slots += [(w, i, n, busy.get(i)) for i, n in enumerate(w.cores_requests)]
+    return Rows(
+        tuple(f"c{w.slot}.{core}" for w, core, _, _ in slots),
+        lambda i: core_cells(slots[i]),
+        lambda i, c: CORE_SORT[c](slots[i]),
+    )
+
+
+def core_rows(f: Frame) -> list[Row]:
+    table = core_table(f)
+    return [(key, table.cells(i)) for i, key in enumerate(table.keys)]
 
 
 def vassal_rows(f: Frame) -> list[Row]:
@@ -191,9 +273,13 @@ def vassal_rows(f: Frame) -> list[Row]:
     return rows
 
 
+def sort_key(value: float | str) -> tuple[int, float | str]:
+    """Sort key of a sort value: numbers before text, so mixed columns never raise."""
+    return (0, value) if isinstance(value, int | float) else (1, value)
+
+
 def sort_value(cell: object) -> tuple[int, float | str]:
     """Sort key of a cell: numbers before text, so mixed columns never raise."""
     if isinstance(cell, Cell):
-        value = cell.sort
-        return (0, value) if isinstance(value, int | float) else (1, value)
+        return sort_key(cell.sort)
     return (1, str(cell))
