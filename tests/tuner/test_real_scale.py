@@ -114,7 +114,8 @@ def test_a_threaded_pool_is_sized_in_processes(
     change = next((d for d in decisions if d.is_change), None)
     assert change is not None, "\n".join(lines)
     assert change.evidence["threads"] == 4
-    # CPU-bound: the count is of processes, about one per CPU whatever the threads. A thread
+    # CPU-bound: the count is of processes, as many as one-thread workers would be (2 a CPU)
+    # whatever the threads. A thread
     # waiting for its process's GIL sleeps; read as IO, that wait kept all 12 processes.
     # measured 0.74-1.0 on a quiet machine, 0.5-0.6 beside a busy test suite
     assert float(change.evidence["gil_busy"]) > 0.3, change.line()  # type: ignore[arg-type]

@@ -15,7 +15,8 @@ while requests queue; more only share the same CPUs, stretch every request, and 
 other's caches at every context switch (100 workers served 280 req/s on 4 cores where 6
 served 449). The estimate is C x `cpu_workers_per_cpu` (the spare concurrency that absorbs
 the randomness of arrivals), in processes of `threads` threads each, and, with threads that
-share a GIL, never fewer processes than CPUs.
+share a GIL, never fewer processes than `cpu_workers_per_cpu` per CPU: a process keeps at
+most one CPU busy, so a GIL-bound pool needs the processes a one-thread pool would.
 
 A thread waiting for its process's GIL sleeps on a lock: the kernel counts that as neither
 CPU nor run-queue wait, so W - cpu - runq holds the GIL wait as well as the IO. Each
@@ -189,7 +190,7 @@ def estimate(
         return Estimate(None, cpu_ms, runq_ms, io, cpus, math.inf, 0.0, threads, gil)
     conc = _concurrency(cpus, cpu_ms, io)
     workers = math.ceil(conc * per_cpu / threads - 1e-9)
-    if threads > 1:
-        workers = max(workers, math.ceil(cpus))  # one GIL per process: a CPU each at most
+    if threads > 1:  # one GIL a process, a CPU each at most: the CPUs' share in processes
+        workers = max(workers, math.ceil(cpus * per_cpu - 1e-9))
     spread = _spread(frames, cpus)
     return Estimate(max(workers, 1), cpu_ms, runq_ms, io, cpus, conc, spread, threads, gil)
