@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import os
 import sys
 import threading
@@ -132,6 +133,7 @@ ALGOS: dict[str, dict[str, IniValue]] = {
 }
 TUNERS = {"tuner-64": 64, "tuner-2": 2}
 PHASED_WARMUP = 15.0  # seconds
+HIST_BASE = 1.05  # latency histogram buckets: 5% wide
 
 
 @dataclass
@@ -155,6 +157,9 @@ class Run:
     warmup_s: float = 0.0
     decisions: list[str] = field(default_factory=list)
     wall: tuple[float, float] = (0.0, 0.0)  # epoch seconds the run started and ended
+    # each second's latencies as {bucket: count}, bucket = round(log(ms) / log(HIST_BASE)):
+    # the p99 of any window (tuner_report.py), within HIST_BASE's 2.5%
+    latency_hist: list[dict[int, int]] = field(default_factory=list)
 
 
 async def _load(u: Callable[[str], str], phases: tuple[Phase, ...]) -> list[LoadResult]:
@@ -225,8 +230,12 @@ def _measure(run: Run, results: list[LoadResult], warmup: float) -> None:
     run.phase_rps = [r.throughput for r in results]
     span = int(total.ended - total.started) + 1
     run.per_second = [0] * span
-    for end in total.finished:
-        run.per_second[min(int(end - total.started), span - 1)] += 1
+    run.latency_hist = [{} for _ in range(span)]
+    for lat, end in zip(total.latencies, total.finished, strict=True):
+        second = min(int(end - total.started), span - 1)
+        run.per_second[second] += 1
+        bucket = round(math.log(max(lat * 1000, 0.01)) / math.log(HIST_BASE))
+        run.latency_hist[second][bucket] = run.latency_hist[second].get(bucket, 0) + 1
     edge = total.started + warmup
     lat = [x for x, end in zip(total.latencies, total.finished, strict=True) if end >= edge]
     run.steady_rps = len(lat) / max(total.ended - edge, 1e-9)
