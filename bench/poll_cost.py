@@ -244,7 +244,7 @@ def master_cpu(master: int, stats: str, seconds: float) -> tuple[float, float]:
         try:
             time.sleep(seconds)
         finally:
-            w.send_signal(2)
+            w.terminate()  # not SIGINT: a job started in the background may ignore it
             w.wait(10)
 
     time.sleep(2)
