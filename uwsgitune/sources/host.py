@@ -14,27 +14,14 @@ import psutil
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.samples import HostSample, TcpQueue, UnixQueue
 from uwsgitune.sources.netlink import match_tcp, tcp_listen_queues, unix_listen_queues
-from uwsgitune.sources.procfs import proc_samples
+from uwsgitune.sources.procfs import proc_samples, read_bytes
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def _read(path: Path | str, limit: int = 1 << 20) -> str | None:
-    """A small file's text, stripped (os-level reads: ~30 of these a poll)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while (chunk := os.read(fd, 65536)) and limit > 0:
-            chunks.append(chunk)
-            limit -= len(chunk)
-        return b"".join(chunks).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+def _read(path: Path | str) -> str | None:
+    data = read_bytes(path)
+    return None if data is None else data.decode("utf-8", "replace").strip()
 
 
 def autogroup(proc: Path = Path("/proc")) -> bool:

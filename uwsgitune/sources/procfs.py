@@ -17,17 +17,23 @@ from uwsgitune.core.samples import ProcSample
 PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CHUNK = 65536
 # Fields after the command (`pid (comm) state ...`), counted from the state (field 3).
 _UTIME, _STIME, _THREADS = 14 - 3, 15 - 3, 20 - 3
 
 
-def _read_bytes(path: Path | str) -> bytes | None:
+def read_bytes(path: Path | str, limit: int = 1 << 20) -> bytes | None:
+    """A small file's bytes (at most about `limit`), or None when it cannot be read. One
+    os-level read for a file under 64 KiB: /proc and cgroup files, dozens a poll."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        return os.read(fd, 4096)
+        chunks = [os.read(fd, CHUNK)]
+        while len(chunks[-1]) == CHUNK and len(chunks) * CHUNK < limit:
+            chunks.append(os.read(fd, CHUNK))
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
@@ -61,7 +67,7 @@ def runq_seconds(pid: int, threads: int = 1, proc: Path = PROC) -> float | None:
         paths = list((proc / str(pid) / "task").glob("*/schedstat"))
     total = 0.0
     for path in paths:
-        data = _read_bytes(path)
+        data = read_bytes(path)
         fields = data.split() if data else []
         if len(fields) < 2 or not fields[1].isdigit():
             return None
@@ -72,9 +78,9 @@ def runq_seconds(pid: int, threads: int = 1, proc: Path = PROC) -> float | None:
 def proc_sample(pid: int, proc: Path = PROC) -> ProcSample | None:
     """One process, or None when it is gone or unreadable."""
     base = f"{proc}/{pid}/"
-    data = _read_bytes(base + "stat")
+    data = read_bytes(base + "stat")
     parsed = parse_stat(data) if data else None
-    statm = _read_bytes(base + "statm") if parsed else None
+    statm = read_bytes(base + "statm") if parsed else None
     rss = parse_statm(statm) if statm else None
     if parsed is None or rss is None:
         return None
