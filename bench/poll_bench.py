@@ -135,8 +135,10 @@ def time_uwsgitop(script: Path, address: str, n: int) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def fixture_server(path: str, data: bytes) -> Iterator[str]:
-    """A unix stats server that answers `data` to every connection, like uWSGI's."""
+def fixture_server(path: str, data: bytes | list[bytes]) -> Iterator[str]:
+    """A unix stats server that answers `data` to every connection, like uWSGI's (a list:
+    its documents in turn)."""
+    docs = data if isinstance(data, list) else [data]
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
     listener.listen(64)
@@ -144,13 +146,15 @@ def fixture_server(path: str, data: bytes) -> Iterator[str]:
     stop = threading.Event()
 
     def serve() -> None:
+        i = 0
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
             except OSError:
                 continue
             with conn:
-                conn.sendall(data)
+                conn.sendall(docs[i % len(docs)])
+            i += 1
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

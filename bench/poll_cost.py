@@ -31,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from poll_bench import UWSGITOP, time_uwsgitop  # noqa: E402
+from poll_bench import UWSGITOP, fixture_server, time_uwsgitop  # noqa: E402
 
 from tests.exporter.test_site import get  # noqa: E402
 from tests.uwsgi_harness import uwsgi_instance  # noqa: E402
@@ -88,31 +87,6 @@ def documents(real: bytes, workers: int, variants: int = 4) -> list[bytes]:
             ws.append(w)
         out.append(json.dumps({**doc, "workers": ws}).encode())
     return out
-
-
-def serve_rotating(path: str, docs: list[bytes], stop: threading.Event) -> threading.Thread:
-    import socket
-
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(path)
-    listener.listen(64)
-    listener.settimeout(0.2)
-
-    def serve() -> None:
-        i = 0
-        with listener:
-            while not stop.is_set():
-                try:
-                    conn, _ = listener.accept()
-                except OSError:
-                    continue
-                with conn:
-                    conn.sendall(docs[i % len(docs)])
-                i += 1
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return thread
 
 
 def poll_parts(address: str, polls: int) -> dict[str, float]:
@@ -365,18 +339,12 @@ def main() -> None:
         master = json.loads(real)["pid"]
         for n in (int(x) for x in args.workers.split(",")):
             path = os.path.join(tempfile.mkdtemp(prefix="uwt-cost-"), "stats.sock")
-            stop = threading.Event()
-            thread = serve_rotating(path, documents(real, n), stop)
-            try:
+            with fixture_server(path, documents(real, n)):  # the variants in turn
                 row: dict[str, Any] = {"poll": poll_parts(path, args.polls)}
                 row["scrape"] = scrape_cpu(path, args.scrapes)
                 row["go"] = go_scrape(path, args.scrapes)
                 if args.uwsgitop.exists():
                     row["uwsgitop"] = time_uwsgitop(args.uwsgitop, path, args.polls)[0]
-            finally:
-                stop.set()
-                thread.join(2)
-                os.unlink(path)
             rows[n] = row
             print(n, json.dumps(row), flush=True)
         mcpu = master_cpu(master, proc.stats, args.master_seconds)
