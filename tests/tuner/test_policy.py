@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from tests.tuner.plant import MiB, Plant, run
@@ -229,7 +230,9 @@ def test_what_probing_learned_is_forgotten_when_a_request_costs_more() -> None:
     assert any(t >= 120 for t, _ in steps), "the plateau outlived a change of load"
 
 
-def test_an_uncertain_estimate_is_approached_by_halving() -> None:
+def test_an_uncertain_estimate_is_approached_at_the_top_of_its_range() -> None:
+    """Not a halving per cool-down (32 -> 16 -> 8 -> ...): the top of the estimate's range,
+    which is below the halving here, and above the estimate."""
     from uwsgitune.tuner.facts import gather
     from uwsgitune.tuner.sizing import over_capacity
 
@@ -245,4 +248,79 @@ def test_an_uncertain_estimate_is_approached_by_halving() -> None:
     f = gather(swing, settings, 5.0, -1.0)
     assert f.model is not None and f.model.spread > settings.uncertain
     unsure = over_capacity(f, TunerState(), settings)
-    assert unsure is not None and unsure.desired == 16 and "uncertain" in unsure.reason
+    m = f.model
+    assert m.workers is not None
+    top = math.ceil(m.workers * (1 + m.spread))
+    assert unsure is not None and "uncertain" in unsure.reason and unsure.probe
+    assert m.workers < unsure.desired == top < 16, (m.workers, m.spread, unsure.desired)
+
+
+def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> None:
+    """Measured (2 processes x 4 threads, /cpu/3 at 64 clients, 2 CPUs): CPU 94% used, each
+    GIL held all the time, 55 queued; the model says 4 processes (the grid: 4 served 532
+    req/s, 2 served 482). "CPU saturated: adding cannot help" held it at 2. A process uses
+    one CPU at most, so the model's count is probed; a plateau there stops it, and a pool
+    of one-thread processes in the same state is still held."""
+    from tests.observe.helpers import Instance, Load
+    from uwsgitune.core.frame import SocketView
+    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.policy import _bound
+    from uwsgitune.tuner.sizing import saturated_up
+
+    queue = (SocketView("127.0.0.1:9000", "http", False, 55, 100, "stats"),)
+    load = Load(live=2, cheap=62, threads=4, busy=2, rps=493.0, in_service=493 * 0.0157,
+                worker_cpu=0.79, runq=0.21, host_busy=1.9, cpus=2, effective_cpus=2.0,
+                sockets=queue)  # fmt: skip
+    inst = Instance("gil")
+    frames = [inst.frame(float(t), load) for t in range(-1, 6)][1:]
+    settings = TunerSettings(max_workers=64)
+    f = gather(frames, settings, 5.0, -1.0)
+    assert f.saturated and f.model is not None and f.model.gil_busy == 1.0
+    assert f.model.workers == 4  # the CPUs it can get (1.68) x 2 processes, one GIL each
+    step = saturated_up(f, TunerState(), settings)
+    assert step is not None and step.code == "gil-bound" and step.probe
+    assert step.desired == 4 and "GIL" in step.reason
+    assert _bound(step, f, settings) == step  # not held back by the CPU-saturated bound
+    # Tried and worse: the plateau holds it.
+    held = saturated_up(f, TunerState(plateau_up=2), settings)
+    assert held is not None and held.code == "cpu-saturated" and held.desired == 2
+    # One thread a process: no GIL to share, the CPUs are the limit.
+    single = [inst.frame(float(t), replace(load, threads=1, busy=2)) for t in range(6, 12)][1:]
+    g = gather(single, settings, 11.0, 6.5)
+    assert g.saturated and g.model is not None and g.model.gil_busy is None
+    hold = saturated_up(g, TunerState(), settings)
+    assert hold is not None and hold.code == "cpu-saturated"
+
+
+def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
+    """Measured (threads-cpu, 64 clients): 2 -> 4 processes took 8 queued requests into
+    service. Throughput +1% (noise 5%); W 14.9 -> 29.8 ms, the wait in the listen queue
+    shorter by as much. Judged on W as a tie-break, the step was "worse" and reverted; the
+    reverse (64 -> 16 on a CPU-bound load, W 83 -> 29 ms) read as better for the same
+    reason. Only a throughput change beyond the noise decides."""
+    from tests.observe.helpers import Instance, Load
+    from uwsgitune.core.frame import SocketView
+    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.sizing import judge
+    from uwsgitune.tuner.state import Probe
+
+    def polls(live: int, queued: int, in_service: float, rps: float) -> list:  # type: ignore[type-arg]
+        q = (SocketView("127.0.0.1:9000", "http", False, queued, 100, "stats"),)
+        load = Load(live=live, cheap=64 - live, threads=4, busy=live, rps=rps,
+                    in_service=in_service, worker_cpu=1.6 / live, runq=0.1, host_busy=1.95,
+                    cpus=2, effective_cpus=2.0, sockets=q)  # fmt: skip
+        inst = Instance("t")
+        return [inst.frame(float(t), load) for t in range(-1, 6)][1:]
+
+    settings = TunerSettings(max_workers=64)
+    before = gather(polls(2, 56, 7.77, 521.4), settings, 5.0, -1.0)
+    after = gather(polls(4, 48, 15.6, 525.7), settings, 5.0, -1.0)
+    assert after.w is not None and before.w is not None and after.w > 1.9 * before.w
+    probe = Probe(2, 4, before.x or 0.0, 0.05, 0.0, 1.7)
+    st, verdict = judge(after, TunerState(probe=probe))
+    assert verdict is None and st.probe is None  # kept: a tie
+    assert st.plateau_up == 4 and st.plateau_down == 3  # a tie ends the climb, holds the gain
+    # Throughput down beyond the noise: reverted, whatever W did.
+    slower = gather(polls(4, 48, 15.6, 480.0), settings, 5.0, -1.0)
+    _, revert = judge(slower, TunerState(probe=probe))
+    assert revert is not None and revert.code == "revert" and revert.desired == 2

@@ -89,7 +89,9 @@ def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
     if desired == f.live and p.desired > f.live:
         return replace(p, desired=desired, reason=f"{p.reason}; at the ceiling {s.max_workers}")
     if desired > f.live and f.live >= s.min_workers:
-        if cpu_hot(f, s) and p.code != "revert":  # a revert goes back to what was better
+        # A revert goes back to what was better; GIL-bound processes are the limit, not the
+        # CPUs (sizing.saturated_up). Every other step up waits for a CPU to spare.
+        if cpu_hot(f, s) and p.code not in ("revert", "gil-bound"):
             return Proposal(f.live, "cpu-saturated", f"{p.reason}; but CPU {f.cpu_sat:.0%} used")
         cap = max(f.mem_cap if f.mem_cap is not None else desired, f.live)
         if desired > cap:
@@ -180,9 +182,9 @@ def decide(
 
 def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidence) -> Decision:
     via = _route(p, f)
-    x, w, noise = (f.x, f.w, f.noise) if f.x else (f.x_part, f.w_part, f.noise_part)
+    x, noise = (f.x, f.noise) if f.x else (f.x_part, f.noise_part)
     cpus = f.model.cpus if f.model is not None else None
-    probe = Probe(f.live, p.desired, x, w, noise, f.now, cpus) if p.probe and x else None
+    probe = Probe(f.live, p.desired, x, noise, f.now, cpus) if p.probe and x else None
     nxt = replace(
         st,
         last_change=f.now,

@@ -17,19 +17,25 @@ boundary never oscillates.
 Saturated (a queue, or every worker busy): the queue hides the demand. Below the capacity
 the tuner moves to it (or to the demand, if smaller) in one step. At the capacity, with the
 CPUs still not saturated, the model was wrong or uncertain: it probes up by `probe_step`.
-Each step is a *probe*: throughput X and true mean response time W before it are judged
-after `measure_frames` settled polls at the new count. A loss reverts it and remembers the
+Each step is a *probe*: throughput X before it is compared with X after `measure_frames`
+settled polls at the new count (saturated, the time clients wait follows X; response time
+W moves with where the queue sits, so it is not judged). A loss reverts it and remembers the
 count as a plateau (not probed again for `reprobe_after`, or until the saturation ends); a
 step that was not worse is never undone by the opposite rule (the plateaus), so the climb
 and the capacity rule cannot ping-pong. Noise is the larger of `min_noise` and 3 standard
-errors of X.
+errors of X. Saturated with the CPUs saturated, adding cannot help, with one exception:
+threaded processes that each hold their GIL nearly all the time, fewer than the model's
+count, are limited by the processes (one CPU each at most), so the model's count is probed.
 
 Over capacity: a pool that keeps its CPUs saturated with more than the capacity plus the
 band goes straight to the capacity, saturated or not (under contention Little's L counts
 requests waiting for a CPU, so L alone would ask for ever more workers). The move is judged
-like any probe; when the polls disagree on the estimate by more than `uncertain`, it halves
-towards it instead, judged at each step. Without an estimate (no requests, no host data),
-the old rule stands: halve towards `cpu_workers_per_cpu` per CPU.
+like any probe; when the polls disagree on the estimate by more than `uncertain`, it goes to
+the top of the estimate's range instead (estimate x (1 + spread), never slower than a
+halving), judged there. On a pool far too large the estimate errs high, so the top of its
+range is safe, and the next estimate, made with fewer idle workers, is closer. Without an
+estimate (no requests, no host data), the old rule stands: halve towards
+`cpu_workers_per_cpu` per CPU.
 
 What probing learned (the plateaus) holds for one load: it is forgotten when a request's CPU
 or IO time moves by more than the band, or after `reprobe_after`; the ceiling of a climb
@@ -50,6 +56,7 @@ from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import Probe, TunerState
 
 HOST_MOVED = 0.2  # CPUs available to the instance changing by more: a probe proves nothing
+GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the process is the limit
 
 
 @dataclass(frozen=True)
@@ -97,9 +104,13 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
         return replace(st, probe=None), None
     noise = max(p.noise, f.noise)
     dx = (f.x - p.x_before) / p.x_before if p.x_before > 0 else 0.0
-    dw = (f.w - p.w_before) / p.w_before if f.w and p.w_before else 0.0
-    better = dx > noise or (abs(dx) <= noise and dw < -noise)
-    worse = dx < -noise or (abs(dx) <= noise and dw > noise)
+    # Throughput alone: a probe is judged saturated, where the time clients wait follows it
+    # (N / X in a closed loop; in an open one the backlog grows at the arrival rate less X).
+    # Response time says nothing here: a step up that takes queued requests into service
+    # lengthens W (2 -> 4 threaded processes: +1%, W 14.9 -> 29.8 ms, was reverted), a step
+    # down shortens it, and the wait before accept() that replaces it is not all seen.
+    better = dx > noise
+    worse = dx < -noise
     st = replace(st, probe=None)
     what = f"{p.from_live}->{p.to_live}: rps {p.x_before:.1f}->{f.x:.1f} ({dx:+.0%}"
     what += f", noise {noise:.0%})"
@@ -176,9 +187,15 @@ def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
         f"{m.cpu_ms:.1f} ms CPU and waits {m.io_ms:.1f} ms on IO, so about {target} keep "
         "the CPUs busy: more only share them"
     )
-    if m.spread > s.uncertain:  # the polls disagree: halve towards it, judged each time
-        desired = max(target, f.live - f.live // 2)
-        why += f" (uncertain: ±{m.spread:.0%}; try {desired})"
+    if m.spread > s.uncertain:
+        # The polls disagree: go to the top of the estimate's range (never slower than a
+        # halving), judged there. Not the estimate: it may be low. Not a halving per
+        # cool-down: on a pool far too large the estimate errs high, not low (an idle
+        # worker's wait for a CPU is partly read as IO), and the next estimate, made where
+        # the CPUs are less oversubscribed, is closer.
+        top = math.ceil(target * (1 + m.spread) - 1e-9)
+        desired = max(target, min(top, f.live - f.live // 2))
+        why += f" (uncertain: ±{m.spread:.0%}; try {desired}, the top of its range)"
         return Proposal(desired, "cpu-oversubscribed", why, probe=True)
     # Twice the count or more: plainly oversubscribed, so move now and judge the move against
     # the polls there are (every second at 64 workers costs throughput and memory).
@@ -189,6 +206,8 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated:
         return None
     if cpu_hot(f, s):
+        if _gil_bound(f, st):
+            return _gil_step(f, st)
         return Proposal(
             f.live, "cpu-saturated", f"saturated, CPU {f.cpu_sat:.0%} used: adding cannot help"
         )
@@ -218,6 +237,29 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     # judge the step against the polls there are, rather than measure the backlog longer.
     fast = queue >= f.live * threads
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
+
+
+def _gil_bound(f: Facts, st: TunerState) -> bool:
+    """Threaded processes each holding their GIL all the time, fewer than the model's count:
+    a process keeps at most one CPU busy, so the processes, not the CPUs, are the limit
+    (4 processes of 4 threads served 532 req/s on 2 CPUs where 2 served 482)."""
+    m, cap = f.model, capacity(f)
+    if m is None or cap is None or m.threads <= 1 or m.gil_busy is None:
+        return False
+    if st.plateau_up is not None and f.live >= st.plateau_up:
+        return False
+    return m.gil_busy >= GIL_FULL and f.live < cap
+
+
+def _gil_step(f: Facts, st: TunerState) -> Proposal:
+    m, cap = f.model, capacity(f)
+    assert m is not None and cap is not None and m.gil_busy is not None
+    why = (
+        f"saturated, CPU {f.cpu_sat:.0%} used, but each of the {f.live} processes holds its "
+        f"GIL {m.gil_busy:.0%} of the time: a process uses at most one CPU, so the model's "
+        f"{cap} processes are tried"
+    )
+    return _capped(Proposal(cap, "gil-bound", why, probe=True), st)
 
 
 def _capped(p: Proposal, st: TunerState) -> Proposal:

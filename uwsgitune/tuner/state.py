@@ -20,7 +20,6 @@ class Probe:
     from_live: int
     to_live: int
     x_before: float
-    w_before: float | None
     noise: float
     started: float
     cpus_before: float | None = None  # CPUs the instance could get when it started
