@@ -301,8 +301,8 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
     from tests.observe.helpers import Instance, Load
     from uwsgitune.core.frame import SocketView
     from uwsgitune.tuner.facts import gather
-    from uwsgitune.tuner.sizing import judge
     from uwsgitune.tuner.state import Probe
+    from uwsgitune.tuner.verdict import judge
 
     def polls(live: int, queued: int, in_service: float, rps: float) -> list:  # type: ignore[type-arg]
         q = (SocketView("127.0.0.1:9000", "http", False, queued, 100, "stats"),)

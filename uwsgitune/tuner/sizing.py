@@ -48,25 +48,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from uwsgitune.tuner.facts import Facts
 from uwsgitune.tuner.model import workers_for
+from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.state import Probe, TunerState
+from uwsgitune.tuner.state import TunerState
+from uwsgitune.tuner.verdict import judge
 
-HOST_MOVED = 0.2  # CPUs available to the instance changing by more: a probe proves nothing
 GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the process is the limit
-
-
-@dataclass(frozen=True)
-class Proposal:
-    desired: int
-    code: str
-    reason: str
-    probe: bool = False  # a hill-climbing step, to be judged
-    urgent: bool = False  # a safety move: not held back by the cool-down
-    fast: bool = False  # a probe that need not wait for a full measurement first
 
 
 def cpu_hot(f: Facts, s: TunerSettings) -> bool:
@@ -80,57 +71,6 @@ def capacity(f: Facts) -> int | None:
 
 def _band(n: int, s: TunerSettings) -> int:
     return max(1, math.ceil(n * s.model_band))
-
-
-def _host_moved(p: Probe, f: Facts) -> bool:
-    """The CPUs the instance can get changed during the probe by more than its noise."""
-    after = f.model.cpus if f.model is not None else None
-    if p.cpus_before is None or after is None or p.cpus_before <= 0:
-        return False
-    return abs(after - p.cpus_before) / p.cpus_before > max(p.noise, f.noise, HOST_MOVED)
-
-
-def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
-    """The verdict on a finished probe: continue (None), or revert (a Proposal)."""
-    p = st.probe
-    if p is None or f.x is None:
-        return st, None
-    if p.to_live != f.live:
-        return replace(st, probe=None), None  # the count moved otherwise: nothing to judge
-    if not f.saturated or _host_moved(p, f):
-        # Capacity now exceeds demand: the step absorbed the queue, or the load fell. Or
-        # other work took (or gave back) CPU meanwhile. A throughput change then says
-        # nothing about the step; the model and Little's law size from here.
-        return replace(st, probe=None), None
-    noise = max(p.noise, f.noise)
-    dx = (f.x - p.x_before) / p.x_before if p.x_before > 0 else 0.0
-    # Throughput alone: a probe is judged saturated, where the time clients wait follows it
-    # (N / X in a closed loop; in an open one the backlog grows at the arrival rate less X).
-    # Response time says nothing here: a step up that takes queued requests into service
-    # lengthens W (2 -> 4 threaded processes: +1%, W 14.9 -> 29.8 ms, was reverted), a step
-    # down shortens it, and the wait before accept() that replaces it is not all seen.
-    better = dx > noise
-    worse = dx < -noise
-    st = replace(st, probe=None)
-    what = f"{p.from_live}->{p.to_live}: rps {p.x_before:.1f}->{f.x:.1f} ({dx:+.0%}"
-    what += f", noise {noise:.0%})"
-    if worse:
-        if p.up:
-            st = replace(st, plateau_up=p.from_live, learned_at=f.now, learned_request=None)
-        else:
-            st = replace(st, plateau_down=p.from_live, learned_at=f.now, learned_request=None)
-        why = f"step {what} made it worse; back to {p.from_live}"
-        return st, Proposal(p.from_live, "revert", why, urgent=True)
-    # Not worse: do not undo the step later. A climb that was not worse puts the floor of
-    # later down-probes above where it came from; a descent that was not worse caps later
-    # climbs; a tie ends a climb.
-    if p.up:
-        st = replace(st, plateau_down=p.from_live + 1, learned_at=f.now, learned_request=None)
-        if not better:
-            st = replace(st, plateau_up=p.to_live)
-    else:
-        st = replace(st, plateau_up=p.to_live, learned_at=f.now, learned_request=None)
-    return st, None
 
 
 def below_floor(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:

@@ -1,0 +1,15 @@
+"""What a sizing rule proposes: a live count, and why. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Proposal:
+    desired: int
+    code: str
+    reason: str
+    probe: bool = False  # a hill-climbing step, to be judged
+    urgent: bool = False  # a safety move: not held back by the cool-down
+    fast: bool = False  # a probe that need not wait for a full measurement first
