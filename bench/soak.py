@@ -10,11 +10,11 @@ rules' full window (the daemon's `WINDOW_SECONDS` of frames at 10 Hz, full after
 
 The daemon runs the instance in `recommend` mode (the tuner decides on every poll, nothing is
 written to the FIFO) with a light IO-bound load (2 clients on /io/20) and a /metrics scrape
-every second. Every `--sample` seconds it records the daemon's RSS (`/proc/PID/status` VmRSS)
-and open descriptors (`/proc/PID/fd`). Pass: after warm-up, RSS stays within +-5% of its
-first post-warm-up sample (the daemon's frame window fills in 150 s), its last sample is
-within the budget, and the fd count (median of 5 samples) does not grow. `--no-load` runs no
-clients and no scrapes: the daemon only polls the idle instance.
+after each 5 s round of it (one every 5 s). Every `--sample` seconds it records the daemon's
+RSS (`/proc/PID/status` VmRSS) and open descriptors (`/proc/PID/fd`). Pass: after warm-up, RSS
+stays within +-5% of its first post-warm-up sample (the daemon's frame window fills in 150 s),
+its last sample is within the budget, and the fd count (median of 5 samples) does not grow.
+`--no-load` runs no clients and no scrapes: the daemon only polls the idle instance.
 """
 
 from __future__ import annotations
