@@ -90,9 +90,9 @@ def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
     if desired == f.live and p.desired > f.live:
         return replace(p, desired=desired, reason=f"{p.reason}; at the ceiling {s.max_workers}")
     if desired > f.live and f.live >= s.min_workers:
-        # A revert goes back to what was better; GIL-bound processes are the limit, not the
-        # CPUs (sizing.saturated_up). Every other step up waits for a CPU to spare.
-        if cpu_hot(f, s) and p.code not in ("revert", "gil-bound"):
+        # Every step up waits for a CPU to spare, but those that say otherwise (a revert,
+        # GIL-bound processes: Proposal.past_hot_cpu).
+        if cpu_hot(f, s) and not p.past_hot_cpu:
             return Proposal(f.live, "cpu-saturated", f"{p.reason}; but CPU {f.cpu_sat:.0%} used")
         cap = max(f.mem_cap if f.mem_cap is not None else desired, f.live)
         if desired > cap:

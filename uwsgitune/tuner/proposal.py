@@ -13,3 +13,6 @@ class Proposal:
     probe: bool = False  # a hill-climbing step, to be judged
     urgent: bool = False  # a safety move: not held back by the cool-down
     fast: bool = False  # a probe that need not wait for a full measurement first
+    # a step up that saturated CPUs do not hold back: a revert to what was better, or
+    # processes that each keep their GIL busy (the processes, not the CPUs, are the limit)
+    past_hot_cpu: bool = False

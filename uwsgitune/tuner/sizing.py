@@ -146,8 +146,9 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated:
         return None
     if cpu_hot(f, s):
-        if _gil_bound(f, st):
-            return _gil_step(f, st)
+        gil = _gil_step(f, st)
+        if gil is not None:
+            return gil
         return Proposal(
             f.live, "cpu-saturated", f"saturated, CPU {f.cpu_sat:.0%} used: adding cannot help"
         )
@@ -179,27 +180,23 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
 
 
-def _gil_bound(f: Facts, st: TunerState) -> bool:
+def _gil_step(f: Facts, st: TunerState) -> Proposal | None:
     """Threaded processes each holding their GIL all the time, fewer than the model's count:
     a process keeps at most one CPU busy, so the processes, not the CPUs, are the limit
-    (4 processes of 4 threads served 532 req/s on 2 CPUs where 2 served 482)."""
+    (4 processes of 4 threads served 532 req/s on 2 CPUs where 2 served 482). None: not so."""
     m, cap = f.model, capacity(f)
     if m is None or cap is None or m.threads <= 1 or m.gil_busy is None:
-        return False
+        return None
+    if m.gil_busy < GIL_FULL or f.live >= cap:
+        return None
     if st.plateau_up is not None and f.live >= st.plateau_up:
-        return False
-    return m.gil_busy >= GIL_FULL and f.live < cap
-
-
-def _gil_step(f: Facts, st: TunerState) -> Proposal:
-    m, cap = f.model, capacity(f)
-    assert m is not None and cap is not None and m.gil_busy is not None
+        return None
     why = (
         f"saturated, CPU {f.cpu_sat:.0%} used, but each of the {f.live} processes holds its "
         f"GIL {m.gil_busy:.0%} of the time: a process uses at most one CPU, so the model's "
         f"{cap} processes are tried"
     )
-    return _capped(Proposal(cap, "gil-bound", why, probe=True), st)
+    return _capped(Proposal(cap, "gil-bound", why, probe=True, past_hot_cpu=True), st)
 
 
 def _capped(p: Proposal, st: TunerState) -> Proposal:

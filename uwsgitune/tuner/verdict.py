@@ -50,7 +50,7 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
         else:
             st = replace(st, plateau_down=p.from_live, learned_at=f.now, learned_request=None)
         why = f"step {what} made it worse; back to {p.from_live}"
-        return st, Proposal(p.from_live, "revert", why, urgent=True)
+        return st, Proposal(p.from_live, "revert", why, urgent=True, past_hot_cpu=True)
     # Not worse: do not undo the step later. A climb that was not worse puts the floor of
     # later down-probes above where it came from; a descent that was not worse caps later
     # climbs; a tie ends a climb.
