@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 from prometheus_client import generate_latest
 
@@ -29,15 +30,14 @@ NAME = re.compile(r"\b(uwsgi(?:tune)?_[a-z_]+)")
 def busy_snapshot() -> InstanceState:
     """Two polls with traffic in between and host samples: every family has a value."""
     doc = parse_stats(stats_fixture("processes.json"))
-    later = doc.model_copy(
-        update={
-            "workers": tuple(
-                w.model_copy(
-                    update={"requests": w.requests + 10, "running_time": w.running_time + 10**6}
-                )
-                for w in doc.workers
+    later = msgspec.structs.replace(
+        doc,
+        workers=tuple(
+            msgspec.structs.replace(
+                w, requests=w.requests + 10, running_time=w.running_time + 10**6
             )
-        }
+            for w in doc.workers
+        ),
     )
     pids = [doc.pid, *(w.pid for w in doc.workers)]
     tracker, frame = Tracker(URI), None

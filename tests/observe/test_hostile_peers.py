@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
+import msgspec
 import pytest
 from prometheus_client import generate_latest
 
@@ -57,8 +58,8 @@ def _state(uri: str, doc: StatsDoc) -> InstanceState:
 def test_one_broken_instance_never_breaks_another() -> None:
     good = parse_stats(stats_fixture("processes.json"))
     # A value the model would refuse, smuggled past it: the collector's safety net.
-    huge = good.workers[0].model_copy(update={"requests": 10**400})
-    broken = good.model_copy(update={"workers": (huge, *good.workers[1:])})
+    huge = msgspec.structs.replace(good.workers[0], requests=10**400)
+    broken = msgspec.structs.replace(good, workers=(huge, *good.workers[1:]))
     states = [_state("unix:///bad.sock", broken), _state("unix:///good.sock", good)]
     text = generate_latest(registry_for(lambda: states)).decode()
     assert 'uwsgi_up{stats_uri="unix:///good.sock"} 1.0' in text

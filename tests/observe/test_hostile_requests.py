@@ -19,7 +19,7 @@ from tests.observe.helpers import document, fake_server, send, worker
 from tests.uwsgi_harness import http_port
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
-from uwsgitune.core.model import ValidationError, parse_document
+from uwsgitune.core.model import DocumentError, parse_document
 from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.probe import probe_text
 from uwsgitune.launch import UwsgiProcess
@@ -107,9 +107,9 @@ def test_valid_document_is_not_touched() -> None:
 
 def test_invalid_outside_request_data_stays_an_error() -> None:
     bad = _inject(b"\x01").replace(b'"cwd"', b'"c\x01wd"', 1)
-    with pytest.raises(ValidationError):
+    with pytest.raises(DocumentError):
         parse_document(bad)
-    with pytest.raises(ValidationError):
+    with pytest.raises(DocumentError):
         parse_document(BUSY[: len(BUSY) // 2] + b"\x01")  # truncated stays truncated
 
 

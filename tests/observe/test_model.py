@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.observe.helpers import document, never_spawned, poll_of, worker
 from uwsgitune.core.derive import Tracker
-from uwsgitune.core.model import ValidationError, parse_stats
+from uwsgitune.core.model import DocumentError, parse_stats
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import plain_line, summary
 
@@ -97,7 +97,7 @@ def test_live_counted_by_status_not_accepting() -> None:
     [b"{", b'{"workers": "x"}', b'{"workers": [{"requests": "many"}]}', b"[]", b"nul"],
 )
 def test_bad_documents_raise_validation_error(raw: bytes) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(DocumentError):
         parse_stats(raw)
 
 

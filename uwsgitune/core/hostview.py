@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
+import msgspec
+
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.model import Socket, StatsDoc
 from uwsgitune.core.redact import printable
@@ -22,7 +24,7 @@ def socket_views(sockets: tuple[Socket, ...], host: HostSample | None) -> tuple[
     out = []
     for s in sockets:
         if not (s.name + s.proto).isprintable():  # names a peer sent, made safe to print
-            s = s.model_copy(update={"name": printable(s.name), "proto": printable(s.proto)})
+            s = msgspec.structs.replace(s, name=printable(s.name), proto=printable(s.proto))
         if s.is_unix:
             q = kernel.get(s.name)
             if q is not None:

@@ -15,7 +15,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.core.address import AddressError, StatsAddress, parse_address
 from uwsgitune.core.derive import Tracker
-from uwsgitune.core.model import ValidationError, parse_document
+from uwsgitune.core.model import DocumentError, parse_document
 from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
 from uwsgitune.exporter.text import render
@@ -48,7 +48,7 @@ def probe_snapshot(addr: StatsAddress, timeout: float) -> InstanceState:
         poll = Poll(source, time.time(), time.monotonic(), doc=parsed.doc, repairs=parsed.repairs)
     except StatsError as exc:
         poll = Poll(source, time.time(), time.monotonic(), error=str(exc))
-    except ValidationError:
+    except DocumentError:
         poll = Poll(source, time.time(), time.monotonic(), error=f"{source}: invalid stats")
     seconds = time.perf_counter() - start
     frame = Tracker(source).update(poll)

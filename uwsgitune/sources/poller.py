@@ -7,27 +7,25 @@ import socket
 import time
 from collections.abc import Callable
 
+import msgspec
 import psutil
-from pydantic import ValidationError
 
 from uwsgitune.core.address import StatsAddress
-from uwsgitune.core.model import Parsed, parse_document
+from uwsgitune.core.model import DocumentError, Parsed, parse_document
 from uwsgitune.core.redact import printable
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.host import HostSampler
 from uwsgitune.sources.stats import MAX_DOCUMENT, StatsError, read_stats_from
 
 
-def describe_validation(err: ValidationError) -> str:
-    """One line for a document pydantic refused: truncated JSON reads as such."""
-    first = err.errors(include_url=False)[0]
-    kind, msg = first.get("type", ""), first.get("msg", "")
-    if kind == "json_invalid":
-        if "EOF" in msg:
-            return "truncated JSON (the document ends early); the peer closed mid-document"
-        return printable(f"invalid JSON ({msg}); is this a uWSGI stats socket?")
-    where = ".".join(str(p) for p in first.get("loc", ())) or "document"  # keys: peer data
-    return printable(f"not a uWSGI stats document ({where}: {msg})")
+def describe_validation(err: DocumentError) -> str:
+    """One line for a document the model refused: truncated JSON reads as such."""
+    if err.kind == "truncated":
+        return "truncated JSON (the document ends early); the peer closed mid-document"
+    if err.kind == "json":
+        return printable(f"invalid JSON ({err.msg}); is this a uWSGI stats socket?")
+    where = err.where or "document"  # keys: peer data
+    return printable(f"not a uWSGI stats document ({where}: {err.msg})")
 
 
 def _local_ips() -> set[str]:
@@ -115,13 +113,20 @@ class Observer:
         )
 
 
+def _has_workers(raw: bytes) -> bool:
+    """Whether the document has a `workers` key (an empty list counts). Only asked of a
+    document without workers: the model gives every field a default."""
+    top = msgspec.json.decode(raw)
+    return isinstance(top, dict) and "workers" in top
+
+
 def _parse(raw: bytes) -> Parsed | str:
     """The parsed document, or why it is not one (one line, without the address)."""
     try:
         parsed = parse_document(raw)
-    except ValidationError as exc:
+    except DocumentError as exc:
         return describe_validation(exc)
-    if not parsed.doc.model_fields_set & {"workers", "vassals"}:
+    if not parsed.doc.workers and parsed.doc.vassals is None and not _has_workers(parsed.raw):
         # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
         return "JSON without workers; not a uWSGI stats socket"
     return parsed

@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from pydantic import ValidationError
-
 from uwsgitune import __version__
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.redact import strip_request_vars
@@ -120,6 +118,6 @@ def read_recording(path: Path) -> Iterator[Poll]:
                 continue
             try:
                 yield record_to_poll(rec)
-            except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            except (KeyError, TypeError, ValueError) as exc:
                 what = type(exc).__name__
                 raise RecordingError(f"{path}:{lineno}: damaged poll record ({what})") from None
