@@ -51,6 +51,7 @@ from uwsgitune.core.address import parse_address  # noqa: E402
 from uwsgitune.core.derive import Tracker  # noqa: E402
 from uwsgitune.core.model import parse_document  # noqa: E402
 from uwsgitune.core.samples import Poll  # noqa: E402
+from uwsgitune.core.window import WHOLE_FRAMES  # noqa: E402
 from uwsgitune.exporter.collector import live_registry, registry_for  # noqa: E402
 from uwsgitune.exporter.exposition import PollExposition  # noqa: E402
 from uwsgitune.exporter.site import Site, each_time  # noqa: E402
@@ -93,7 +94,7 @@ def poll_parts(address: str, polls: int) -> dict[str, float]:
     """Median CPU ms of each component of a poll, and of their sum, over `polls` polls
     at 10 Hz pacing (the window holds them, as the daemon's does)."""
     addr = parse_address(address)
-    watch = InstanceWatch(addr, interval=0.1)
+    watch = InstanceWatch(addr, interval=0.1, whole_frames=WHOLE_FRAMES)  # as the daemon
     sampler = HostSampler()
     rules = RulesRunner(Facts(stats_kind=addr.kind))
     tuner = TuneLoop(watch, None, None, TunerSettings(), "recommend")

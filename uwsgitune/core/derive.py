@@ -21,12 +21,19 @@ CPU, run-queue time) in `uwsgitune.core.hostview`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from uwsgitune.core.frame import Frame, FrameKind, VassalView, WorkerView
 from uwsgitune.core.hostview import socket_views, with_host
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.redact import printable
-from uwsgitune.core.reload import detect_reload, loaded_at_estimate, respawns_between, slot_reset
+from uwsgitune.core.reload import (
+    detect_reload,
+    loaded_at_estimate,
+    respawns_between,
+    slot_reset,
+    slot_resets,
+)
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.workerview import procs_by_pid, worker_view
 
@@ -81,10 +88,11 @@ class Tracker:
         assert doc is not None
         prev = self.prev
         kind: FrameKind = "first"
+        resets: list[bool] = []
         if prev is not None and prev.doc is not None:
             if prev.doc.pid != doc.pid:
                 kind = "restart"
-            elif detect_reload(prev.doc, doc):
+            elif detect_reload(prev.doc, doc, resets := slot_resets(prev.doc, doc)):
                 kind = "reload"
             else:
                 kind = "ok"
@@ -97,39 +105,56 @@ class Tracker:
         dt = (poll.mono - prev.mono) if prev is not None else None
         if dt is not None and dt <= 0:
             rated = False
-        return self._build(poll, doc, prev if rated else None, dt, kind)
+        return self._build(poll, doc, prev if rated else None, dt, kind, resets)
 
     def _build(
-        self, poll: Poll, doc: StatsDoc, prev: Poll | None, dt: float | None, kind: FrameKind
+        self,
+        poll: Poll,
+        doc: StatsDoc,
+        prev: Poll | None,
+        dt: float | None,
+        kind: FrameKind,
+        resets: list[bool],
     ) -> Frame:
-        """The frame of `poll`; with a `prev` poll to rate against, its rates too."""
+        """The frame of `poll`; with a `prev` poll to rate against (`resets`: its slots'),
+        its rates too."""
         prev_host = prev.host if prev else None
-        procs = procs_by_pid(poll.host), procs_by_pid(prev_host)
+        now, then = procs_by_pid(poll.host), procs_by_pid(prev_host)
         prev_workers = prev.doc.workers if prev and prev.doc else ()
         threads = doc.threads  # a scan of every worker: once, not once per worker
+        step = dt if prev and dt else 0.0
+        n_prev, n_resets = len(prev_workers), len(resets)
         workers = tuple(
-            worker_view(
-                i,
-                w,
-                prev_workers[i] if i < len(prev_workers) else None,
-                dt if prev else None,
-                procs,
-                poll.t,
-                threads,
-            )
-            for i, w in enumerate(doc.workers)
+            [
+                worker_view(
+                    i,
+                    w,
+                    prev_workers[i] if i < n_prev else None,
+                    i < n_resets and resets[i],
+                    step,
+                    (now.get(w.pid), then.get(w.pid)),
+                    poll.t,
+                    threads,
+                )
+                for i, w in enumerate(doc.workers)
+            ]
         )
-        frame = self._base(poll, doc, kind, dt, workers)
+        frame = self._base(poll, doc, kind, dt, workers, threads)
         frame = with_host(frame, poll.host, prev_host, dt if prev else None, doc)
         if prev is None or dt is None:
             return frame
-        return _with_rates(frame, prev.doc, doc, dt)  # type: ignore[arg-type]
+        return _with_rates(frame, prev.doc, doc, dt, resets)  # type: ignore[arg-type]
 
     def _base(
-        self, poll: Poll, doc: StatsDoc, kind: FrameKind, dt: float | None, workers: Workers
+        self,
+        poll: Poll,
+        doc: StatsDoc,
+        kind: FrameKind,
+        dt: float | None,
+        workers: Workers,
+        threads: int,
     ) -> Frame:
         """Everything the document alone tells, and the tracker's own state."""
-        live = [w for w in workers if w.live]
         return Frame(
             source=self.source,
             kind=kind,
@@ -144,21 +169,12 @@ class Tracker:
             master_pid=doc.pid,
             emperor=doc.is_emperor,
             vassals=_vassal_views(doc),
-            threads=doc.threads,
+            threads=threads,
             workers_max=len(doc.workers),
-            live=len(live),
-            busy=sum(1 for w in live if w.status == "busy"),
-            idle=sum(1 for w in live if w.status == "idle"),
-            cheap=sum(1 for w in workers if not w.live),
             workers=workers,
-            requests_total=sum(w.requests for w in doc.workers),
-            exceptions_total=sum(w.exceptions for w in doc.workers),
-            avg_rt_ms=_avg_rt_ms(doc),
             sockets=socket_views(doc.sockets, poll.host),
-            harakiri_total=sum(w.harakiri_count for w in doc.workers),
-            respawns_total=sum(max(w.respawn_count - 1, 0) for w in doc.workers),
             signal_queue=doc.signal_queue,
-            memory_report=any(w.rss > 0 for w in doc.workers),
+            **_totals(doc, workers),
         )
 
 
@@ -171,26 +187,53 @@ def _vassal_views(doc: StatsDoc) -> tuple[VassalView, ...]:
     )
 
 
-def _avg_rt_ms(doc: StatsDoc) -> float | None:
-    vals = [w.avg_rt for w in doc.workers if w.live and w.requests > 0]
-    return sum(vals) / len(vals) / 1000 if vals else None
+def _totals(doc: StatsDoc, workers: Workers) -> dict[str, Any]:
+    """The frame's counts and totals over the slots, in one pass (per poll, per worker)."""
+    live = busy = idle = requests = exceptions = harakiri = respawns = 0
+    avg_rt, avg_n, report = 0, 0, False
+    for w, v in zip(doc.workers, workers, strict=True):
+        if v.pid > 0 and v.status != "cheap":
+            live += 1
+            busy += v.status == "busy"
+            idle += v.status == "idle"
+            if w.requests > 0:
+                avg_rt += w.avg_rt
+                avg_n += 1
+        requests += w.requests
+        exceptions += w.exceptions
+        harakiri += w.harakiri_count
+        respawns += w.respawn_count - 1 if w.respawn_count > 1 else 0
+        report = report or w.rss > 0
+    return {
+        "live": live,
+        "busy": busy,
+        "idle": idle,
+        "cheap": len(workers) - live,
+        "requests_total": requests,
+        "exceptions_total": exceptions,
+        "avg_rt_ms": avg_rt / avg_n / 1000 if avg_n else None,
+        "harakiri_total": harakiri,
+        "respawns_total": respawns,
+        "memory_report": report,
+    }
 
 
-def _with_rates(frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float) -> Frame:
+def _with_rates(
+    frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float, resets: list[bool]
+) -> Frame:
     d_req = sum(w.rps or 0.0 for w in frame.workers) * dt
     d_exc = sum(w.eps or 0.0 for w in frame.workers) * dt
     d_rt_s = 0.0
     d_static = 0
-    for p, c in zip(prev.workers, cur.workers, strict=False):
-        if slot_reset(p, c):
+    for p, c, reset in zip(prev.workers, cur.workers, resets, strict=False):
+        if reset:
             d_rt_s += c.running_time / 1e6
             continue
         d_rt_s += (c.running_time - p.running_time) / 1e6
         if p.cores and len(p.cores) == len(c.cores):
-            d_static += sum(
-                max(cc.static_requests - pc.static_requests, 0)
-                for pc, cc in zip(p.cores, c.cores, strict=True)
-            )
+            for pc, cc in zip(p.cores, c.cores, strict=True):
+                d = cc.static_requests - pc.static_requests
+                d_static += d if d > 0 else 0
     littles_l = max(d_rt_s, 0.0) / dt
     capacity = frame.live * max(frame.threads, 1)
     harakiri = sum(w.harakiri_count for w in prev.workers)

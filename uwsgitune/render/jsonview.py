@@ -13,6 +13,8 @@ import dataclasses
 import json
 from typing import Any
 
+import msgspec
+
 from uwsgitune.core.frame import Frame
 
 SCHEMA_VERSION = 1
@@ -28,8 +30,22 @@ def _round(value: Any) -> Any:
     return value
 
 
+def _plain(value: Any) -> Any:
+    """`dataclasses.asdict`, recursively, for dataclasses and msgspec structs alike (the
+    worker views are structs): containers keep their type, so tuples stay tuples."""
+    if isinstance(value, msgspec.Struct):
+        return {k: _plain(v) for k, v in msgspec.structs.asdict(value).items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
+
 def frame_to_dict(f: Frame) -> dict[str, Any]:
-    data = dataclasses.asdict(f)
+    data: dict[str, Any] = _plain(f)
     data["queue_full"] = f.queue_full
     data["since_reload"] = f.since_reload
     data["cpu_saturation"] = f.cpu_saturation
