@@ -93,14 +93,14 @@ def cgroup_cpu_limit(dirs: list[Path], text: Text = _read) -> float | None:
     """The tightest CPU quota on the way up: v2 `cpu.max`, or v1 cfs quota/period."""
     best: float | None = None
     for d in dirs:
-        got = text(d / "cpu.max")
+        got = text(f"{d}/cpu.max")
         quota = period = None
         if got:
             q, _, p = got.partition(" ")
             if q != "max" and p:
                 quota, period = int(q), int(p)
         else:
-            q1, p1 = text(d / "cpu.cfs_quota_us"), text(d / "cpu.cfs_period_us")
+            q1, p1 = text(f"{d}/cpu.cfs_quota_us"), text(f"{d}/cpu.cfs_period_us")
             if q1 and p1 and int(q1) > 0:
                 quota, period = int(q1), int(p1)
         if quota and period:
@@ -114,12 +114,12 @@ def cgroup_memory(dirs: list[Path], text: Text = _read) -> tuple[int | None, int
     limit: int | None = None
     current: int | None = None
     for d in dirs:
-        got = text(d / "memory.max") or text(d / "memory.limit_in_bytes")
+        got = text(f"{d}/memory.max") or text(f"{d}/memory.limit_in_bytes")
         if not (got and got.isdigit() and int(got) < 1 << 60):
             continue  # "max", or v1's "unlimited" (a huge number)
         if limit is None or int(got) < limit:
             limit = int(got)
-            cur = text(d / "memory.current") or text(d / "memory.usage_in_bytes")
+            cur = text(f"{d}/memory.current") or text(f"{d}/memory.usage_in_bytes")
             current = int(cur) if cur and cur.isdigit() else None
     return limit, current
 

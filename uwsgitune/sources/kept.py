@@ -57,7 +57,10 @@ BUDGET = _Budget()
 
 def _read_all(fd: int, limit: int) -> bytes:
     """The file from offset 0: one pread when it is under 64 KiB."""
-    chunks = [os.pread(fd, CHUNK, 0)]
+    first = os.pread(fd, CHUNK, 0)
+    if len(first) < CHUNK:
+        return first
+    chunks = [first]
     while len(chunks[-1]) == CHUNK and len(chunks) * CHUNK < limit:
         chunks.append(os.pread(fd, CHUNK, len(chunks) * CHUNK))
     return b"".join(chunks)

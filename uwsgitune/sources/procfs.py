@@ -50,29 +50,34 @@ def parse_statm(data: bytes) -> int | None:
     return int(fields[1]) * PAGE_SIZE if len(fields) > 1 and fields[1].isdigit() else None
 
 
+def _waited(data: bytes | None) -> float | None:
+    fields = data.split() if data else []
+    if len(fields) < 2 or not fields[1].isdigit():
+        return None
+    return int(fields[1]) / 1e9
+
+
 def runq_seconds(
-    pid: int, threads: int = 1, proc: Path = PROC, read: Read = read_once
+    pid: int, threads: int = 1, proc: Path | str = PROC, read: Read = read_once
 ) -> float | None:
     """Seconds the process's threads spent waiting on a run queue: the second field of
     schedstat (/proc/PID/schedstat is the main thread's; threads are summed from task/)."""
-    paths = [f"{proc}/{pid}/schedstat"]  # a str: pathlib costs more here
-    if threads > 1:
-        try:
-            tids = os.listdir(f"{proc}/{pid}/task")
-        except OSError:
-            tids = []
-        paths = [f"{proc}/{pid}/task/{tid}/schedstat" for tid in tids]
+    if threads <= 1:
+        return _waited(read(f"{proc}/{pid}/schedstat"))  # a str: pathlib costs more here
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return None
     total = 0.0
-    for path in paths:
-        data = read(path)
-        fields = data.split() if data else []
-        if len(fields) < 2 or not fields[1].isdigit():
+    for tid in tids:
+        waited = _waited(read(f"{proc}/{pid}/task/{tid}/schedstat"))
+        if waited is None:
             return None
-        total += int(fields[1]) / 1e9
-    return total if paths else None
+        total += waited
+    return total if tids else None
 
 
-def proc_sample(pid: int, proc: Path = PROC, read: Read = read_once) -> ProcSample | None:
+def proc_sample(pid: int, proc: Path | str = PROC, read: Read = read_once) -> ProcSample | None:
     """One process, or None when it is gone or unreadable."""
     base = f"{proc}/{pid}/"
     data = read(base + "stat")
@@ -86,9 +91,10 @@ def proc_sample(pid: int, proc: Path = PROC, read: Read = read_once) -> ProcSamp
 
 
 def proc_samples(
-    pids: list[int], proc: Path = PROC, read: Read = read_once
+    pids: list[int], proc: Path | str = PROC, read: Read = read_once
 ) -> tuple[ProcSample, ...]:
     """CPU and RSS of each pid that can be read, in order. `read` may be a `KeptFiles`'
     (sources/kept.py): the same bytes, a third of the system calls."""
-    out = (proc_sample(pid, proc, read) for pid in pids)
+    root = str(proc)  # once, not once a pid
+    out = (proc_sample(pid, root, read) for pid in pids)
     return tuple(s for s in out if s is not None)

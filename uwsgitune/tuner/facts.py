@@ -108,13 +108,21 @@ def memory_cap(frame: Frame, settings: TunerSettings) -> int | None:
     return max(min(caps), 0) if caps else None
 
 
-def _regime(frames: Sequence[Frame], live: int, start: float) -> list[Frame]:
-    """The unbroken run of rated frames at `live` workers since `start`, oldest first."""
+def _regime(
+    frames: Sequence[Frame], live: int, start: float, keep: int, edge: float
+) -> list[Frame]:
+    """The unbroken run of rated frames at `live` workers since `start`, oldest first. Only
+    its newest part is read: at least `keep` frames and all since `edge`, so a long run
+    (a steady pool: the whole 6,000-frame window at 10 Hz) is cut there, not scanned."""
     regime: list[Frame] = []
-    for f in reversed([f for f in frames if rated(f)]):
+    for f in reversed(frames):  # from the newest: the run ends where it breaks
+        if not rated(f):
+            continue
         if f.live != live or f.mono < start:
             break
         regime.append(f)
+        if len(regime) >= keep and f.mono < edge:
+            break
     regime.reverse()
     return regime
 
@@ -155,12 +163,13 @@ def gather(
     frames: Sequence[Frame], settings: TunerSettings, now: float, regime_start: float
 ) -> Facts:
     latest = frames[-1]
-    regime = _regime(frames, latest.live, regime_start)
+    edge = latest.mono - settings.down_window
+    keep = max(settings.measure_frames, RECENT, 2)  # what reads `regime` needs no more
+    regime = _regime(frames, latest.live, regime_start, keep, edge)
     sample = regime[-settings.measure_frames :]
     x_part, noise = _measure(sample, settings)
     w_part = _mean([f.mean_rt_ms for f in sample])
     full = len(sample) >= settings.measure_frames
-    edge = latest.mono - settings.down_window
     return Facts(
         latest=latest,
         now=now,
