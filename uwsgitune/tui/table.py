@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from uwsgitune.tui.strips import view_line
 from uwsgitune.tui.workers import Cell, Column, Row, Rows, sort_key
 
 GAP = 1  # blank columns between cells
@@ -213,16 +214,17 @@ class KeyedTable(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         if y == 0:
             strip = self._header()
-        else:
-            index = scroll_y + y - 1
-            if index >= len(self._order):
-                return Strip.blank(width, self._base)
-            strip = self._row(self._order[index])
-            if index == self.cursor:
-                strip = strip.apply_style(self._cursor_style)
-        first = self._first
-        view = Strip.join([strip.crop(0, first), strip.crop(first + scroll_x, scroll_x + width)])
-        return view.apply_style(self._base).extend_cell_length(width, self._base)
+            first = self._first
+            view = Strip.join(
+                [strip.crop(0, first), strip.crop(first + scroll_x, scroll_x + width)]
+            )
+            return view.apply_style(self._base).extend_cell_length(width, self._base)
+        index = scroll_y + y - 1
+        if index >= len(self._order):
+            return Strip.blank(width, self._base)
+        cursor = self._cursor_style if index == self.cursor else None
+        strip = self._row(self._order[index])
+        return view_line(strip, self._first, scroll_x, width, self._base, cursor)
 
     # moving and selecting
 

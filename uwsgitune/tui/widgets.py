@@ -122,14 +122,23 @@ class HistoryPanel(Vertical):
                 yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
                 yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
 
+    _rows: dict[str, tuple[QuietLabel, QuietSparkline]] | None = None
+
     def show(self, series: Sequence[Series]) -> None:
+        if self._rows is None:  # each metric's widgets, looked up once, not on every poll
+            self._rows = {
+                m.key: (self.query_one(f"#hl-{m.key}", QuietLabel),
+                        self.query_one(f"#hs-{m.key}", QuietSparkline))
+                for m in METRICS
+            }  # fmt: skip
         for s in series:
-            self.query_one(f"#hl-{s.key}", QuietLabel).show(
+            label, spark = self._rows[s.key]
+            label.show(
                 Text.assemble(
                     (f"{s.label:<8}", "bold"), f"{s.latest:>7}", (f" max {s.peak}", "dim")
                 )
             )
-            self.query_one(f"#hs-{s.key}", QuietSparkline).show(list(s.values))
+            spark.show(list(s.values))
 
 
 def annotation_text(a: Annotation, now: float | None) -> Text:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rich.text import Text
 
@@ -16,8 +17,7 @@ from uwsgitune.core.frame import Frame, RequestView, WorkerView
 from uwsgitune.render.units import duration, num, size
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):  # a tuple: built by the hundred per refresh, twice as fast
     text: str
     sort: float | str = 0.0
     style: str = ""
@@ -92,6 +92,7 @@ STATUS_STYLE = {"busy": "bold yellow", "idle": "green", "cheap": "dim", "pause":
 
 Row = tuple[str, tuple[Cell, ...]]
 STATUS_COLUMN = COLUMN_KEYS.index("status")
+COLUMN_INDEX = range(len(COLUMN_KEYS))
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,8 @@ def worker_row(w: WorkerView, total_requests: int, now: float) -> Row:
         (duration(w.request_age), "yellow" if w.request_age else ""),
     )
     cells = tuple(
-        Cell(text, sort(w, total_requests, now), style, right=i != STATUS_COLUMN)
-        for i, ((text, style), sort) in enumerate(zip(texts_styles, WORKER_SORT, strict=True))
+        Cell(text, sort(w, total_requests, now), style, i != STATUS_COLUMN)
+        for i, (text, style), sort in zip(COLUMN_INDEX, texts_styles, WORKER_SORT, strict=True)
     )
     return f"w{w.slot}", cells
 

@@ -1,0 +1,49 @@
+"""The shortcuts of a refresh draw exactly what the long way draws (issue 15)."""
+
+from __future__ import annotations
+
+import random
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from tests.tui.frames import disconnected, history
+from uwsgitune.tui.history import Memo, series
+from uwsgitune.tui.strips import view_line
+
+STYLES = [None, Style.parse("bold"), Style.parse("red"), Style.parse("bold yellow")]
+TEXTS = ["", "a", "abc", "  xy ", "界", "é1", "0123456789"]
+
+
+def long_way(
+    strip: Strip, first: int, x: int, width: int, base: Style, cursor: Style | None
+) -> Strip:
+    if cursor is not None:
+        strip = strip.apply_style(cursor)
+    view = Strip.join([strip.crop(0, first), strip.crop(first + x, x + width)])
+    return view.apply_style(base).extend_cell_length(width, base)
+
+
+def test_a_table_line_is_the_segments_strip_operations_make() -> None:
+    rnd = random.Random(15)
+    for _ in range(5000):
+        segs = [Segment(rnd.choice(TEXTS), rnd.choice(STYLES)) for _ in range(rnd.randint(0, 8))]
+        length = sum(s.cell_length for s in segs)
+        strip = Strip(segs, length if rnd.random() < 0.8 else rnd.randint(0, length + 3))
+        first, x, width = rnd.randint(0, 12), rnd.randint(0, 10), rnd.randint(1, 30)
+        base = rnd.choice([Style(), Style.parse("white on #102030")])
+        cursor = rnd.choice([None, Style(), Style.parse("on red")])
+        want = long_way(strip, first, x, width, base, cursor)
+        got = view_line(strip, first, x, width, base, cursor)
+        assert list(got) == list(want) and got.cell_length == want.cell_length
+
+
+def test_history_memo_gives_the_series_without_it() -> None:
+    memo: Memo = {}
+    frames = history(400)
+    for n in (10, 11, 200, 400, 400):
+        assert series(frames[:n], memo=memo) == series(frames[:n])
+        assert len(memo) <= min(n, 301)
+    gaps = disconnected(20)
+    assert series(gaps, memo=memo) == series(gaps)
