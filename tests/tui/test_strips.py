@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
+from rich.color import Color
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from textual.renderables.sparkline import Sparkline
 from textual.strip import Strip
 
 from tests.tui.frames import disconnected, history
 from uwsgitune.tui.history import Memo, series
 from uwsgitune.tui.strips import view_line
+from uwsgitune.tui.widgets import Bars
 
 STYLES = [None, Style.parse("bold"), Style.parse("red"), Style.parse("bold yellow")]
 TEXTS = ["", "a", "abc", "  xy ", "界", "é1", "0123456789"]
@@ -47,3 +52,16 @@ def test_history_memo_gives_the_series_without_it() -> None:
         assert len(memo) <= min(n, 301)
     gaps = disconnected(20)
     assert series(gaps, memo=memo) == series(gaps)
+
+
+def test_bars_draw_the_segments_textual_draws() -> None:
+    console = Console(width=200)
+    rnd = random.Random(15)
+    for _ in range(1000):
+        n = rnd.choice([0, 1, 2, 3, rnd.randint(0, 400)])
+        data = [float(rnd.randint(0, 20)) for _ in range(n)]
+        width, height = rnd.randint(1, 70), rnd.choice([1, 1, 2, 3])
+        low = rnd.choice([Color.from_rgb(10, 20, 30), Color.parse("red")])
+        high = Color.from_rgb(rnd.randint(0, 255), 100, 200)
+        kw: dict[str, Any] = {"width": width, "height": height, "min_color": low, "max_color": high}
+        assert list(console.render(Bars(data, **kw))) == list(console.render(Sparkline(data, **kw)))

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from rich.console import Group
+from rich.color import Color
+from rich.console import Console, ConsoleOptions, Group
+from rich.console import RenderResult as RichResult
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Grid
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widgets import Label, Sparkline, Static
 
@@ -62,7 +66,8 @@ class QuietLabel(Label):
 
 class Bars(SparklineRenderable[float]):
     """Textual's sparkline renderable with its buckets cut in integers: the same buckets
-    (int(Fraction(n, w) * i) == n * i // w), without Fraction arithmetic per bar."""
+    (int(Fraction(n, w) * i) == n * i // w), without Fraction arithmetic per bar; and
+    each bar's style made once per colour (`bar_style`), not once per bar per paint."""
 
     @classmethod
     def _buckets(cls, data: list[float], num_buckets: int) -> Iterator[Sequence[float]]:
@@ -71,6 +76,50 @@ class Bars(SparklineRenderable[float]):
             part = data[n * i // num_buckets : n * (i + 1) // num_buckets]
             if part:
                 yield part
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RichResult:
+        """Textual's `Sparkline.__rich_console__`, segment for segment."""
+        width, height, data = self.width or options.max_width, self.height or 1, self.data
+        if len(data) < 2:
+            yield from super().__rich_console__(console, options)
+            return
+        steps = len(self.BARS)
+        low, high = min(data), max(data)
+        extent = high - low or 1
+        ends = (self.min_color.color, self.max_color.color)
+        buckets = tuple(self._buckets(list(data), num_buckets=width))
+        step, at, ratios = len(buckets) / width, 0.0, []
+        for _ in range(width):  # the bucket of each bar as Textual steps to it (float sums)
+            ratios.append((self.summary_function(buckets[int(at)]) - low) / extent)
+            at += step
+        for row in reversed(range(height)):
+            bottom, top = row * steps, (row + 1) * steps
+            for ratio in ratios:
+                bar = int(ratio * (steps * height - 1))
+                if bar < bottom:
+                    yield Segment(" ", None)
+                else:
+                    char = "█" if bar >= top else self.BARS[bar % steps]
+                    yield Segment(char, bar_style(*ends, ratio))
+            if row > 0:
+                yield Segment.line()
+
+
+def bar_style(low: Color | None, high: Color | None, ratio: float) -> Style:
+    """`Style.from_color(blend_colors(low, high, ratio))`, one Style per colour."""
+    if low is None or high is None or low.triplet is None or high.triplet is None:
+        return Style.from_color(high)
+    (r1, g1, b1), (r2, g2, b2) = low.triplet, high.triplet
+    rgb = (int(r1 + (r2 - r1) * ratio), int(g1 + (g2 - g1) * ratio), int(b1 + (b2 - b1) * ratio))
+    style = _BAR_STYLES.get(rgb)
+    if style is None:
+        if len(_BAR_STYLES) > 4096:
+            _BAR_STYLES.clear()
+        style = _BAR_STYLES[rgb] = Style.from_color(Color.from_rgb(*rgb))
+    return style
+
+
+_BAR_STYLES: dict[tuple[int, int, int], Style] = {}
 
 
 def picture(data: Sequence[float], width: int, height: int) -> tuple[object, ...]:
@@ -113,14 +162,14 @@ class QuietSparkline(Sparkline):
         )
 
 
-class HistoryPanel(Vertical):
-    """One labelled sparkline per metric over the last minutes."""
+class HistoryPanel(Grid):
+    """One labelled sparkline per metric over the last minutes: a grid of label and
+    sparkline (no container per row: each widget on screen costs every repaint)."""
 
     def compose(self) -> ComposeResult:
         for m in METRICS:
-            with Horizontal(classes="hrow"):
-                yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
-                yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
+            yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
+            yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
 
     _rows: dict[str, tuple[QuietLabel, QuietSparkline]] | None = None
 
