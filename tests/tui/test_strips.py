@@ -6,16 +6,20 @@ import random
 from typing import Any
 
 from rich.color import Color
-from rich.console import Console
+from rich.console import Console, Group
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.renderables.sparkline import Sparkline
 from textual.strip import Strip
+from textual.widget import _Styled
 
 from tests.tui.frames import disconnected, history
-from uwsgitune.tui.history import Memo, series
+from uwsgitune.tui.history import Memo as SeriesMemo
+from uwsgitune.tui.history import series
 from uwsgitune.tui.strips import view_line
-from uwsgitune.tui.widgets import Bars
+from uwsgitune.tui.warnings import Annotation, Severity
+from uwsgitune.tui.widgets import Bars, Lines, Memo, annotation_text
 
 STYLES = [None, Style.parse("bold"), Style.parse("red"), Style.parse("bold yellow")]
 TEXTS = ["", "a", "abc", "  xy ", "界", "é1", "0123456789"]
@@ -45,7 +49,7 @@ def test_a_table_line_is_the_segments_strip_operations_make() -> None:
 
 
 def test_history_memo_gives_the_series_without_it() -> None:
-    memo: Memo = {}
+    memo: SeriesMemo = {}
     frames = history(400)
     for n in (10, 11, 200, 400, 400):
         assert series(frames[:n], memo=memo) == series(frames[:n])
@@ -65,3 +69,25 @@ def test_bars_draw_the_segments_textual_draws() -> None:
         high = Color.from_rgb(rnd.randint(0, 255), 100, 200)
         kw: dict[str, Any] = {"width": width, "height": height, "min_color": low, "max_color": high}
         assert list(console.render(Bars(data, **kw))) == list(console.render(Sparkline(data, **kw)))
+
+
+def _painted(renderable: Any, width: int) -> list[list[Segment]]:
+    console = Console(width=300)
+    options = console.options.update_width(width)
+    segments = console.render(_Styled(renderable, Style.parse("white on #102030"), None), options)
+    return list(Segment.split_and_crop_lines(segments, width, include_new_lines=False, pad=False))
+
+
+def test_lines_paint_what_a_group_paints_and_replay_unchanged_texts() -> None:
+    rnd = random.Random(15)
+    words = ["the", "queue", "full", "→", "évidence", "界", "busy=0.0085", "100", "1024"]
+    memo: Memo = {}
+    for i in range(300):
+        severity: Severity = rnd.choice(["critical", "warning", "info"])
+        reason = " ".join(rnd.choice(words) for _ in range(rnd.randint(1, 30)))
+        a = Annotation("k", severity, reason, "evidence: x=1", "listen 100 → 1024", 100.0 - i % 3)
+        texts = [annotation_text(a, 160.0), Text(f"up {i % 4}s", "bold", no_wrap=True)]
+        width = rnd.randint(10, 150)
+        paragraphs = [p for t in texts for p in t.split("\n", allow_blank=True)]
+        assert _painted(Lines(paragraphs, memo), width) == _painted(Group(*texts), width)
+    assert memo  # what was painted is kept for the next paint

@@ -36,10 +36,42 @@ def looks(text: Text) -> tuple[object, ...]:
             text.no_wrap, text.end, text.tab_size)  # fmt: skip
 
 
+Memo = dict[tuple[object, ...], list[Segment]]
+
+
+class Lines(Group):
+    """A Group of Texts that replays a Text's segments from its last paint when it looks the
+    same and is given the same room: a poll changes a few lines of a panel, not all. The
+    segments are Rich's own (`Console.render` of the Text, with the options it would get)."""
+
+    def __init__(self, texts: Sequence[Text], memo: Memo) -> None:
+        super().__init__(*texts)
+        self.memo = memo  # the widget's: the segments of the Texts it painted lately
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RichResult:
+        options = options.reset_height()  # what Console.render gives each renderable
+        room = (id(console), console.tab_size, options.max_width, options.justify,
+                options.overflow, options.no_wrap)  # fmt: skip
+        painted: Memo = {}
+        for text in self.renderables:
+            assert isinstance(text, Text)
+            key = (looks(text), room)
+            segments = painted.get(key) or self.memo.get(key)
+            if segments is None:
+                segments = list(console.render(text, options))
+            painted[key] = segments
+            yield from segments
+        if len(self.memo) > 256:  # Texts not painted for a while: dropped
+            self.memo.clear()
+        self.memo.update(painted)
+
+
 class SummaryPanel(Static):
     plain = ""  # the text shown, for tests and screen readers
 
     _looks: tuple[tuple[object, ...], ...] | None = None
+
+    _memo: Memo | None = None
 
     def show(self, lines: Sequence[Text]) -> None:
         for line in lines:
@@ -48,7 +80,11 @@ class SummaryPanel(Static):
         if drawn == self._looks:  # the same text in the same styles: nothing to repaint
             return
         self.plain = "\n".join(line.plain for line in lines)
-        self.update(Group(*lines), layout=self._looks is None or len(drawn) != len(self._looks))
+        if self._memo is None:
+            self._memo = {}
+        self.update(
+            Lines(lines, self._memo), layout=self._looks is None or len(drawn) != len(self._looks)
+        )
         self._looks = drawn
 
 
@@ -209,6 +245,7 @@ class AnnotationsPane(Static):
     """Warnings and findings: severity, one-line reason, evidence, recommendation."""
 
     plain = ""
+    _memo: Memo | None = None
 
     def show(self, items: Sequence[Annotation], now: float | None) -> None:
         texts = [annotation_text(a, now) for a in items]
@@ -217,5 +254,10 @@ class AnnotationsPane(Static):
             return
         layout = plain.count("\n") != self.plain.count("\n") or not self.plain
         self.plain = plain
-        content = Group(*texts) if texts else Text("no warnings", style="dim green")
+        if self._memo is None:
+            self._memo = {}
+        # Paragraph by paragraph (Rich wraps each line of a Text apart): the evidence and the
+        # recommendation are painted again from the memo while "for 34s" ticks on.
+        lines = [p for t in texts for p in t.split("\n", allow_blank=True)]
+        content = Lines(lines, self._memo) if texts else Text("no warnings", style="dim green")
         self.update(content, layout=layout)
