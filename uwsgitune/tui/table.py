@@ -20,7 +20,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Region, Size
+from textual.geometry import Offset, Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -97,6 +97,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self._first = self.spec[0].width + GAP if self.spec else 0
         self._width = sum(c.width + GAP for c in self.spec)
         self._base = self._cursor_style = self._header_style = Style()
+        self._view: tuple[int, Offset] | None = None  # width and scroll, while painting
 
     # data in
 
@@ -143,9 +144,10 @@ class KeyedTable(ScrollView, can_focus=True):
     def _cells(self, key: str) -> tuple[Cell, ...]:
         return self._rows.cells(self._index[key])
 
-    def _line(self, y: int) -> Painted:
-        """What line `y` shows now: its row's key, that row's strip, whether the cursor's."""
-        index = self.scroll_offset.y + y - 1
+    def _line(self, y: int, top: int) -> Painted:
+        """What line `y` shows now (scrolled to row `top`): its row's key, that row's strip,
+        whether the cursor's."""
+        index = top + y - 1
         if y == 0 or index >= len(self._order):
             return None, None, False
         key = self._order[index]
@@ -155,7 +157,8 @@ class KeyedTable(ScrollView, can_focus=True):
         """Build the rows in view; repaint the lines that differ from what was painted."""
         top, height = self.scroll_offset.y, self.size.height
         width = max(self.virtual_size.width, self.size.width)
-        changed = [y for y in range(1, height) if not _same(self._painted.get(y), self._line(y))]
+        painted, line = self._painted.get, self._line
+        changed = [y for y in range(1, height) if not _same(painted(y), line(y, top))]
         if changed:  # one refresh for them all: each call is a whole round of bookkeeping
             self.refresh(*(Region(0, y, width, 1) for y in changed))
         keep = set(self._order[max(0, top - MARGIN) : top + height + MARGIN])
@@ -167,7 +170,11 @@ class KeyedTable(ScrollView, can_focus=True):
         self._base = self.rich_style
         self._cursor_style = self.get_component_rich_style("keyed-table--cursor")
         self._header_style = self.get_component_rich_style("keyed-table--header")
-        return super().render_lines(crop)
+        self._view = (self.size.width, self.scroll_offset)  # for each line of this paint
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._view = None
 
     def _header(self) -> Strip:
         style = self._header_style
@@ -209,9 +216,8 @@ class KeyedTable(ScrollView, can_focus=True):
         return Strip(segs, self._width)
 
     def render_line(self, y: int) -> Strip:
-        self._painted[y] = self._line(y)
-        width = self.size.width
-        scroll_x, scroll_y = self.scroll_offset
+        width, (scroll_x, scroll_y) = self._view or (self.size.width, self.scroll_offset)
+        self._painted[y] = self._line(y, scroll_y)
         if y == 0:
             strip = self._header()
             first = self._first
