@@ -121,7 +121,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self._index = {key: i for i, key in enumerate(self._rows.keys)}
         self._order = list(self._rows.keys)
         self._gen += 1
-        self._resort(current, repaint=False)
+        self._resort(current, repaint=False, natural=True)
         self._repaint_changed()
 
     def set_sort(self, key: str | None, reverse: bool) -> None:
@@ -129,9 +129,15 @@ class KeyedTable(ScrollView, can_focus=True):
         self.sort_key, self.reverse = key, reverse
         self._resort(current)
 
-    def _resort(self, cursor: str | None, repaint: bool = True) -> None:
+    def _resort(self, cursor: str | None, repaint: bool = True, natural: bool = False) -> None:
+        """Sort `_order` on the sort column, stably; `natural`: `_order` is the rows' own
+        order, so their values are sorted by row index (a column read in one go)."""
         keys = [c.key for c in self.spec]
-        if self.sort_key in keys:
+        if self.sort_key in keys and natural:
+            values = [sort_key(v) for v in self._rows.column(keys.index(self.sort_key))]
+            rows = sorted(range(len(values)), key=values.__getitem__, reverse=self.reverse)
+            self._order = [self._rows.keys[i] for i in rows]
+        elif self.sort_key in keys:
             c, value, index = keys.index(self.sort_key), self._rows.sort, self._index
             self._order.sort(key=lambda k: sort_key(value(index[k], c)), reverse=self.reverse)
         if cursor in self._index:

@@ -98,11 +98,19 @@ COLUMN_INDEX = range(len(COLUMN_KEYS))
 @dataclass(frozen=True)
 class Rows:
     """A table's rows, built on demand: `keys` in their natural order, `cells(i)` the cells
-    of row i, `sort(i, c)` its sort value on column c (the value its cell would carry)."""
+    of row i, `sort(i, c)` its sort value on column c (the value its cell would carry);
+    `values(c)` every row's sort value on column c, in one go (or None: from `sort`)."""
 
     keys: tuple[str, ...]
     cells: Callable[[int], tuple[Cell, ...]]
     sort: Callable[[int, int], float | str]
+    values: Callable[[int], list[float | str]] | None = None
+
+    def column(self, c: int) -> list[float | str]:
+        """Every row's sort value on column c, in `keys`' order."""
+        if self.values is not None:
+            return self.values(c)
+        return [self.sort(i, c) for i in range(len(self.keys))]
 
     @classmethod
     def of(cls, rows: Sequence[Row]) -> Rows:
@@ -205,6 +213,7 @@ def worker_table(f: Frame) -> Rows:
         tuple(f"w{w.slot}" for w in workers),
         lambda i: worker_row(workers[i], total, now)[1],
         lambda i, c: WORKER_SORT[c](workers[i], total, now),
+        lambda c: [WORKER_SORT[c](w, total, now) for w in workers],
     )
 
 
