@@ -87,6 +87,7 @@ def test_sort_values_are_the_cells_sort_values(big: tuple[Any, ...]) -> None:
     assert lazy.keys == tuple(k for k, _ in rows)
     for c in range(len(WORKER_COLUMNS)):
         assert [lazy.sort(i, c) for i in range(len(rows))] == [r[1][c].sort for r in rows]
+        assert lazy.column(c) == [r[1][c].sort for r in rows]  # the whole column at once
 
 
 def test_core_sort_values_are_the_cells_sort_values(big: tuple[Any, ...]) -> None:

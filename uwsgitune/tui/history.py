@@ -67,12 +67,35 @@ def recent(frames: Sequence[Frame], seconds: float = HISTORY_SECONDS) -> Sequenc
     return frames[start:]
 
 
-def series(frames: Sequence[Frame], seconds: float = HISTORY_SECONDS) -> list[Series]:
-    """One series per metric over the last `seconds` of frames."""
+Values = tuple[float | None, ...]  # one frame's value of each metric, METRICS' order
+Memo = dict[int, tuple[Frame, Values]]  # id(frame) -> the frame (kept: no id reused), values
+
+
+def values(f: Frame, memo: Memo | None = None) -> Values:
+    """The value of each metric on frame `f`; with `memo`, computed once per frame (a frame
+    is immutable, and the window hands the same frame objects poll after poll)."""
+    if memo is None:
+        return tuple(m.get(f) for m in METRICS)
+    hit = memo.get(id(f))
+    if hit is None or hit[0] is not f:
+        hit = memo[id(f)] = (f, tuple(m.get(f) for m in METRICS))
+    return hit[1]
+
+
+def series(
+    frames: Sequence[Frame], seconds: float = HISTORY_SECONDS, memo: Memo | None = None
+) -> list[Series]:
+    """One series per metric over the last `seconds` of frames. A `memo` kept from call to
+    call makes each frame's values computed once (only the frames in the span stay in it)."""
     span = recent(frames, seconds)
+    rows = [values(f, memo) for f in span]
+    if memo is not None and len(memo) > len(span):
+        keep = {id(f) for f in span}
+        for key in [k for k in memo if k not in keep]:
+            del memo[key]
     out = []
-    for m in METRICS:
-        raw = [m.get(f) for f in span]
+    for i, m in enumerate(METRICS):
+        raw = [r[i] for r in rows]
         known = [v for v in raw if v is not None]
         latest = raw[-1] if raw else None
         out.append(

@@ -17,7 +17,7 @@ from textual.widgets import ContentSwitcher
 from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.annotate import annotations_for
-from uwsgitune.tui.history import series
+from uwsgitune.tui.history import Memo, series
 from uwsgitune.tui.summary import emperor_lines, summary_lines
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.widgets import AnnotationsPane, HistoryPanel, SummaryPanel
@@ -63,6 +63,7 @@ class InstancePane(Vertical):
     def __init__(self, index: int, **kwargs: str) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.index = index
+        self._memo: Memo = {}  # each frame's history values, computed once
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -75,7 +76,13 @@ class InstancePane(Vertical):
         yield AnnotationsPane(id="annotations")
 
     def on_mount(self) -> None:
-        self.query_one("#workers", KeyedTable).set_sort("wid", False)
+        # The widgets a state goes to, looked up once (a query per widget per poll adds up).
+        self._tables = {k: self.query_one(f"#{k}", KeyedTable) for k in TABLES}
+        self._switcher = self.query_one("#tables", ContentSwitcher)
+        self._summary = self.query_one(SummaryPanel)
+        self._history = self.query_one(HistoryPanel)
+        self._annotations = self.query_one(AnnotationsPane)
+        self._tables["workers"].set_sort("wid", False)
 
     @property
     def table_id(self) -> str:
@@ -85,7 +92,7 @@ class InstancePane(Vertical):
         return "cores" if self.cores else "workers"
 
     def active_table(self) -> KeyedTable:
-        return self.query_one(f"#{self.table_id}", KeyedTable)
+        return self._tables[self.table_id]
 
     def focus_table(self) -> None:
         self.active_table().focus()
@@ -102,7 +109,7 @@ class InstancePane(Vertical):
         f = state.frame
         if f is None:
             return
-        switcher = self.query_one("#tables", ContentSwitcher)
+        switcher = self._switcher
         if switcher.current != self.table_id:
             had_focus = self.app.focused is not None and self.app.focused.parent is switcher
             switcher.current = self.table_id
@@ -110,10 +117,10 @@ class InstancePane(Vertical):
                 self.focus_table()
         self.set_class(f.kind == "error", "stale")
         summary = emperor_lines(f, state.retry_in) if f.emperor else None
-        self.query_one(SummaryPanel).show(summary or summary_lines(f, state.frames, state.retry_in))
-        self.query_one(HistoryPanel).show(series(state.frames))
+        self._summary.show(summary or summary_lines(f, state.frames, state.retry_in))
+        self._history.show(series(state.frames, memo=self._memo))
         self.active_table().show(TABLES[self.table_id](f))
-        self.query_one(AnnotationsPane).show(annotations_for(state), f.t)
+        self._annotations.show(annotations_for(state), f.t)
 
     def on_keyed_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()

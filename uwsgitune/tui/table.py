@@ -20,11 +20,12 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Region, Size
+from textual.geometry import Offset, Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from uwsgitune.tui.strips import view_line
 from uwsgitune.tui.workers import Cell, Column, Row, Rows, sort_key
 
 GAP = 1  # blank columns between cells
@@ -96,6 +97,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self._first = self.spec[0].width + GAP if self.spec else 0
         self._width = sum(c.width + GAP for c in self.spec)
         self._base = self._cursor_style = self._header_style = Style()
+        self._view: tuple[int, Offset] | None = None  # width and scroll, while painting
 
     # data in
 
@@ -119,7 +121,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self._index = {key: i for i, key in enumerate(self._rows.keys)}
         self._order = list(self._rows.keys)
         self._gen += 1
-        self._resort(current, repaint=False)
+        self._resort(current, repaint=False, natural=True)
         self._repaint_changed()
 
     def set_sort(self, key: str | None, reverse: bool) -> None:
@@ -127,9 +129,15 @@ class KeyedTable(ScrollView, can_focus=True):
         self.sort_key, self.reverse = key, reverse
         self._resort(current)
 
-    def _resort(self, cursor: str | None, repaint: bool = True) -> None:
+    def _resort(self, cursor: str | None, repaint: bool = True, natural: bool = False) -> None:
+        """Sort `_order` on the sort column, stably; `natural`: `_order` is the rows' own
+        order, so their values are sorted by row index (a column read in one go)."""
         keys = [c.key for c in self.spec]
-        if self.sort_key in keys:
+        if self.sort_key in keys and natural:
+            values = [sort_key(v) for v in self._rows.column(keys.index(self.sort_key))]
+            rows = sorted(range(len(values)), key=values.__getitem__, reverse=self.reverse)
+            self._order = [self._rows.keys[i] for i in rows]
+        elif self.sort_key in keys:
             c, value, index = keys.index(self.sort_key), self._rows.sort, self._index
             self._order.sort(key=lambda k: sort_key(value(index[k], c)), reverse=self.reverse)
         if cursor in self._index:
@@ -142,9 +150,10 @@ class KeyedTable(ScrollView, can_focus=True):
     def _cells(self, key: str) -> tuple[Cell, ...]:
         return self._rows.cells(self._index[key])
 
-    def _line(self, y: int) -> Painted:
-        """What line `y` shows now: its row's key, that row's strip, whether the cursor's."""
-        index = self.scroll_offset.y + y - 1
+    def _line(self, y: int, top: int) -> Painted:
+        """What line `y` shows now (scrolled to row `top`): its row's key, that row's strip,
+        whether the cursor's."""
+        index = top + y - 1
         if y == 0 or index >= len(self._order):
             return None, None, False
         key = self._order[index]
@@ -154,7 +163,8 @@ class KeyedTable(ScrollView, can_focus=True):
         """Build the rows in view; repaint the lines that differ from what was painted."""
         top, height = self.scroll_offset.y, self.size.height
         width = max(self.virtual_size.width, self.size.width)
-        changed = [y for y in range(1, height) if not _same(self._painted.get(y), self._line(y))]
+        painted, line = self._painted.get, self._line
+        changed = [y for y in range(1, height) if not _same(painted(y), line(y, top))]
         if changed:  # one refresh for them all: each call is a whole round of bookkeeping
             self.refresh(*(Region(0, y, width, 1) for y in changed))
         keep = set(self._order[max(0, top - MARGIN) : top + height + MARGIN])
@@ -166,7 +176,11 @@ class KeyedTable(ScrollView, can_focus=True):
         self._base = self.rich_style
         self._cursor_style = self.get_component_rich_style("keyed-table--cursor")
         self._header_style = self.get_component_rich_style("keyed-table--header")
-        return super().render_lines(crop)
+        self._view = (self.size.width, self.scroll_offset)  # for each line of this paint
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._view = None
 
     def _header(self) -> Strip:
         style = self._header_style
@@ -208,21 +222,21 @@ class KeyedTable(ScrollView, can_focus=True):
         return Strip(segs, self._width)
 
     def render_line(self, y: int) -> Strip:
-        self._painted[y] = self._line(y)
-        width = self.size.width
-        scroll_x, scroll_y = self.scroll_offset
+        width, (scroll_x, scroll_y) = self._view or (self.size.width, self.scroll_offset)
+        self._painted[y] = self._line(y, scroll_y)
         if y == 0:
             strip = self._header()
-        else:
-            index = scroll_y + y - 1
-            if index >= len(self._order):
-                return Strip.blank(width, self._base)
-            strip = self._row(self._order[index])
-            if index == self.cursor:
-                strip = strip.apply_style(self._cursor_style)
-        first = self._first
-        view = Strip.join([strip.crop(0, first), strip.crop(first + scroll_x, scroll_x + width)])
-        return view.apply_style(self._base).extend_cell_length(width, self._base)
+            first = self._first
+            view = Strip.join(
+                [strip.crop(0, first), strip.crop(first + scroll_x, scroll_x + width)]
+            )
+            return view.apply_style(self._base).extend_cell_length(width, self._base)
+        index = scroll_y + y - 1
+        if index >= len(self._order):
+            return Strip.blank(width, self._base)
+        cursor = self._cursor_style if index == self.cursor else None
+        strip = self._row(self._order[index])
+        return view_line(strip, self._first, scroll_x, width, self._base, cursor)
 
     # moving and selecting
 

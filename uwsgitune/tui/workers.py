@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rich.text import Text
 
@@ -16,8 +17,7 @@ from uwsgitune.core.frame import Frame, RequestView, WorkerView
 from uwsgitune.render.units import duration, num, size
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):  # a tuple: built by the hundred per refresh, twice as fast
     text: str
     sort: float | str = 0.0
     style: str = ""
@@ -92,16 +92,25 @@ STATUS_STYLE = {"busy": "bold yellow", "idle": "green", "cheap": "dim", "pause":
 
 Row = tuple[str, tuple[Cell, ...]]
 STATUS_COLUMN = COLUMN_KEYS.index("status")
+COLUMN_INDEX = range(len(COLUMN_KEYS))
 
 
 @dataclass(frozen=True)
 class Rows:
     """A table's rows, built on demand: `keys` in their natural order, `cells(i)` the cells
-    of row i, `sort(i, c)` its sort value on column c (the value its cell would carry)."""
+    of row i, `sort(i, c)` its sort value on column c (the value its cell would carry);
+    `values(c)` every row's sort value on column c, in one go (or None: from `sort`)."""
 
     keys: tuple[str, ...]
     cells: Callable[[int], tuple[Cell, ...]]
     sort: Callable[[int, int], float | str]
+    values: Callable[[int], list[float | str]] | None = None
+
+    def column(self, c: int) -> list[float | str]:
+        """Every row's sort value on column c, in `keys`' order."""
+        if self.values is not None:
+            return self.values(c)
+        return [self.sort(i, c) for i in range(len(self.keys))]
 
     @classmethod
     def of(cls, rows: Sequence[Row]) -> Rows:
@@ -190,8 +199,8 @@ def worker_row(w: WorkerView, total_requests: int, now: float) -> Row:
         (duration(w.request_age), "yellow" if w.request_age else ""),
     )
     cells = tuple(
-        Cell(text, sort(w, total_requests, now), style, right=i != STATUS_COLUMN)
-        for i, ((text, style), sort) in enumerate(zip(texts_styles, WORKER_SORT, strict=True))
+        Cell(text, sort(w, total_requests, now), style, i != STATUS_COLUMN)
+        for i, (text, style), sort in zip(COLUMN_INDEX, texts_styles, WORKER_SORT, strict=True)
     )
     return f"w{w.slot}", cells
 
@@ -204,6 +213,7 @@ def worker_table(f: Frame) -> Rows:
         tuple(f"w{w.slot}" for w in workers),
         lambda i: worker_row(workers[i], total, now)[1],
         lambda i, c: WORKER_SORT[c](workers[i], total, now),
+        lambda c: [WORKER_SORT[c](w, total, now) for w in workers],
     )
 
 
