@@ -92,6 +92,13 @@ def polls_done(port: int) -> int | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (`/proc/PID/stat`, as psutil reads it)."""
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    fields = data[data.rfind(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def background(stop: threading.Event, target: str, port: int, stats: dict[str, int]) -> None:
     while not stop.is_set():
         r = run_closed(target, 2, 5.0, 100_000)
@@ -120,13 +127,18 @@ def run(minutes: float, warmup: float, sample: float, out: Path, opts: argparse.
         if opts.load:
             t.start()
         start = time.monotonic()
+        cpu: list[tuple[float, float, int]] = []  # (elapsed, CPU seconds, polls)
         try:
             while (el := time.monotonic() - start) < minutes * 60 and d.poll() is None:
+                if not cpu and el >= warmup * 60:
+                    cpu.append((el, cpu_seconds(d.pid), polls_done(port) or 0))
                 rows.append((el, rss_kib(d.pid), fds(d.pid)))
                 print(f"{el / 60:6.1f} min  rss {rows[-1][1]} KiB  fds {rows[-1][2]}", flush=True)
                 time.sleep(sample)
         finally:
             stats["polls"] = polls_done(port) or 0
+            if cpu and d.poll() is None:
+                cpu.append((time.monotonic() - start, cpu_seconds(d.pid), stats["polls"]))
             stop.set()
             if t.is_alive():
                 t.join()
@@ -135,6 +147,10 @@ def run(minutes: float, warmup: float, sample: float, out: Path, opts: argparse.
             d.wait(10)
             log.close()
             errors = (Path(tmp) / "daemon.log").read_text().count("Traceback")
+    if len(cpu) == 2:  # the daemon's whole cost after warm-up: polls, rules, tuner, scrapes
+        (t0, c0, p0), (t1, c1, p1) = cpu
+        stats["cpu_ms_per_poll"] = round((c1 - c0) / max(p1 - p0, 1) * 1000, 2)  # type: ignore[assignment]
+        stats["cpu_pct"] = round((c1 - c0) / (t1 - t0) * 100, 2)  # type: ignore[assignment]
     return report(rows, warmup * 60, stats, alive, errors, out, opts)
 
 
@@ -167,7 +183,9 @@ def report(
         "",
         f"Ran {rows[-1][0] / 60:.1f} minutes (warm-up {warm / 60:g} min), `bench/soak.py`. "
         f"{load}; daemon alive at the end: {alive}; tracebacks in its log: {tracebacks}. "
-        f"Polls done: {stats['polls']} ({stats['polls'] / max(rows[-1][0], 1):.1f} a second).",
+        f"Polls done: {stats['polls']} ({stats['polls'] / max(rows[-1][0], 1):.1f} a second). "
+        f"Daemon CPU after warm-up (all it does: polls, rules, tuner, scrapes): "
+        f"{stats.get('cpu_pct', '?')}% of a core, {stats.get('cpu_ms_per_poll', '?')} ms a poll.",
         "",
         f"RSS at the end: {end_mib:.1f} MiB (budget {opts.rss_budget:g} MiB, issue 15). "
         f"RSS after warm-up: {base_rss} KiB at first, max drift {drift:.2f}% (limit 5%). "

@@ -7,6 +7,7 @@ stores them; a replay rebuilds them. Nothing here reads the clock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from uwsgitune.core.model import StatsDoc
 
@@ -79,6 +80,12 @@ class HostSample:
         if self.cgroup_mem_max is not None:
             return min(self.cgroup_mem_max, self.mem_total)
         return self.mem_total
+
+    @cached_property
+    def by_pid(self) -> dict[int, ProcSample]:
+        """The processes by pid, built once per sample (each is read by two polls' derives:
+        as the newest, then as the one before). Do not change it."""
+        return {p.pid: p for p in self.procs}
 
     def proc(self, pid: int) -> ProcSample | None:
         for p in self.procs:

@@ -13,7 +13,7 @@ Procs = dict[int, ProcSample]
 
 
 def procs_by_pid(host: HostSample | None) -> Procs:
-    return {p.pid: p for p in host.procs} if host else {}
+    return host.by_pid if host else {}
 
 
 def rate(delta: float, dt: float) -> float:
