@@ -97,7 +97,8 @@ class KeptFiles:
         if fd is not None:
             self._read.add(path)
             try:
-                return _read_all(fd, limit)
+                data = os.pread(fd, CHUNK, 0)  # the whole file, almost always
+                return data if len(data) < CHUNK else _read_all(fd, limit)
             except OSError:  # its process is gone (ESRCH), or its cgroup: open it again
                 self._close(path)
         try:
