@@ -231,7 +231,7 @@ def main() -> None:
             "-",
         ),
         (
-            "64 workers: host sample (psutil for 65 pids, cgroups, netstat), median / p95",
+            "64 workers: host sample (/proc of 65 pids, kept open; cgroups), median / p95",
             f"{host64[0]:.3f} / {host64[1]:.3f} ms",
             "-",
         ),

@@ -1,9 +1,11 @@
-"""Soak: the real `uwsgitune daemon` against a real 64-worker uWSGI, polling at 10 Hz.
+"""Soak: the real `uwsgitune daemon` against a real 64-worker uWSGI, polling at 10 Hz
+(`--interval` to change it).
 
 Run from the repository root (stops its uWSGI with FIFO q and the daemon with SIGINT):
 
     .venv/bin/python bench/soak.py --minutes 30 [--warmup 2] [--out bench/results/soak.md]
     .venv/bin/python bench/soak.py --minutes 30 --no-load   # the memory budget alone
+    .venv/bin/python bench/soak.py --minutes 5 --warmup 3 --interval 1   # CPU at 1 s polls
 
 Budget (issue 15): the daemon's RSS at the end is at most `--rss-budget` MiB (60) with the
 rules' full window (the daemon's `WINDOW_SECONDS` of frames at 10 Hz, full after 150 s).
@@ -14,6 +16,7 @@ after each 5 s round of it (one every 5 s). Every `--sample` seconds it records 
 RSS (`/proc/PID/status` VmRSS) and open descriptors (`/proc/PID/fd`). Pass: after warm-up, RSS
 stays within +-5% of its first post-warm-up sample (the daemon's frame window fills in 150 s),
 its last sample is within the budget, and the fd count (median of 5 samples) does not grow.
+It also reports the daemon's CPU after warm-up, in all and per poll.
 `--no-load` runs no clients and no scrapes: the daemon only polls the idle instance.
 """
 
@@ -50,7 +53,7 @@ fifo = "{fifo}"
 mode = "recommend"
 min_workers = 8
 max_workers = 64
-interval = 0.1
+interval = {interval}
 """
 
 
@@ -117,7 +120,11 @@ def run(minutes: float, warmup: float, sample: float, out: Path, opts: argparse.
     with uwsgi_instance(processes=64, listen=1024) as proc, tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         cfg = Path(tmp) / "soak.toml"
-        cfg.write_text(CONFIG.format(port=port, state=tmp, stats=proc.stats, fifo=proc.fifo))
+        cfg.write_text(
+            CONFIG.format(
+                port=port, state=tmp, stats=proc.stats, fifo=proc.fifo, interval=opts.interval
+            )
+        )
         log = (Path(tmp) / "daemon.log").open("wb")
         exe = str(Path(sys.executable).parent / "uwsgitune")
         d = subprocess.Popen([exe, "daemon", "--config", str(cfg)], stdout=log, stderr=log)
@@ -179,7 +186,7 @@ def report(
         else "No load and no scrapes (`--no-load`): the daemon only polls"
     )
     lines = [
-        "# Soak: `uwsgitune daemon` against 64 workers at 10 Hz",
+        f"# Soak: `uwsgitune daemon` against 64 workers, a poll every {opts.interval:g} s",
         "",
         f"Ran {rows[-1][0] / 60:.1f} minutes (warm-up {warm / 60:g} min), `bench/soak.py`. "
         f"{load}; daemon alive at the end: {alive}; tracebacks in its log: {tracebacks}. "
@@ -206,6 +213,7 @@ def report(
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30)
+    ap.add_argument("--interval", type=float, default=0.1, help="the daemon's poll interval")
     ap.add_argument("--warmup", type=float, default=4)
     ap.add_argument("--sample", type=float, default=10)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.md")
