@@ -37,6 +37,8 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in msgspec.structs.asdict(value).items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*(_plain(v) for v in value))
     if isinstance(value, (list, tuple)):
         return type(value)(_plain(v) for v in value)
     if isinstance(value, dict):
