@@ -324,3 +324,23 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
     slower = gather(polls(4, 48, 15.6, 480.0), settings, 5.0, -1.0)
     _, revert = judge(slower, TunerState(probe=probe))
     assert revert is not None and revert.code == "revert" and revert.desired == 2
+
+
+def test_a_pool_is_never_sized_past_the_requests_ever_seen_at_once() -> None:
+    # 40 clients that wait for their answers (a closed loop), IO-bound: square-root staffing
+    # of L = 40 asks for 53 workers, but no more than 40 requests are ever in the instance.
+    s = S.model_copy(update={"max_workers": 64})
+    plant = Plant(live=64, workers_max=64, cpu_ms=1, io_ms=50, clients=40)
+    x64 = plant.steady(64)[0]
+    steps = changes(plant, 240, s)
+    assert plant.live == 40 and plant.steady(40)[0] >= 0.95 * x64
+    assert "at most 40 requests at once" in steps[-1][1].reason
+    # From 2: up while requests wait, then every worker busy with nothing waiting is not
+    # read as a shortage (it was: the pool went on to 53).
+    plant = Plant(live=2, workers_max=64, cpu_ms=1, io_ms=50, clients=40)
+    changes(plant, 240, s)
+    assert plant.live == 40
+    # Requests that wait mean a shortage, whatever the population: 60 clients on 40.
+    plant = Plant(live=40, workers_max=64, cpu_ms=1, io_ms=50, clients=60)
+    steps = changes(plant, 120, s)
+    assert steps[0][1].action == "up" and plant.live >= 60

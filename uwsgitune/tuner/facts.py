@@ -48,6 +48,9 @@ class Facts:
     queue_now: float | None = None  # the latest poll's queue and busy ratio
     busy_now: float | None = None
     demand_peak: float | None = None  # most requests in service + queued, last polls
+    # most requests seen at once (busy workers + queued) at any poll of the down window;
+    # None when a poll of it had threads, an unknown queue or a full backlog
+    concurrency_peak: int | None = None
 
     @property
     def saturated(self) -> bool:
@@ -127,6 +130,25 @@ def _regime(
     return regime
 
 
+def concurrency_peak(frames: Sequence[Frame], edge: float) -> int | None:
+    """The most requests in the instance at once (busy workers + queued connections) at any
+    poll since `edge`: what a pool has had to serve together. A closed population (clients
+    that wait for their answer) never exceeds its size, which square-root staffing cannot
+    know. None unless every poll since `edge` tells it: one thread per worker (a busy
+    threaded worker holds 1 to `threads` requests), a known queue and a backlog not full."""
+    peak, seen = 0, 0
+    for f in reversed(frames):
+        if f.mono < edge:
+            break
+        if not f.ok:
+            continue
+        waiting = requests_waiting(f)
+        if f.threads > 1 or waiting is None or f.queue_full:
+            return None
+        peak, seen = max(peak, f.busy + waiting), seen + 1
+    return peak if seen >= RECENT else None
+
+
 def _waiting(frame: Frame) -> float | None:
     n = requests_waiting(frame)
     return None if n is None else float(n)
@@ -186,6 +208,7 @@ def gather(
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
+        concurrency_peak=concurrency_peak(frames, edge),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
         **_recent(regime[-RECENT:], latest),

@@ -143,7 +143,7 @@ def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
 
 
 def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
-    if not f.saturated:
+    if not f.saturated or _all_served(f):
         return None
     if cpu_hot(f, s):
         gil = _gil_step(f, st)
@@ -180,6 +180,15 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
 
 
+def _all_served(f: Facts) -> bool:
+    """No poll of the down window saw more requests in the instance than workers (busy plus
+    queued): a worker was there for each. Every worker busy is then a closed population as
+    large as the pool, and a queue beside idle workers is accept() waiting for a CPU. More
+    workers would find no request to serve; Little's law sizes the pool instead."""
+    peak = f.concurrency_peak
+    return peak is not None and peak <= f.live
+
+
 def _gil_step(f: Facts, st: TunerState) -> Proposal | None:
     """Threaded processes each holding their GIL all the time, fewer than the model's count:
     a process keeps at most one CPU busy, so the processes, not the CPUs, are the limit
@@ -205,10 +214,18 @@ def _capped(p: Proposal, st: TunerState) -> Proposal:
     return p
 
 
+def _seen(f: Facts, want: int, l_max: float, s: TunerSettings) -> int:
+    """`want`, but never more workers than requests were ever in the instance at once over
+    the down window (`Facts.concurrency_peak`): spare workers past that never serve."""
+    if f.concurrency_peak is None:
+        return want
+    return min(want, max(f.concurrency_peak, math.ceil(l_max - 1e-9), s.min_workers))
+
+
 def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     threads = max(f.latest.threads, 1)
     l_now = f.l_recent or 0.0
-    need = max(workers_for(l_now, threads, s.staffing_beta), s.min_workers)
+    need = _seen(f, max(workers_for(l_now, threads, s.staffing_beta), s.min_workers), l_now, s)
     cap = capacity(f)
     if cap is not None:
         # Never past what the CPUs can serve (under contention L counts requests waiting
@@ -219,8 +236,11 @@ def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
         return Proposal(need, "littles-law-up", why)
     if f.window_covered and f.l_window is not None:
         down = max(workers_for(f.l_window, threads, s.staffing_beta), s.min_workers)
+        down = _seen(f, down, f.l_window, s)
         if down < f.live - max(1, math.ceil(0.1 * f.live)):  # a move worth a change
             why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers"
+            if f.concurrency_peak is not None and down == f.concurrency_peak:
+                why += f" (at most {down} requests at once)"
             return Proposal(down, "littles-law-down", why)
     return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
 
