@@ -87,12 +87,6 @@ class HostSample:
         as the newest, then as the one before). Do not change it."""
         return {p.pid: p for p in self.procs}
 
-    def proc(self, pid: int) -> ProcSample | None:
-        for p in self.procs:
-            if p.pid == pid:
-                return p
-        return None
-
 
 @dataclass(frozen=True)
 class Poll:

@@ -16,10 +16,6 @@ def procs_by_pid(host: HostSample | None) -> Procs:
     return host.by_pid if host else {}
 
 
-def rate(delta: float, dt: float) -> float:
-    return max(delta, 0.0) / dt if dt > 0 else 0.0
-
-
 def request_views(cores: tuple[Core, ...], now: float) -> tuple[RequestView, ...]:
     out: list[RequestView] = []
     for core in cores:

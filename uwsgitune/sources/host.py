@@ -167,7 +167,8 @@ def _psutil_memory() -> tuple[int, int]:
 
 class HostSampler:
     """Reads the host for one instance. Cgroup paths are looked up once per master pid; the
-    files read every poll are kept open (sources/kept.py) until `close`."""
+    files read every poll are kept open (sources/kept.py) until `close`, or until the
+    sampler is dropped (an instance removed on a config reload)."""
 
     def __init__(self, *, netlink: bool = True) -> None:
         self._dirs: dict[int, list[Path]] = {}

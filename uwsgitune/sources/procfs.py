@@ -25,12 +25,6 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 _UTIME, _STIME, _THREADS = 14 - 3, 15 - 3, 20 - 3
 
 
-def read_bytes(path: Path | str, limit: int = 1 << 20) -> bytes | None:
-    """A small file's bytes (at most about `limit`), or None when it cannot be read. One
-    os-level read for a file under 64 KiB: /proc and cgroup files, dozens a poll."""
-    return read_once(str(path), limit)
-
-
 def parse_stat(data: bytes) -> tuple[float, int] | None:
     """(user + system CPU seconds, threads) from a `/proc/PID/stat` line. The command may
     hold spaces and parentheses: fields are counted after its last `)`."""
