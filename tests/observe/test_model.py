@@ -103,3 +103,9 @@ def test_bad_documents_raise_validation_error(raw: bytes) -> None:
 
 def test_all_fixture_names_are_known() -> None:
     assert "64-workers-2-threads-busy.json" in ALL_FIXTURES
+
+
+def test_invalid_utf8_outside_request_data_is_invalid_json() -> None:
+    with pytest.raises(DocumentError) as caught:
+        parse_stats(b'{"version": "2.0.\xff", "workers": []}')
+    assert (caught.value.kind, caught.value.msg) == ("json", "invalid UTF-8 in a string")

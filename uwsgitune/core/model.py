@@ -226,7 +226,7 @@ def _path(where: str) -> str:
 
 def _json_error(exc: msgspec.DecodeError | UnicodeDecodeError) -> DocumentError:
     if isinstance(exc, UnicodeDecodeError):  # msgspec checks UTF-8 as it reads strings
-        return DocumentError("json", f"invalid UTF-8 at byte {exc.start}")
+        return DocumentError("json", "invalid UTF-8 in a string")  # its offset is the string's
     return DocumentError("truncated" if "truncated" in str(exc) else "json", str(exc))
 
 
