@@ -59,7 +59,10 @@ def test_daemon_serves_reloads_and_stops(
         text = CONFIG.format(a=a.stats, b=b.stats, hung=hung_path)
         d = start_daemon(config=text)
         assert any(m.startswith(b"READY=1") for m in d.notifications(timeout=10))
-        samples = scrape_until(d.port, lambda s: value(s, "uwsgi_up", stats_uri=uri(b.stats)) == 1)
+        # Each instance polls on its own thread: b can be up before a's first poll ends.
+        samples = scrape_until(
+            d.port, lambda s: all(value(s, "uwsgi_up", stats_uri=uri(x.stats)) == 1 for x in (a, b))
+        )
         assert value(samples, "uwsgi_workers", stats_uri=uri(a.stats)) == 2
         assert value(samples, "uwsgi_workers", stats_uri=uri(b.stats)) == 3
         own = ("uwsgi_exporter_", "uwsgi_metric")  # self-metrics, uWSGI's metrics subsystem
