@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,8 @@ import bcrypt
 import pytest
 
 from tests.daemon.helpers import wait_for
+from tests.daemon.test_http import registry
+from uwsgitune.exporter.http import MetricsServer
 from uwsgitune.launch import free_port
 
 PASSWORD = "s3cret-scraper"
@@ -191,5 +193,22 @@ def _ready(port: int, path: str) -> str:
 
 # The real daemon, as tests/daemon starts it.
 from tests.daemon.conftest import DaemonProc, start_daemon  # noqa: E402
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[..., Awaitable[MetricsServer]]]:
+    """Start the real metrics server on a free loopback port (closed after the test)."""
+    servers: list[MetricsServer] = []
+
+    async def start(**kw: object) -> MetricsServer:
+        srv = MetricsServer(registry(), **kw)  # type: ignore[arg-type]
+        await srv.start("127.0.0.1:0")
+        servers.append(srv)
+        return srv
+
+    yield start
+    for srv in servers:
+        await srv.close()
+
 
 __all__ = ["DaemonProc", "start_daemon"]

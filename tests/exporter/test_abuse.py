@@ -12,20 +12,19 @@ import struct
 import termios
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.daemon.helpers import http_get
-from tests.daemon.test_http import registry
 from tests.exporter.conftest import Certs, web_config
 from tests.exporter.real import https_get
 from uwsgitune.exporter.http import MetricsServer
 from uwsgitune.exporter.request import Request, Response
 from uwsgitune.exporter.webconfig import load_web_config
 
-GET = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+GET = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 BIG = b"# big\n" + b"x" * (2 * 1024 * 1024)
 TCP_ESTABLISHED = 1
 
@@ -79,21 +78,6 @@ async def answer(sock: socket.socket, timeout: float = 10.0) -> bytes:
     while chunk := await asyncio.wait_for(loop.sock_recv(sock, 65536), timeout):
         out += chunk
     return out
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[..., Awaitable[MetricsServer]]]:
-    servers: list[MetricsServer] = []
-
-    async def start(**kw: object) -> MetricsServer:
-        srv = MetricsServer(registry(), **kw)  # type: ignore[arg-type]
-        await srv.start("127.0.0.1:0")
-        servers.append(srv)
-        return srv
-
-    yield start
-    for srv in servers:
-        await srv.close()
 
 
 @pytest.mark.parametrize(

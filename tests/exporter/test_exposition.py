@@ -13,6 +13,7 @@ from prometheus_client.registry import CollectorRegistry
 from tests.daemon.test_collector import snapshot
 from uwsgitune.exporter.collector import UwsgiCollector, live_registry
 from uwsgitune.exporter.exposition import PollExposition
+from uwsgitune.exporter.scrapeclock import AHEAD
 from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerCollector, HandlerStats
 from uwsgitune.exporter.text import render
 from uwsgitune.pipeline import InstanceState
@@ -77,3 +78,61 @@ def test_rendered_once_per_poll_and_shared() -> None:
     assert c is not a and c == a and exposition.renders == 2
     states = []  # the last instance removed
     assert exposition.encoded(False)[0] == b"" and exposition.renders == 3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_scrape_due_before_the_next_poll_is_rendered_by_the_poll() -> None:
+    """Scraped every 15 s, polled every second half a second before: the poll before each
+    scrape renders (and compresses: the scrapes ask for gzip); the scrape renders nothing."""
+    clock = Clock()
+    states = [snapshot("64-workers.json", "64-workers.json")]
+    exposition = PollExposition(lambda: states, live_registry(), mono=clock)
+    for _ in range(2):  # two scrapes: the interval is known from the second
+        states = [replace(states[0])]
+        exposition.encoded(True)
+        clock.t += 15
+    assert exposition.renders == 2 and exposition.prepared == 0
+    start = clock.t - 15  # the last scrape
+    for second in range(1, 15 * 3):
+        clock.t = start + second - 0.5  # a poll ends
+        states = [replace(states[0])]  # and publishes a new state
+        renders = exposition.renders
+        assert exposition.prepare(AHEAD) == (second % 15 == 0)  # the last before the scrape
+        assert exposition.renders == renders + (second % 15 == 0)
+        if second % 15 == 0:  # the scrape: what the poll rendered, served as it is
+            clock.t += 0.5
+            zipped, tail = exposition.encoded(True)
+            assert exposition.renders == renders + 1  # no render at the scrape
+            assert gzip.decompress(zipped + tail).startswith(exposition.encoded(False)[0])
+    assert exposition.prepared == 2 and exposition.renders == 4
+
+
+def test_nothing_is_rendered_ahead_without_regular_scrapes() -> None:
+    clock = Clock()
+    states = [snapshot("64-workers.json", "64-workers.json")]
+    exposition = PollExposition(lambda: states, live_registry(), mono=clock)
+    assert not exposition.prepare(AHEAD)  # never scraped
+    exposition.encoded(False)
+    clock.t += 10
+    exposition.encoded(False)
+    clock.t += 10
+    assert exposition.prepare(AHEAD)  # the next is due now
+    clock.t += 31  # three intervals and more without a scrape: the scraper is gone
+    assert not exposition.prepare(AHEAD) and exposition.prepared == 1
+
+
+def test_a_poll_renders_only_its_own_instance() -> None:
+    a = snapshot("64-workers.json", "64-workers.json")
+    b = replace(snapshot("threads.json", "threads.json"), stats_uri="tcp://127.0.0.1:1717")
+    states = [a, b]
+    exposition = PollExposition(lambda: states, live_registry())
+    first = exposition.encoded(False)[0]
+    states = [a, replace(b)]  # b polled again
+    assert exposition.encoded(False)[0] == first and exposition.parts == 3

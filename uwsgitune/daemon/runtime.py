@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from uwsgitune import __version__
@@ -31,8 +32,11 @@ from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.errors import UwsgituneError
 from uwsgitune.exporter.collector import registry_for
 from uwsgitune.exporter.endpoint import build_site, ip_loopback
+from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.http import MetricsServer
+from uwsgitune.exporter.serve import prepare
 from uwsgitune.pipeline.state import InstanceState, PollCounts
+from uwsgitune.sources.watcher import InstanceWatch
 
 GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
@@ -58,6 +62,7 @@ class Daemon:
         self.env = dict(os.environ if env is None else env)
         self.runners: dict[str, InstanceRunner] = {}  # replaced, never mutated: scrapes read it
         self.server = MetricsServer(registry_for(self.snapshots))
+        self.exposition: PollExposition | None = None  # the site's, replaced with it
         self.should_exit = False
         self.reload_requested = False
         self._wake = asyncio.Event()
@@ -92,7 +97,7 @@ class Daemon:
 
     async def startup(self) -> None:
         try:
-            self.server.handler, self.server.tls = build_site(
+            self.server.handler, self.server.tls, self.exposition = build_site(
                 self.config.daemon, self.snapshots, self.ready
             )
         except ConfigError as exc:
@@ -181,6 +186,7 @@ class Daemon:
                 runner.respec(spec)
             else:
                 runner = InstanceRunner(spec, new.daemon.state_dir)
+                runner.pipeline.after_step = partial(self._prepare, runner.watch)
                 runner.start()
                 if not first:
                     event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
@@ -191,6 +197,11 @@ class Daemon:
                 event("instance_removed", instance=name)
         self.runners = runners
         self.config = new
+
+    def _prepare(self, watch: InstanceWatch) -> None:
+        """In a poll thread, after its poll (exporter/serve.py `prepare`)."""
+        if self.exposition is not None:
+            prepare(self.exposition, watch)
 
     def _retire(self, runner: InstanceRunner) -> None:
         """Stop an instance a SIGHUP removed: an apply in flight runs to its end."""
@@ -203,14 +214,14 @@ class Daemon:
     def _apply_web(self, new: DaemonConfig) -> DaemonConfig:
         """Routes, auth, probe list and export options apply now; TLS on or off, a restart."""
         try:
-            site, tls = build_site(new.daemon, self.snapshots, self.ready)
+            site, tls, exposition = build_site(new.daemon, self.snapshots, self.ready)
         except ConfigError as exc:
             event("web_config_kept", logging.ERROR, error=str(exc).replace("\n", "; "))
             return new.model_copy(update={"daemon": new.daemon.model_copy(
                 update={"web_config_file": self.config.daemon.web_config_file})})  # fmt: skip
         if (tls is None) != (self.server.tls is None):
             event("web_tls_kept", logging.WARNING, reason="turning TLS on or off takes a restart")
-        self.server.handler = site
+        self.server.handler, self.exposition = site, exposition
         return new
 
     async def shutdown(self) -> None:

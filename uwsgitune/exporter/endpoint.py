@@ -18,8 +18,10 @@ from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
 def build_site(
     daemon: DaemonSection, source: StateSource, ready: Callable[[], bool]
-) -> tuple[Site, ssl.SSLContext | None]:
-    """Raises ConfigError (one line per problem) when the web config does not load."""
+) -> tuple[Site, ssl.SSLContext | None, PollExposition]:
+    """The site, its TLS context and what it serves at the telemetry path (whose `prepare`
+    the poll threads call). Raises ConfigError (one line per problem) when the web config
+    does not load."""
     web = WebConfig() if daemon.web_config_file is None else load_web_config(daemon.web_config_file)
     options = ExportOptions(daemon.collect_cores, daemon.uwsgi_metrics_max_series)
     stats = HandlerStats()
@@ -32,8 +34,10 @@ def build_site(
         options=options,
     )
     auth = BasicAuth(web.users)
-    site = Site(exposition.encoded, config=config, auth=auth, ready=ready, stats=stats)
-    return site, web.tls
+    site = Site(
+        exposition.encoded, config=config, auth=auth, ready=ready, stats=stats, kept=exposition.kept
+    )
+    return site, web.tls, exposition
 
 
 def ip_loopback(host: str) -> bool:

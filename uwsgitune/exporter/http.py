@@ -1,5 +1,6 @@
-"""A small asyncio HTTP server for the scrape target. Each connection answers one request
-and closes.
+"""A small asyncio HTTP server for the scrape target. Plain HTTP/1.1 connections are kept
+alive between requests (`keep_alive` seconds idle), as Prometheus reuses its connection;
+over TLS each connection answers one request and closes.
 
 Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its memory:
 - connections: at most `max_clients` at once and `max_per_peer` from one IP address
@@ -8,8 +9,8 @@ Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its
   gets `503 Service Unavailable` with `Retry-After` (over TLS it is just closed: no
   handshake is spent on it);
 - time: the TLS handshake and the request head (at most 16 KiB) must arrive within
-  `read_timeout`, and the answer must be written, flushed and closed within
-  `write_timeout`; past either the connection is aborted, never left to flush for ever;
+  `read_timeout` (a kept-alive connection's next one, idle, within `keep_alive`), and the
+  answer must be written within `write_timeout`; past it the connection is aborted;
 - memory: the answer goes out in 64 KiB slices of the one body (`wire.py`), concurrent
   scrapes share one render (`shared.py`), the scrapes of one poll share its rendered bytes
   (`exposition.py`), and the bodies being written total at most `max_held` bytes
@@ -45,9 +46,27 @@ from uwsgitune.exporter.listen import split_listen
 from uwsgitune.exporter.request import Request, Response, parse_head, text
 from uwsgitune.exporter.shared import InFlight
 from uwsgitune.exporter.text import render as render_text
-from uwsgitune.exporter.wire import CHUNK, ERRORS, abort, accepted, bind, open_streams, refuse, send
+from uwsgitune.exporter.wire import (
+    CHUNK,
+    ERRORS,
+    HEAD_END,
+    abort,
+    accepted,
+    bind,
+    close_plain,
+    nodelay,
+    open_streams,
+    read_now,
+    receive_head,
+    refuse,
+    send,
+    send_plain,
+    split_head,
+)
 
 MAX_HEAD = 16 * 1024
+KEEP_ALIVE = 120.0  # seconds a kept-alive connection waits for its next request (idle)
+CLOSE_AFTER = frozenset((400, 431, 500, 503))  # answers after which the connection closes
 MAX_HELD = 64 * 1024 * 1024  # bytes of answers being written, each body counted once
 ACCEPT_RETRY = 0.1  # seconds after a failed accept (EMFILE)
 log = logging.getLogger(__name__)
@@ -66,6 +85,7 @@ class MetricsServer:
         registry: CollectorRegistry,
         *,
         read_timeout: float = 10.0,
+        keep_alive: float = KEEP_ALIVE,
         write_timeout: float = 30.0,
         max_clients: int = 64,
         max_per_peer: int = 8,
@@ -76,6 +96,7 @@ class MetricsServer:
     ) -> None:
         self.registry = registry
         self.read_timeout = read_timeout
+        self.keep_alive = keep_alive
         self.write_timeout = write_timeout
         self.slots = Slots(max_clients, max_per_peer)
         self.budget = Budget(max_held, CHUNK)
@@ -138,22 +159,66 @@ class MetricsServer:
             conn.abort = task.cancel
 
     async def _serve(self, conn: Conn, client: socket.socket) -> None:
+        """Plain HTTP on the socket itself, kept alive for the client's next request (as
+        Prometheus scrapes: one connection, reused). A request that has arrived is read,
+        and an answer the kernel takes at once is written, without a turn of the event loop.
+        Between requests the connection is idle again: it gives way to a new one."""
+        if self.tls is not None:
+            return await self._serve_tls(conn, client)
+        clean, got, timeout = True, b"", self.read_timeout
+        try:
+            nodelay(client)
+            while True:
+                got = read_now(client, MAX_HEAD + 1, got)
+                if HEAD_END in got or len(got) > MAX_HEAD:
+                    head, got = split_head(got, MAX_HEAD)
+                else:  # not all there yet: wait for the rest, within the deadline
+                    waiting = receive_head(client, MAX_HEAD, got)
+                    head, got = await asyncio.wait_for(waiting, timeout)
+                conn.idle, clean = False, False
+                request = text(431, "request head too large") if head is None else head
+                sent, keep = await self._respond(
+                    request, lambda h, body: send_plain(client, (h, *body), self.write_timeout)
+                )
+                if not (sent and keep):
+                    clean = sent
+                    break
+                conn.idle, clean, timeout = True, True, self.keep_alive
+        except ERRORS:
+            pass  # silent, too slow, or gone: just drop it
+        finally:
+            self.slots.release(conn)
+            close_plain(client, clean)
+
+    async def _respond(
+        self, got: bytes | Response, write: Callable[[bytes, tuple[bytes, ...]], Awaitable[bool]]
+    ) -> tuple[bool, bool]:
+        """Answer a request head (or a ready answer): whether it all went out, and whether
+        the connection may stay open for another request."""
+        answer, request = await self._answer(got)
+        if not self.budget.take(answer.body):
+            self.budget.refused += 1
+            answer = text(503, "answers in progress hold too much memory; retry later",
+                          ("Retry-After", "5"))  # fmt: skip
+        keep = request is not None and request.keep_alive and answer.status not in CLOSE_AFTER
+        head_only = request is not None and request.method == "HEAD"
+        try:
+            body = () if head_only else (answer.body, answer.tail)
+            sent = await write(answer.head(keep=keep), body)
+        finally:
+            self.budget.give(answer.body)
+        self.cut += not sent
+        return sent, keep
+
+    async def _serve_tls(self, conn: Conn, client: socket.socket) -> None:
         opened: list[asyncio.StreamWriter] = []
         sent = False
         try:
             got = await asyncio.wait_for(self._receive(client, opened), self.read_timeout)
             conn.idle = False
-            answer, head_only = await self._answer(got)
-            if not self.budget.take(answer.body):
-                self.budget.refused += 1
-                answer = text(503, "answers in progress hold too much memory; retry later",
-                              ("Retry-After", "5"))  # fmt: skip
-            try:
-                body = () if head_only else (answer.body, answer.tail)
-                sent = await send(opened[0], answer.head(), body, self.write_timeout)
-            finally:
-                self.budget.give(answer.body)
-            self.cut += not sent
+            sent, _ = await self._respond(  # `keep` is never set over TLS: one request
+                got, lambda h, body: send(opened[0], h, body, self.write_timeout)
+            )
         except ERRORS:
             pass  # silent, too slow, or a refused handshake: just drop it
         finally:
@@ -174,13 +239,13 @@ class MetricsServer:
         except asyncio.LimitOverrunError:
             return text(431, "request head too large")
 
-    async def _answer(self, got: bytes | Response) -> tuple[Response, bool]:
-        """The answer, and whether it is to a HEAD request (headers only)."""
+    async def _answer(self, got: bytes | Response) -> tuple[Response, Request | None]:
+        """The answer, and the request it answers (None: the head was not one)."""
         if isinstance(got, Response):
-            return got, False
+            return got, None
         request = parse_head(got)
         if request is None:
-            return text(400, "bad request line"), False
+            return text(400, "bad request line"), None
         try:
             answer = await self.handler(request)
         except Exception:  # a collector bug must not take the endpoint down
@@ -188,7 +253,7 @@ class MetricsServer:
             log.exception("rendering %s failed", request.path)
             # The body never echoes the exception: it can carry what a stats peer sent.
             answer = text(500, "collector failed; see uwsgitune's log")
-        return answer, request.method == "HEAD"
+        return answer, request
 
     async def _metrics_only(self, request: Request) -> Response:
         if request.path != "/metrics":

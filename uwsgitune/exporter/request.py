@@ -19,6 +19,13 @@ class Request:
     path: str
     query: dict[str, list[str]] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    version: str = "HTTP/1.1"
+
+    @property
+    def keep_alive(self) -> bool:
+        """HTTP/1.1 keeps the connection unless the client says close; 1.0 closes it."""
+        connection = (self.header("Connection") or "").lower()
+        return self.version == "HTTP/1.1" and "close" not in connection
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -44,13 +51,14 @@ class Response:
     def encode(self, head_only: bool = False, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
         return self.head(extra) + (b"" if head_only else self.content)
 
-    def head(self, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-        """The status line and headers: the server writes the body after it, uncopied."""
+    def head(self, extra: tuple[tuple[str, str], ...] = (), keep: bool = False) -> bytes:
+        """The status line and headers: the server writes the body after it, uncopied.
+        `keep`: the connection stays open for the client's next request."""
         lines = [
             f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}",
             f"Content-Type: {self.content_type}",
             f"Content-Length: {len(self.body) + len(self.tail)}",
-            "Connection: close",
+            "Connection: keep-alive" if keep else "Connection: close",
             *(f"{k}: {v}" for k, v in (*self.headers, *extra)),
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -73,4 +81,4 @@ def parse_head(head: bytes) -> Request | None:
         name, sep, value = line.partition(":")
         if sep:
             headers[name.strip().lower()] = value.strip()
-    return Request(parts[0], unquote(path), parse_qs(query), headers)
+    return Request(parts[0], unquote(path), parse_qs(query), headers, parts[2])

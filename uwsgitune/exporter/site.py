@@ -60,7 +60,12 @@ def wants_gzip(request: Request) -> bool:
     return "gzip" in {part.split(";")[0].strip() for part in accept.split(",")}
 
 
+def _encoding(request: Request) -> tuple[tuple[str, str], ...]:
+    return (("Content-Encoding", "gzip"),) if wants_gzip(request) else ()
+
+
 Render = Callable[[bool], Encoded]  # gzip or not -> the body as (shared part, own tail)
+Kept = Callable[[bool], Encoded | None]  # the same, None if it is not ready without a render
 
 
 def each_time(render: Callable[[], bytes]) -> Render:
@@ -82,8 +87,10 @@ class Site:
         auth: BasicAuth | None = None,
         ready: Callable[[], bool] = lambda: True,
         stats: HandlerStats | None = None,
+        kept: Kept | None = None,
     ) -> None:
         self.render = render
+        self.kept = kept
         self.stats = stats or HandlerStats()
         self.config = config or SiteConfig()
         self.auth = auth or BasicAuth({})
@@ -123,7 +130,12 @@ class Site:
         """A metrics scrape, counted as promhttp counts it (after it is answered)."""
         self.stats.in_flight += 1
         try:
-            answer = await self._scrape(request, self.render, shared=True)
+            ready = self.kept(wants_gzip(request)) if self.kept is not None else None
+            if ready is not None:  # rendered by the poll: served from the event loop
+                answer = Response(200, ready[0], CONTENT_TYPE_PLAIN_0_0_4,
+                                  _encoding(request), ready[1])  # fmt: skip
+            else:
+                answer = await self._scrape(request, self.render, shared=True)
         finally:
             self.stats.in_flight -= 1
         codes = self.stats.codes
@@ -147,8 +159,7 @@ class Site:
             body, tail = await asyncio.wait_for(running, seconds)
         except asyncio.TimeoutError:
             return text(503, f"scrape took longer than its {seconds:g} s deadline")
-        headers = (("Content-Encoding", "gzip"),) if gzipped else ()
-        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, headers, tail)
+        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, _encoding(request), tail)
 
     async def _probe(self, request: Request) -> Response:
         if not self.allow.enabled:

@@ -10,7 +10,10 @@ Equality with `generate_latest` is tested on recorded documents.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
@@ -69,3 +72,38 @@ def render(registry: Collector) -> bytes:
     except _Unexpected:
         return generate_latest(registry)
     return "".join(out).encode("utf-8")
+
+
+# One family's part of the text: (its name and type, its HELP and TYPE lines, its samples).
+Chunk = tuple[str, str, str]
+
+
+def chunks(families: Iterable[Metric]) -> tuple[Chunk, ...] | None:
+    """Each family's text apart, to be merged with other instances' (`merge`); None when a
+    family is not one this writer renders (the caller renders the whole registry then)."""
+    cache: dict[tuple[tuple[str, str], ...], str] = {}
+    values: dict[float, str] = {}
+    out: list[Chunk] = []
+    lines: list[str] = []
+    try:
+        for metric in families:
+            _family_lines(metric, lines, cache, values)
+            out.append((f"{metric.name} {metric.type}", lines[0], "".join(lines[1:])))
+            lines.clear()
+    except _Unexpected:
+        return None
+    return tuple(out)
+
+
+def merge(parts: Iterable[tuple[Chunk, ...]]) -> bytes:
+    """The text of every part's families, as `render` gives for a collector yielding each
+    family once with the samples of every part, in order of first appearance."""
+    heads: dict[str, str] = {}
+    bodies: dict[str, list[str]] = {}
+    for part in parts:
+        for name, head, body in part:
+            if name in bodies:
+                bodies[name].append(body)
+            else:
+                heads[name], bodies[name] = head, [body]
+    return "".join(heads[n] + "".join(b) for n, b in bodies.items()).encode("utf-8")

@@ -17,6 +17,7 @@ import ssl
 import struct
 
 CHUNK = 64 * 1024
+HEAD_END = b"\r\n\r\n"
 BACKLOG = 128
 SNDBUF = 256 * 1024  # the kernel doubles it for its bookkeeping
 LINGER_0 = struct.pack("ii", 1, 0)
@@ -60,6 +61,13 @@ async def open_streams(
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
+def nodelay(sock: socket.socket) -> None:
+    """Non-blocking, and small writes go out at once (as asyncio's transports set it)."""
+    sock.setblocking(False)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def accepted(sock: socket.socket) -> None:
     """Cap the kernel's send buffer (Linux grows it to 4 MiB by itself): what a client that
     does not read can make the kernel hold for it, in memory the unit's MemoryMax counts."""
@@ -98,6 +106,92 @@ async def _send(writer: asyncio.StreamWriter, head: bytes, body: tuple[bytes, ..
             writer.write(view[start : start + CHUNK])
     writer.close()
     await writer.wait_closed()  # the rest flushed and the connection closed
+
+
+def read_now(sock: socket.socket, limit: int, got: bytes = b"") -> bytes:
+    """`got` and what has arrived on a non-blocking socket, up to `limit` bytes in all.
+    Raises IncompleteReadError when the peer closed first."""
+    while len(got) < limit:
+        try:
+            chunk = sock.recv(limit - len(got))
+        except BlockingIOError:
+            return got
+        if not chunk:
+            raise asyncio.IncompleteReadError(got, None)
+        got += chunk
+        if HEAD_END in got:
+            return got
+    return got
+
+
+def split_head(got: bytes, limit: int) -> tuple[bytes | None, bytes]:
+    """The head in `got` up to its blank line (None if the first `limit` bytes hold none),
+    and what follows it: a pipelined next request."""
+    end = got.find(HEAD_END, 0, limit + len(HEAD_END))
+    if 0 <= end <= limit - len(HEAD_END):
+        return got[: end + len(HEAD_END)], got[end + len(HEAD_END) :]
+    return None, b""
+
+
+async def receive_head(
+    sock: socket.socket, limit: int, got: bytes = b""
+) -> tuple[bytes | None, bytes]:
+    """`split_head` of what arrives; what has arrived is read without a turn of the loop,
+    which waits only when nothing has."""
+    loop = asyncio.get_running_loop()
+    while True:
+        got = read_now(sock, limit + 1, got)
+        if HEAD_END in got or len(got) > limit:
+            return split_head(got, limit)
+        chunk = await loop.sock_recv(sock, limit + 1 - len(got))
+        if not chunk:
+            raise asyncio.IncompleteReadError(got, None)
+        got += chunk
+
+
+def send_now(sock: socket.socket, parts: tuple[bytes, ...]) -> list[memoryview]:
+    """Write what the kernel takes now, in one call; the rest, as views (no copies)."""
+    views = [memoryview(p) for p in parts if p]
+    try:
+        sent = sock.sendmsg(views)
+    except BlockingIOError:
+        sent = 0
+    while views and sent >= len(views[0]):
+        sent -= len(views.pop(0))
+    if views and sent:
+        views[0] = views[0][sent:]
+    return views
+
+
+async def _send_rest(sock: socket.socket, views: list[memoryview]) -> None:
+    loop = asyncio.get_running_loop()
+    for view in views:
+        for start in range(0, len(view), CHUNK):
+            await loop.sock_sendall(sock, view[start : start + CHUNK])
+
+
+async def send_plain(sock: socket.socket, parts: tuple[bytes, ...], timeout: float) -> bool:
+    """Write `parts` on a non-blocking socket (what the kernel takes at once without a turn
+    of the loop), within `timeout`. Whether it all went out (the caller closes or aborts)."""
+    rest = send_now(sock, parts)
+    if not rest:
+        return True
+    try:
+        await asyncio.wait_for(_send_rest(sock, rest), timeout)
+        return True
+    except ERRORS:
+        return False
+
+
+def close_plain(sock: socket.socket, sent: bool) -> None:
+    """Close after an answer: what the client sent beyond its head is read first, so the
+    close does not reset the answer away; without an answer, a reset (`abort`)."""
+    with contextlib.suppress(OSError, EOFError):
+        if not sent:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
+        else:
+            read_now(sock, 64 * 1024)
+    sock.close()
 
 
 async def send(

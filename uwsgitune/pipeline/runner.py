@@ -69,6 +69,7 @@ class InstancePipeline:
         self._counts = PollCounts()
         self._latest: Frame | None = None  # the last poll made from inside the tuner
         self.state = InstanceState(stats_uri, name=name, mode=mode, counts=self._counts)
+        self.after_step: Callable[[], object] | None = None  # in the stepping thread
 
     def _poll(self) -> Frame:
         start = time.perf_counter()
@@ -92,6 +93,8 @@ class InstancePipeline:
         if self._latest is not None:  # the tuner polled since: end on the latest poll
             frame, frames = self._latest, self.watch.window.frames()
         self.state = self._state(frame, frames, findings, tuning, error)
+        if self.after_step is not None:
+            self.after_step()
         return self.state
 
     def poll(self) -> Frame:
