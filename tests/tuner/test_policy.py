@@ -344,3 +344,35 @@ def test_a_pool_is_never_sized_past_the_requests_ever_seen_at_once() -> None:
     plant = Plant(live=40, workers_max=64, cpu_ms=1, io_ms=50, clients=60)
     steps = changes(plant, 120, s)
     assert steps[0][1].action == "up" and plant.live >= 60
+
+
+def test_a_load_that_comes_back_is_measured_before_it_is_sized() -> None:
+    """48 clients, then a quiet spell (25 s at 2 req/s), then the 48 again. The poll the load came
+    back in reads a queue beside workers and CPUs that look idle over the recent polls; a
+    step up on it went past the count the same load had held (drop: 28 -> 35, 25 -> 37)."""
+    s = S.model_copy(update={"min_workers": 2, "max_workers": 64})
+    plant = Plant(live=28, workers_max=64, cpu_ms=2, io_ms=12, clients=48)
+    full = plant.load
+
+    def shape(p: Plant, t: int) -> None:
+        p.clients, p.rate = (None, 2.0) if 60 <= t < 85 else (48, None)
+        p.load = full  # type: ignore[method-assign]
+        if t == 85:  # the load came back at the end of this poll: a tenth of it, queued
+            quiet, back = replace(full(), rps=2.0, in_service=0.03), full()
+            p.load = lambda: replace(  # type: ignore[method-assign]
+                back, rps=quiet.rps + 0.1 * back.rps, in_service=0.1 * back.in_service,
+                worker_cpu=0.1 * back.worker_cpu, busy=back.busy // 3,
+                sockets=(replace(back.sockets[0], queue=7),),
+            )  # fmt: skip
+
+    before = None
+    moves = []
+    for t, _, d in run(plant, s, 180, shape):
+        if t == 59:
+            before = plant.live
+        if t >= 83 and d.is_change:
+            moves.append((t, d))
+    assert before is not None
+    held = [d for t, d in moves if d.action == "up"]
+    assert not held, [(t, d.desired, d.code) for t, d in moves]
+    assert plant.live <= before  # the same load: no more than it held before

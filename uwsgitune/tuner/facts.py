@@ -19,6 +19,8 @@ from uwsgitune.tuner.model import Estimate, estimate
 from uwsgitune.tuner.settings import TunerSettings
 
 RECENT = 3  # polls behind the short-term means
+LOAD_JUMP = 3.0  # the recent polls' throughputs this many times apart: the load is moving
+QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wobble)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class Facts:
     # most requests seen at once (busy workers + queued) at any poll of the down window;
     # None when a poll of it had threads, an unknown queue or a full backlog
     concurrency_peak: int | None = None
+    # the recent polls' least and most requests/s, when they differ by LOAD_JUMP or more:
+    # the means mix two loads (one that just started or stopped, or the poll it started in)
+    load_moving: tuple[float, float] | None = None
 
     @property
     def saturated(self) -> bool:
@@ -165,6 +170,16 @@ def _measure(sample: Sequence[Frame], settings: TunerSettings) -> tuple[float | 
     return x_part, noise
 
 
+def load_moving(recent: Sequence[Frame]) -> tuple[float, float] | None:
+    """(least, most) requests/s over the recent polls if the most is LOAD_JUMP times the
+    least (quiet polls counted at QUIET_RPS); else None."""
+    rates = [f.rps for f in recent if f.rps is not None]
+    if len(rates) < 2:
+        return None
+    lo, hi = min(rates), max(rates)
+    return (lo, hi) if hi >= LOAD_JUMP * max(lo, QUIET_RPS) else None
+
+
 def _recent(recent: Sequence[Frame], latest: Frame) -> dict[str, float | None]:
     """The short-term means of the per-frame signals (`uwsgitune.core.signals`)."""
     return {
@@ -209,6 +224,7 @@ def gather(
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
         concurrency_peak=concurrency_peak(frames, edge),
+        load_moving=load_moving(regime[-RECENT:]),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
         **_recent(regime[-RECENT:], latest),

@@ -145,6 +145,9 @@ def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
 def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated or _all_served(f):
         return None
+    moving = _load_moving(f)
+    if moving is not None:
+        return moving
     if cpu_hot(f, s):
         gil = _gil_step(f, st)
         if gil is not None:
@@ -178,6 +181,20 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     # judge the step against the polls there are, rather than measure the backlog longer.
     fast = queue >= f.live * threads
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
+
+
+def _load_moving(f: Facts) -> Proposal | None:
+    """The recent polls mix two loads (one starting again after a quiet spell reads as a
+    queue beside a CPU that looks idle): measure the new one for a few polls before sizing
+    on it. Not when the queue alone says the pool is short: at least as many waiting as
+    the workers can hold."""
+    if f.load_moving is None:
+        return None
+    if (f.queue_now or 0.0) >= f.live * max(f.latest.threads, 1):
+        return None
+    lo, hi = f.load_moving
+    why = f"the load is moving ({lo:.0f} to {hi:.0f} req/s over the last polls): measuring it"
+    return Proposal(f.live, "load-moving", why)
 
 
 def _all_served(f: Facts) -> bool:
