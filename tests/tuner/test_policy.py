@@ -347,9 +347,10 @@ def test_a_pool_is_never_sized_past_the_requests_ever_seen_at_once() -> None:
 
 
 def test_a_load_that_comes_back_is_measured_before_it_is_sized() -> None:
-    """48 clients, then a quiet spell (25 s at 2 req/s), then the 48 again. The poll the load came
-    back in reads a queue beside workers and CPUs that look idle over the recent polls; a
-    step up on it went past the count the same load had held (drop: 28 -> 35, 25 -> 37)."""
+    """48 clients, then a quiet spell (25 s at 2 req/s), then the 48 again, over two polls.
+    The polls the load came back in read a queue beside workers and CPUs that look idle over
+    the recent polls; a step up on them went past the count the same load had held (drop:
+    28 -> 35, 25 -> 37; and 26 -> 33 on the second poll, with a 3-poll look only)."""
     s = S.model_copy(update={"min_workers": 2, "max_workers": 64})
     plant = Plant(live=28, workers_max=64, cpu_ms=2, io_ms=12, clients=48)
     full = plant.load
@@ -357,12 +358,12 @@ def test_a_load_that_comes_back_is_measured_before_it_is_sized() -> None:
     def shape(p: Plant, t: int) -> None:
         p.clients, p.rate = (None, 2.0) if 60 <= t < 85 else (48, None)
         p.load = full  # type: ignore[method-assign]
-        if t == 85:  # the load came back at the end of this poll: a tenth of it, queued
-            quiet, back = replace(full(), rps=2.0, in_service=0.03), full()
+        if t in (85, 86):  # the load comes back over two polls: a tenth, then 40%
+            part, back = (0.1 if t == 85 else 0.4), full()
             p.load = lambda: replace(  # type: ignore[method-assign]
-                back, rps=quiet.rps + 0.1 * back.rps, in_service=0.1 * back.in_service,
-                worker_cpu=0.1 * back.worker_cpu, busy=back.busy // 3,
-                sockets=(replace(back.sockets[0], queue=7),),
+                back, rps=2.0 + part * back.rps, in_service=part * back.in_service,
+                worker_cpu=part * back.worker_cpu, busy=round(back.busy * part * 3),
+                sockets=(replace(back.sockets[0], queue=round(7 + 40 * part)),),
             )  # fmt: skip
 
     before = None

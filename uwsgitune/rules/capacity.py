@@ -43,7 +43,8 @@ class _Stretch(NamedTuple):
 
 def _stretched(ctx: Context, frames: Sequence[Frame], eff: float) -> _Stretch | None:
     s, f = ctx.settings, ctx.latest
-    cpu = quantile(values(frames, ctx.cpu), 0.5) if values(frames, ctx.cpu) else None
+    cpus = values(frames, ctx.cpu)
+    cpu = quantile(cpus, 0.5) if cpus else None
     own = mean(values(frames, ctx.own_cpu))
     if cpu is None or cpu < s.cpu_saturated or own < s.cpu_instance_min:
         return None

@@ -42,7 +42,18 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def share(frames: Sequence[Frame], pred: Callable[[Frame], bool]) -> float:
-    return sum(1 for f in frames if pred(f)) / len(frames) if frames else 0.0
+    return sum(map(bool, map(pred, frames))) / len(frames) if frames else 0.0
+
+
+Memo = dict[tuple[str, float, float], float | None]
+
+
+def prune(memo: Memo, frames: Sequence[Frame]) -> None:
+    """Drop the entries of polls before `frames` (the look-back), once there are many."""
+    if frames and len(memo) > 8 * len(frames) + 64:
+        edge = frames[0].mono
+        for key in [k for k in memo if k[1] < edge]:
+            del memo[key]
 
 
 @dataclass
@@ -55,7 +66,10 @@ class Context:
     rated: tuple[Frame, ...] = ()
     _cache: dict[float, tuple[Frame, ...]] = field(default_factory=dict)
     _monos: list[float] = field(default_factory=list)
-    _memo: dict[tuple[str, int], float | None] = field(default_factory=dict)
+    # per-frame signals by (signal, the frame's poll time): a `RulesRunner` passes the same
+    # memo at every poll, so each poll's signals are computed once, not once per poll over
+    # the whole look-back (a frame compacted by the window keeps its poll and its signals)
+    memo: Memo = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rated = tuple(f for f in self.frames if f.has_rates)
@@ -88,11 +102,11 @@ class Context:
         return self.recent(self.settings.window_seconds)
 
     def _memoised(self, name: str, fn: Callable[[Frame], float | None], f: Frame) -> float | None:
-        key = (name, id(f))  # frames live as long as the context: ids are stable
+        key = (name, f.mono, f.t)
         try:
-            return self._memo[key]
+            return self.memo[key]
         except KeyError:
-            value = self._memo[key] = fn(f)
+            value = self.memo[key] = fn(f)
             return value
 
     def cpu(self, f: Frame) -> float | None:
@@ -135,9 +149,4 @@ def latest_value(
 
 
 def values(frames: Sequence[Frame], get: Callable[[Frame], float | int | None]) -> list[float]:
-    out = []
-    for f in frames:
-        v = get(f)
-        if v is not None:
-            out.append(float(v))
-    return out
+    return [float(v) for v in map(get, frames) if v is not None]

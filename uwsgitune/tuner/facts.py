@@ -53,8 +53,9 @@ class Facts:
     # most requests seen at once (busy workers + queued) at any poll of the down window;
     # None when a poll of it had threads, an unknown queue or a full backlog
     concurrency_peak: int | None = None
-    # the recent polls' least and most requests/s, when they differ by LOAD_JUMP or more:
-    # the means mix two loads (one that just started or stopped, or the poll it started in)
+    # the least and most requests/s of the recent polls and the one before them, when they
+    # differ by LOAD_JUMP or more: the means mix two loads (one that just started or
+    # stopped, or the poll it started in), until the last poll of the old load is behind them
     load_moving: tuple[float, float] | None = None
 
     @property
@@ -224,7 +225,7 @@ def gather(
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
         concurrency_peak=concurrency_peak(frames, edge),
-        load_moving=load_moving(regime[-RECENT:]),
+        load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
         **_recent(regime[-RECENT:], latest),
