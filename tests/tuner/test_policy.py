@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pytest
+
 from tests.tuner.plant import MiB, Plant, run
 from uwsgitune.tuner import TunerSettings, TunerState, decide
 
@@ -346,13 +348,15 @@ def test_a_pool_is_never_sized_past_the_requests_ever_seen_at_once() -> None:
     assert steps[0][1].action == "up" and plant.live >= 60
 
 
-def test_a_load_that_comes_back_is_measured_before_it_is_sized() -> None:
+@pytest.mark.parametrize("live", [28, 24])
+def test_a_load_that_comes_back_is_measured_before_it_is_sized(live: int) -> None:
     """48 clients, then a quiet spell (25 s at 2 req/s), then the 48 again, over two polls.
     The polls the load came back in read a queue beside workers and CPUs that look idle over
     the recent polls; a step up on them went past the count the same load had held (drop:
-    28 -> 35, 25 -> 37; and 26 -> 33 on the second poll, with a 3-poll look only)."""
+    28 -> 35, 25 -> 37; 26 -> 33 on the second poll, with a 3-poll look only; 24 -> 37 with
+    24 queued, when as many waiting as workers was read as a pool far too small)."""
     s = S.model_copy(update={"min_workers": 2, "max_workers": 64})
-    plant = Plant(live=28, workers_max=64, cpu_ms=2, io_ms=12, clients=48)
+    plant = Plant(live=live, workers_max=64, cpu_ms=2, io_ms=12, clients=48)
     full = plant.load
 
     def shape(p: Plant, t: int) -> None:
@@ -363,7 +367,7 @@ def test_a_load_that_comes_back_is_measured_before_it_is_sized() -> None:
             p.load = lambda: replace(  # type: ignore[method-assign]
                 back, rps=2.0 + part * back.rps, in_service=part * back.in_service,
                 worker_cpu=part * back.worker_cpu, busy=round(back.busy * part * 3),
-                sockets=(replace(back.sockets[0], queue=round(7 + 40 * part)),),
+                sockets=back.sockets,  # every client is back by the poll: 48 - live queued
             )  # fmt: skip
 
     before = None

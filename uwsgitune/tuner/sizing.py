@@ -186,11 +186,12 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
 def _load_moving(f: Facts) -> Proposal | None:
     """The recent polls mix two loads (one starting again after a quiet spell reads as a
     queue beside a CPU that looks idle): measure the new one for a few polls before sizing
-    on it. Not when the queue alone says the pool is short: at least as many waiting as
-    the workers can hold."""
+    on it. Not when the queue alone says the pool is far too small: the backlog full, or
+    more than twice as many waiting as the workers can hold (a closed loop of 48 clients
+    on 24 workers always queues 24)."""
     if f.load_moving is None:
         return None
-    if (f.queue_now or 0.0) >= f.live * max(f.latest.threads, 1):
+    if f.latest.queue_full or (f.queue_now or 0.0) > 2 * f.live * max(f.latest.threads, 1):
         return None
     lo, hi = f.load_moving
     why = f"the load is moving ({lo:.0f} to {hi:.0f} req/s over the last polls): measuring it"
