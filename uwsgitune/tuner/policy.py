@@ -31,8 +31,9 @@ from dataclasses import replace
 from uwsgitune.core.frame import Frame
 from uwsgitune.tuner.facts import Facts, gather
 from uwsgitune.tuner.proposal import Proposal
+from uwsgitune.tuner.propose import propose
 from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.sizing import cpu_hot, propose
+from uwsgitune.tuner.sizing import cpu_hot
 from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
