@@ -108,9 +108,12 @@ def test_a_scrape_due_before_the_next_poll_is_rendered_by_the_poll() -> None:
         assert exposition.renders == renders + (second % 15 == 0)
         if second % 15 == 0:  # the scrape: what the poll rendered, served as it is
             clock.t += 0.5
-            zipped, tail = exposition.encoded(True)
+            ready = exposition.kept(True)  # rendered and compressed: nothing left to do
+            assert ready is not None
+            zipped, tail = ready
             assert exposition.renders == renders + 1  # no render at the scrape
-            assert gzip.decompress(zipped + tail).startswith(exposition.encoded(False)[0])
+            text = PollExposition(lambda s=states: s, live_registry()).encoded(False)[0]
+            assert gzip.decompress(zipped + tail).startswith(text)  # (not a scrape of it)
     assert exposition.prepared == 2 and exposition.renders == 4
 
 

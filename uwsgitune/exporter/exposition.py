@@ -105,13 +105,13 @@ class PollExposition:
             self.renders += 1
             return entry
 
-    def _stream(self, entry: _Entry) -> zlib._Compress:
+    def _compress(self, entry: _Entry) -> None:
+        """The kept text's gzip, once: up to a sync flush, which later scrapes continue."""
         with entry.lock:
             if entry.stream is None:
                 stream = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
                 entry.gzip = stream.compress(entry.text) + stream.flush(zlib.Z_SYNC_FLUSH)
                 entry.stream = stream
-            return entry.stream.copy()
 
     def prepare(self, within: float) -> bool:
         """Render now (a poll thread, after its poll) if a scrape is due `within` seconds."""
@@ -119,25 +119,34 @@ class PollExposition:
             return False
         entry = self._current()
         if self._gzip:
-            self._stream(entry)
+            self._compress(entry)
         self.prepared += 1
         return True
 
     def kept(self, gzipped: bool) -> Encoded | None:
         """The answer if nothing is left to render or compress but the scrape's own part
         (about 0.2 ms: it may run on the event loop); else None, and `encoded` renders."""
-        entry, states = self._entry, tuple(self._source())
-        if entry is None or not _same(entry.states, states) or (gzipped and not entry.stream):
+        entry = self._entry
+        if entry is None or (gzipped and entry.stream is None):
             return None
-        return self.encoded(gzipped)
+        if not _same(entry.states, tuple(self._source())):
+            return None
+        return self._answer(entry, gzipped)
 
     def encoded(self, gzipped: bool) -> Encoded:
+        entry = self._current()
+        if gzipped:
+            self._compress(entry)
+        return self._answer(entry, gzipped)
+
+    def _answer(self, entry: _Entry, gzipped: bool) -> Encoded:
+        """The kept part and this scrape's own (rendered now), the scrape noted."""
         self.clock.scraped(self._mono())
         self._gzip = gzipped
-        entry = self._current()
         live = render(self._live)
         if not gzipped:
             return entry.text, live
-        rest = self._stream(entry)
-        assert entry.gzip is not None
+        with entry.lock:
+            assert entry.gzip is not None and entry.stream is not None
+            rest = entry.stream.copy()
         return entry.gzip, rest.compress(live) + rest.flush()
