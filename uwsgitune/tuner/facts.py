@@ -15,6 +15,7 @@ from statistics import fmean, pstdev
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
+from uwsgitune.tuner.level import Level, settled_level
 from uwsgitune.tuner.model import Estimate, estimate
 from uwsgitune.tuner.settings import TunerSettings
 
@@ -53,10 +54,15 @@ class Facts:
     # most requests seen at once (busy workers + queued) at any poll of the down window;
     # None when a poll of it had threads, an unknown queue or a full backlog
     concurrency_peak: int | None = None
+    # the same over the polls at this count since it settled (`regime`): what the pool
+    # serves now, not what a load that since fell needed
+    served_peak: int | None = None
     # the least and most requests/s of the recent polls and the one before them, when they
     # differ by LOAD_JUMP or more: the means mix two loads (one that just started or
     # stopped, or the poll it started in), until the last poll of the old load is behind them
     load_moving: tuple[float, float] | None = None
+    # the load fell and settled over the last polls (tuner/level.py): a quick way down
+    level: Level | None = None
 
     @property
     def saturated(self) -> bool:
@@ -136,11 +142,12 @@ def _regime(
     return regime
 
 
-def concurrency_peak(frames: Sequence[Frame], edge: float) -> int | None:
+def concurrency_peak(frames: Sequence[Frame], edge: float, least: int = RECENT) -> int | None:
     """The most requests in the instance at once (busy workers + queued connections) at any
     poll since `edge`: what a pool has had to serve together. A closed population (clients
     that wait for their answer) never exceeds its size, which square-root staffing cannot
-    know. None unless every poll since `edge` tells it: one thread per worker (a busy
+    know. None unless every poll since `edge` tells it, `least` polls at least: one
+    thread per worker (a busy
     threaded worker holds 1 to `threads` requests), a known queue and a backlog not full."""
     peak, seen = 0, 0
     for f in reversed(frames):
@@ -152,7 +159,19 @@ def concurrency_peak(frames: Sequence[Frame], edge: float) -> int | None:
         if f.threads > 1 or waiting is None or f.queue_full:
             return None
         peak, seen = max(peak, f.busy + waiting), seen + 1
-    return peak if seen >= RECENT else None
+    return peak if seen >= least else None
+
+
+def _since(frames: Sequence[Frame], edge: float) -> list[Frame]:
+    """The rated frames since `edge`, oldest first (read from the newest)."""
+    out: list[Frame] = []
+    for f in reversed(frames):
+        if f.mono < edge:
+            break
+        if rated(f):
+            out.append(f)
+    out.reverse()
+    return out
 
 
 def _waiting(frame: Frame) -> float | None:
@@ -225,7 +244,9 @@ def gather(
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
         concurrency_peak=concurrency_peak(frames, edge),
+        served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
         load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
+        level=settled_level(regime, _since(frames, edge), settings.measure_frames),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
         **_recent(regime[-RECENT:], latest),

@@ -10,8 +10,9 @@ Theory of operation
 2. Sizing (`sizing.RULES`) proposes a live count with a reason (see sizing.py).
 3. Bounds: never below the floor, above the ceiling, or above the memory cap when adding;
    never add while the instance's CPUs are saturated.
-4. Pacing: up after `cooldown_up`, down after `cooldown_down` (scale up fast, down slowly),
-   at most `max_changes_per_hour`. Floor, ceiling and memory moves, and the revert of a
+4. Pacing: up after `cooldown_up`, down after `cooldown_down` (scale up fast, down slowly;
+   a load that fell and settled goes down after `cooldown_up`), at most
+   `max_changes_per_hour`. Floor, ceiling and memory moves, and the revert of a
    step that made things worse, skip the cool-down.
 5. The route: `+` through the FIFO up to the slots uWSGI has (`workers_max`), a reload
    beyond; `-` through the FIFO only when workers are idle and the new count still holds
@@ -106,7 +107,8 @@ def _route(p: Proposal, f: Facts) -> Via:
         return "fifo" if p.desired <= f.latest.workers_max else "reload"
     # uWSGI's `-` cheaps only a worker idle at its check, else it stays pending: the FIFO
     # serves a shrink that keeps at least the requests in service (the peak of the window).
-    in_service = max(f.l_recent or 0.0, f.l_window or 0.0) / max(f.latest.threads, 1)
+    held = f.l_window if p.in_service is None else p.in_service
+    in_service = max(f.l_recent or 0.0, held or 0.0) / max(f.latest.threads, 1)
     idle = f.latest.idle > 0 and not f.all_busy and p.desired >= math.ceil(in_service)
     return "fifo" if idle else "reload"
 
@@ -135,7 +137,7 @@ def _paced(p: Proposal, f: Facts, st: TunerState, s: TunerSettings) -> str | Non
         return f"{full} changes in the last hour (max {s.max_changes_per_hour})"
     if p.urgent:
         return None
-    cool = s.cooldown_up if p.desired > f.live else s.cooldown_down
+    cool = s.cooldown_up if p.desired > f.live or p.quick else s.cooldown_down
     since = cooling(st.last_change, f.now, cool)
     if since is not None:
         return f"last change {since:.0f}s ago, cool-down {cool:g}s"

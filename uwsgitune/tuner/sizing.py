@@ -12,7 +12,7 @@ tuner goes to min(capacity, demand) in one move, and holds while the count is wi
 
 Not saturated (no queue, not every worker busy): Little's law up at once; down only to what
 the *maximum* L over `down_window` needs, and only by more than the band, so a load on the
-boundary never oscillates.
+boundary never oscillates; a load that fell and settled, sooner (demand.py).
 
 Saturated (a queue, or every worker busy): the queue hides the demand. Below the capacity
 the tuner moves to it (or to the demand, if smaller) in one step. At the capacity, with the
@@ -50,6 +50,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from uwsgitune.tuner.demand import capacity, littles_law
 from uwsgitune.tuner.facts import Facts
 from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.proposal import Proposal
@@ -61,11 +62,6 @@ GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the pro
 
 def cpu_hot(f: Facts, s: TunerSettings) -> bool:
     return f.cpu_sat is not None and f.cpu_sat >= s.cpu_saturated
-
-
-def capacity(f: Facts) -> int | None:
-    """The model's count (None: unknown, or the CPUs set no bound)."""
-    return f.model.workers if f.model is not None else None
 
 
 def _band(n: int, s: TunerSettings) -> int:
@@ -198,12 +194,17 @@ def _load_moving(f: Facts) -> Proposal | None:
 
 
 def _all_served(f: Facts) -> bool:
-    """No poll of the down window saw more requests in the instance than workers (busy plus
+    """No poll at this count saw more requests in the instance than workers (busy plus
     queued): a worker was there for each. Every worker busy is then a closed population as
     large as the pool, and a queue beside idle workers is accept() waiting for a CPU. More
-    workers would find no request to serve; Little's law sizes the pool instead."""
-    peak = f.concurrency_peak
-    return peak is not None and peak <= f.live
+    workers would find no request to serve; Little's law sizes the pool instead. One
+    request over the workers at a poll, with no queue in the means, counts as served."""
+    peak = f.served_peak
+    if peak is None:
+        return False
+    # One more than the workers at a poll, but no queue in the means: a client's next
+    # request arriving before its worker showed idle (16 clients on 16 workers read 17).
+    return peak <= f.live or (peak == f.live + 1 and not f.queued)
 
 
 def _gil_step(f: Facts, st: TunerState) -> Proposal | None:
@@ -229,37 +230,6 @@ def _capped(p: Proposal, st: TunerState) -> Proposal:
     if st.plateau_up is not None and p.desired > st.plateau_up:
         return replace(p, desired=st.plateau_up)
     return p
-
-
-def _seen(f: Facts, want: int, l_max: float, s: TunerSettings) -> int:
-    """`want`, but never more workers than requests were ever in the instance at once over
-    the down window (`Facts.concurrency_peak`): spare workers past that never serve."""
-    if f.concurrency_peak is None:
-        return want
-    return min(want, max(f.concurrency_peak, math.ceil(l_max - 1e-9), s.min_workers))
-
-
-def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
-    threads = max(f.latest.threads, 1)
-    l_now = f.l_recent or 0.0
-    need = _seen(f, max(workers_for(l_now, threads, s.staffing_beta), s.min_workers), l_now, s)
-    cap = capacity(f)
-    if cap is not None:
-        # Never past what the CPUs can serve (under contention L counts requests waiting
-        # for a CPU); a pool at the model's count that is still short is probed instead.
-        need = min(need, max(cap, f.live))
-    if need > f.live:
-        why = f"L={l_now:.2f} in service needs {need} workers (L + {s.staffing_beta:g}√L)"
-        return Proposal(need, "littles-law-up", why)
-    if f.window_covered and f.l_window is not None:
-        down = max(workers_for(f.l_window, threads, s.staffing_beta), s.min_workers)
-        down = _seen(f, down, f.l_window, s)
-        if down < f.live - max(1, math.ceil(0.1 * f.live)):  # a move worth a change
-            why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers"
-            if f.concurrency_peak is not None and down == f.concurrency_peak:
-                why += f" (at most {down} requests at once)"
-            return Proposal(down, "littles-law-down", why)
-    return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
 
 
 Rule = Callable[[Facts, TunerState, TunerSettings], Proposal | None]

@@ -1,0 +1,84 @@
+"""Little's law sizing: the live count the demand needs when nothing is saturated. Pure.
+
+Up at once to what the requests in service need (L + beta√L, never more than the CPUs can
+serve); down only to what the *maximum* L over `down_window` needs, and only by more than
+a tenth, so a load on the boundary never oscillates. A load that fell and settled
+(`Facts.level`) goes down sooner, by at most half the pool, paced like a step up.
+"""
+
+from __future__ import annotations
+
+import math
+
+from uwsgitune.tuner.facts import Facts
+from uwsgitune.tuner.model import workers_for
+from uwsgitune.tuner.proposal import Proposal
+from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.state import TunerState
+
+
+def capacity(f: Facts) -> int | None:
+    """The model's count (None: unknown, or the CPUs set no bound)."""
+    return f.model.workers if f.model is not None else None
+
+
+def _seen(f: Facts, want: int, l_max: float, s: TunerSettings, peak: int | None) -> int:
+    """`want`, but never more workers than `peak`, the most requests seen in the instance at
+    once (a down move: over the down window; up: at this count): spare workers past that
+    never serve."""
+    if peak is None:
+        return want
+    return min(want, max(peak, math.ceil(l_max - 1e-9), s.min_workers))
+
+
+def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+    threads = max(f.latest.threads, 1)
+    l_now = f.l_recent or 0.0
+    # Up to what the load at this count needs: the window may hold a load that since fell.
+    want = max(workers_for(l_now, threads, s.staffing_beta), s.min_workers)
+    need = _seen(f, want, l_now, s, f.served_peak)
+    cap = capacity(f)
+    if cap is not None:
+        # Never past what the CPUs can serve (under contention L counts requests waiting
+        # for a CPU); a pool at the model's count that is still short is probed instead.
+        need = min(need, max(cap, f.live))
+    if need > f.live:
+        why = f"L={l_now:.2f} in service needs {need} workers (L + {s.staffing_beta:g}√L)"
+        return Proposal(need, "littles-law-up", why)
+    fell = load_fell(f, s)
+    if fell is not None:
+        return fell
+    if f.window_covered and f.l_window is not None:
+        down = max(workers_for(f.l_window, threads, s.staffing_beta), s.min_workers)
+        down = _seen(f, down, f.l_window, s, f.concurrency_peak)
+        if down < f.live - max(1, math.ceil(0.1 * f.live)):  # a move worth a change
+            why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers"
+            if f.concurrency_peak is not None and down == f.concurrency_peak:
+                why += f" (at most {down} requests at once)"
+            return Proposal(down, "littles-law-down", why)
+    return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
+
+
+def load_fell(f: Facts, s: TunerSettings) -> Proposal | None:
+    """The load fell and settled (`Facts.level`): go to what the level needs (never more
+    workers than one past its requests at once), but by at most half the most requests the down
+    window saw at once, paced like a step up: a halving is met in one decision, a lull
+    between bursts by half the pool at most."""
+    lv = f.level
+    if lv is None:
+        return None
+    threads = max(f.latest.threads, 1)
+    need = max(workers_for(lv.demand, threads, s.staffing_beta), s.min_workers)
+    if lv.peak is not None:  # one spare: a worker was idle at every poll of the level
+        need = min(need, max(lv.peak + 1, math.ceil(lv.demand - 1e-9), s.min_workers))
+    half = math.ceil((f.concurrency_peak or f.live) / 2)
+    down = max(need, half)
+    if down >= f.live - max(1, math.ceil(0.1 * f.live)):
+        return None
+    why = (
+        f"the load fell from {lv.fell_from:.1f} requests to a level of {lv.demand:.1f} over "
+        f"the last {s.measure_frames} polls: {down} workers"
+    )
+    if down == half and half > need:
+        why += " (at most half the most seen at once in one move)"
+    return Proposal(down, "load-fell", why, quick=True, in_service=lv.in_service)

@@ -1,0 +1,84 @@
+"""A load that fell and settled: the evidence for a quick way down. Pure.
+
+Down moves normally wait for `down_window` of low demand (the most requests in service over
+it), so that a quiet poll or a lull between bursts never shrinks the pool. A load that
+halved and stayed there then keeps the old count for the whole window. A *level* is the
+evidence that it did:
+
+- the last `measure_frames` polls at the current count agree: the most requests in the
+  instance (in service + queued) of any of them is within SPREAD of the least, plus one;
+- each of them had an idle worker (nothing waited for a worker);
+- the down window's peak demand is at least FALL times the level's: the load fell.
+
+It does not count when the window shows the load had already fallen to this level and then
+risen again: bursts with lulls between them. The whole window decides then, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.signals import requests_waiting
+
+FALL = 1.5  # the window's peak demand is at least this many times the level's
+SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
+
+
+@dataclass(frozen=True)
+class Level:
+    demand: float  # most requests in the instance (in service + queued) in a level poll
+    in_service: float  # most requests in service (Little's L) in a level poll
+    peak: int | None  # most requests at once (busy + queued); None with threads
+    fell_from: float  # the down window's peak demand
+
+
+def demand(frame: Frame) -> float | None:
+    """Requests in the instance over the poll: in service (Little's L) plus queued."""
+    waiting = requests_waiting(frame)
+    if waiting is None or frame.littles_l is None or frame.queue_full:
+        return None
+    return frame.littles_l + waiting
+
+
+def _rose_again(before: Sequence[float], high: float, low: float) -> bool:
+    """The demand went high, down to `low` or below, then high again."""
+    state = 0  # 0: nothing yet, 1: seen high, 2: seen the fall after it
+    for d in before:
+        if state == 0 and d >= high:
+            state = 1
+        elif state == 1 and d <= low:
+            state = 2
+        elif state == 2 and d >= high:
+            return True
+    return False
+
+
+def settled_level(regime: Sequence[Frame], window: Sequence[Frame], polls: int) -> Level | None:
+    """The level the load settled at over the last `polls` of `regime` (frames at the
+    current count), judged against `window` (the rated frames of the down window, any
+    count, oldest first); None when there is none."""
+    level = regime[-polls:]
+    if len(level) < polls or any(f.idle < 1 for f in level):
+        return None
+    ds = [demand(f) for f in level]
+    known = [d for d in ds if d is not None]
+    if len(known) < len(ds):
+        return None
+    lo, hi = min(known), max(known)
+    if hi > lo * (1 + SPREAD) + 1:
+        return None  # still moving
+    start = level[0].mono
+    before = [d for f in window if f.mono < start and (d := demand(f)) is not None]
+    fell_from = max(before, default=0.0)
+    high = FALL * max(hi, 1.0)
+    if fell_from < high or _rose_again(before, high, hi * (1 + SPREAD) + 1):
+        return None
+    threaded = any(f.threads > 1 for f in level)
+    return Level(
+        demand=hi,
+        in_service=max(f.littles_l or 0.0 for f in level),
+        peak=None if threaded else max(f.busy + (requests_waiting(f) or 0) for f in level),
+        fell_from=fell_from,
+    )
