@@ -162,18 +162,6 @@ def concurrency_peak(frames: Sequence[Frame], edge: float, least: int = RECENT) 
     return peak if seen >= least else None
 
 
-def _since(frames: Sequence[Frame], edge: float) -> list[Frame]:
-    """The rated frames since `edge`, oldest first (read from the newest)."""
-    out: list[Frame] = []
-    for f in reversed(frames):
-        if f.mono < edge:
-            break
-        if rated(f):
-            out.append(f)
-    out.reverse()
-    return out
-
-
 def _waiting(frame: Frame) -> float | None:
     n = requests_waiting(frame)
     return None if n is None else float(n)
@@ -246,7 +234,7 @@ def gather(
         concurrency_peak=concurrency_peak(frames, edge),
         served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
         load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
-        level=settled_level(regime, _since(frames, edge), settings.measure_frames),
+        level=settled_level(regime, frames, edge, settings.measure_frames),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
         **_recent(regime[-RECENT:], latest),

@@ -55,10 +55,25 @@ def _rose_again(before: Sequence[float], high: float, low: float) -> bool:
     return False
 
 
-def settled_level(regime: Sequence[Frame], window: Sequence[Frame], polls: int) -> Level | None:
+def _before(frames: Sequence[Frame], edge: float, start: float) -> list[float]:
+    """The demand of each poll from `edge` to before `start`, oldest first."""
+    out: list[float] = []
+    for f in reversed(frames):
+        if f.mono < edge:
+            break
+        d = demand(f) if f.mono < start and f.kind == "ok" else None
+        if d is not None:
+            out.append(d)
+    out.reverse()
+    return out
+
+
+def settled_level(
+    regime: Sequence[Frame], frames: Sequence[Frame], edge: float, polls: int
+) -> Level | None:
     """The level the load settled at over the last `polls` of `regime` (frames at the
-    current count), judged against `window` (the rated frames of the down window, any
-    count, oldest first); None when there is none."""
+    current count), judged against the polls of `frames` since `edge` (the down window, any
+    count); None when there is none. The window is read only when the level polls agree."""
     level = regime[-polls:]
     if len(level) < polls or any(f.idle < 1 for f in level):
         return None
@@ -69,8 +84,7 @@ def settled_level(regime: Sequence[Frame], window: Sequence[Frame], polls: int) 
     lo, hi = min(known), max(known)
     if hi > lo * (1 + SPREAD) + 1:
         return None  # still moving
-    start = level[0].mono
-    before = [d for f in window if f.mono < start and (d := demand(f)) is not None]
+    before = _before(frames, edge, level[0].mono)
     fell_from = max(before, default=0.0)
     high = FALL * max(hi, 1.0)
     if fell_from < high or _rose_again(before, high, hi * (1 + SPREAD) + 1):
