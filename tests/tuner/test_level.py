@@ -82,3 +82,39 @@ def test_a_lone_connection_beside_a_full_pool_is_not_a_shortage() -> None:
     plant = Plant(live=16, workers_max=64, cpu_ms=1, io_ms=30, clients=17)
     moves = [(t, d) for t, _, d in run(plant, S, 60) if d.is_change]
     assert moves and moves[0][1].action == "up" and plant.live >= 17
+
+
+def test_one_poll_of_leftover_connections_is_not_a_burst() -> None:
+    # The bench's `drop`: when 48 clients stop, one poll can read 20 connections queued
+    # beside idle workers. Read as the load rising again, it kept the pool at 27 for the
+    # whole quiet spell.
+    plant = Plant(live=28, workers_max=64, cpu_ms=1, io_ms=30, clients=48)
+    full = plant.load
+
+    def shape(p: Plant, t: int) -> None:
+        p.clients = 48 if t < 40 else 1
+        p.load = full  # type: ignore[method-assign]
+        if t == 42:
+            left = SocketView("127.0.0.1:9000", "http", False, 20, 100, "stats")
+            p.load = lambda: replace(full(), sockets=(left,))  # type: ignore[method-assign]
+
+    moves = [(t, d) for t, _, d in run(plant, S, 60, shape) if d.is_change]
+    fell = [(t, d) for t, d in moves if d.code == "load-fell"]
+    assert fell and fell[0][0] <= 42 + S.measure_frames + 3, [(t, d.code) for t, d in moves]
+
+
+def test_a_step_up_never_passes_the_requests_seen_at_once() -> None:
+    # 32 clients on 33 workers, and at two polls in three a worker still busy after its
+    # answer went out and the client's next request queued: 34 at once. Square-root
+    # staffing of that demand stepped the pool to 45.
+    plant = Plant(live=33, workers_max=64, cpu_ms=1, io_ms=30, clients=32)
+    full = plant.load
+
+    def shape(p: Plant, t: int) -> None:
+        p.load = full  # type: ignore[method-assign]
+        if t % 3:
+            one = SocketView("127.0.0.1:9000", "http", False, 1, 100, "stats")
+            p.load = lambda: replace(full(), busy=33, sockets=(one,))  # type: ignore[method-assign]
+
+    moves = [(t, d) for t, _, d in run(plant, S, 60, shape) if d.is_change]
+    assert all(d.desired <= 35 for _, d in moves), [(t, d.desired, d.code) for t, d in moves]

@@ -24,6 +24,7 @@ from uwsgitune.core.signals import requests_waiting
 
 FALL = 1.5  # the window's peak demand is at least this many times the level's
 SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
+RISE = 2  # polls in a row at the old demand that make a rise
 
 
 @dataclass(frozen=True)
@@ -43,15 +44,18 @@ def demand(frame: Frame) -> float | None:
 
 
 def _rose_again(before: Sequence[float], high: float, low: float) -> bool:
-    """The demand went high, down to `low` or below, then high again."""
-    state = 0  # 0: nothing yet, 1: seen high, 2: seen the fall after it
+    """The demand went high, down to `low` or below, then high again for RISE polls in a
+    row (one poll is not a load: connections a stopping load left queued read as one)."""
+    state, run = 0, 0  # state 0: nothing yet, 1: seen high, 2: seen the fall after it
     for d in before:
         if state == 0 and d >= high:
             state = 1
         elif state == 1 and d <= low:
             state = 2
-        elif state == 2 and d >= high:
-            return True
+        elif state == 2:
+            run = run + 1 if d >= high else 0
+            if run >= RISE:
+                return True
     return False
 
 

@@ -156,8 +156,7 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
         )
     threads = max(f.latest.threads, 1)
     queue = f.queue or 0.0
-    demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + queue)
-    want = workers_for(demand, threads, s.staffing_beta)
+    demand, want = _demand(f, s)
     cap = capacity(f)
     q = "?" if f.queue is None else f"{f.queue:.1f}"
     head = f"saturated (queue {q}, busy {f.busy_ratio or 0:.0%})"
@@ -176,6 +175,19 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     # judge the step against the polls there are, rather than measure the backlog longer.
     fast = queue >= f.live * threads
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
+
+
+def _demand(f: Facts, s: TunerSettings) -> tuple[float, int]:
+    """Requests in service and queued (the most of the recent polls), and the count that
+    serves them (L + beta√L), never past the requests seen at once at this count: a closed
+    loop of 32 clients on 33 workers can read 34 at a poll (a worker still busy after its
+    answer went out), and square-root staffing of that asked for 45."""
+    threads = max(f.latest.threads, 1)
+    demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + (f.queue or 0.0))
+    want = workers_for(demand, threads, s.staffing_beta)
+    if f.served_peak is not None:
+        want = min(want, max(f.served_peak, f.live + 1))
+    return demand, want
 
 
 def _load_moving(f: Facts) -> Proposal | None:
