@@ -96,7 +96,10 @@ def poll_parts(address: str, polls: int, every: float = 1.0) -> dict[str, float]
     """Median CPU ms of each component of a poll, and of their sum, over `polls` polls at
     10 Hz pacing, as the daemon polls at interval `every`: first its window is filled, back
     to back, with the polls of its `WINDOW_SECONDS` (150 s: 150 frames at 1 s, 1,500 at
-    0.1 s; what reads the window pays for its length), dated `every` seconds apart."""
+    0.1 s; what reads the window pays for its length). Every poll is dated `every` seconds
+    after the one before, whatever the pacing, and the tuner's clock reads those dates: the
+    rules' and the tuner's look-backs then hold the frames the daemon's would (dated by the
+    wall clock, 10 Hz polls put 300 frames in the tuner's 30 s look-back at 1 s, not 30)."""
     addr = parse_address(address)
     fill = int(WINDOW_SECONDS / every)
     watch = InstanceWatch(
@@ -104,29 +107,34 @@ def poll_parts(address: str, polls: int, every: float = 1.0) -> dict[str, float]
     )
     sampler = HostSampler()
     rules = RulesRunner(Facts(stats_kind=addr.kind))
-    tuner = TuneLoop(watch, None, None, TunerSettings(interval=every), "recommend")
+    base_t, base_mono = time.time(), time.monotonic()
+    clock = [base_mono]
+    tuner = TuneLoop(
+        watch, None, None, TunerSettings(interval=every), "recommend", mono=lambda: clock[0]
+    )
     samples: dict[str, list[float]] = {p: [] for p in (*PARTS, "whole")}
-    clock = time.thread_time
+    cpu = time.thread_time
     since = None
     for i in range(fill + polls + 5):
-        t = [clock()]
+        t = [cpu()]
         raw = read_stats(addr)
-        t.append(clock())
+        t.append(cpu())
         parsed = parse_document(raw)
-        t.append(clock())
+        t.append(cpu())
         host = sampler.sample(parsed.doc)
-        t.append(clock())
-        back = max(fill - i, 0) * every  # the fill, dated as polls before this run
-        poll = Poll(address, time.time() - back, time.monotonic() - back, doc=parsed.doc, host=host)
+        t.append(cpu())
+        dated = (i - fill) * every  # the fill before this run, then one poll each `every`
+        clock[0] = base_mono + dated
+        poll = Poll(address, base_t + dated, clock[0], doc=parsed.doc, host=host)
         frame = watch.tracker.update(poll)
         watch.window.add(frame)
         watch.last_poll = poll
-        t.append(clock())
+        t.append(cpu())
         findings = rules.run(watch.window.frames(), since)
-        t.append(clock())
+        t.append(cpu())
         result = tuner.step(frame, findings)
         since = result.listen_since
-        t.append(clock())
+        t.append(cpu())
         if i >= fill + 5:  # warm: the window and the rules' state built
             for name, a, b in zip(PARTS, t, t[1:], strict=False):
                 samples[name].append(b - a)
