@@ -15,7 +15,7 @@ from statistics import fmean, pstdev
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
-from uwsgitune.tuner.level import Level, settled_level
+from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
 from uwsgitune.tuner.model import Estimate, estimate
 from uwsgitune.tuner.settings import TunerSettings
 
@@ -142,26 +142,6 @@ def _regime(
     return regime
 
 
-def concurrency_peak(frames: Sequence[Frame], edge: float, least: int = RECENT) -> int | None:
-    """The most requests in the instance at once (busy workers + queued connections) at any
-    poll since `edge`: what a pool has had to serve together. A closed population (clients
-    that wait for their answer) never exceeds its size, which square-root staffing cannot
-    know. None unless every poll since `edge` tells it, `least` polls at least: one
-    thread per worker (a busy
-    threaded worker holds 1 to `threads` requests), a known queue and a backlog not full."""
-    peak, seen = 0, 0
-    for f in reversed(frames):
-        if f.mono < edge:
-            break
-        if not f.ok:
-            continue
-        waiting = requests_waiting(f)
-        if f.threads > 1 or waiting is None or f.queue_full:
-            return None
-        peak, seen = max(peak, f.busy + waiting), seen + 1
-    return peak if seen >= least else None
-
-
 def _waiting(frame: Frame) -> float | None:
     n = requests_waiting(frame)
     return None if n is None else float(n)
@@ -231,7 +211,7 @@ def gather(
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
-        concurrency_peak=concurrency_peak(frames, edge),
+        concurrency_peak=concurrency_peak(frames, edge, RECENT),
         served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
         load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
         level=settled_level(regime, frames, edge, settings.measure_frames),

@@ -43,6 +43,26 @@ def demand(frame: Frame) -> float | None:
     return frame.littles_l + waiting
 
 
+def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | None:
+    """The most requests in the instance at once (busy workers + queued connections) at any
+    poll since `edge`: what a pool has had to serve together. A closed population (clients
+    that wait for their answer) never exceeds its size, which square-root staffing cannot
+    know. None unless every poll since `edge` tells it, `least` polls at least: one thread
+    per worker (a busy threaded worker holds 1 to `threads` requests), a known queue and a
+    backlog not full."""
+    peak, seen = 0, 0
+    for f in reversed(frames):
+        if f.mono < edge:
+            break
+        if not f.ok:
+            continue
+        waiting = requests_waiting(f)
+        if f.threads > 1 or waiting is None or f.queue_full:
+            return None
+        peak, seen = max(peak, f.busy + waiting), seen + 1
+    return peak if seen >= least else None
+
+
 def _rose_again(before: Sequence[float], high: float, low: float) -> bool:
     """The demand went high, down to `low` or below, then high again for RISE polls in a
     row (one poll is not a load: connections a stopping load left queued read as one)."""
@@ -93,10 +113,9 @@ def settled_level(
     high = FALL * max(hi, 1.0)
     if fell_from < high or _rose_again(before, high, hi * (1 + SPREAD) + 1):
         return None
-    threaded = any(f.threads > 1 for f in level)
     return Level(
         demand=hi,
         in_service=max(f.littles_l or 0.0 for f in level),
-        peak=None if threaded else max(f.busy + (requests_waiting(f) or 0) for f in level),
+        peak=concurrency_peak(level, level[0].mono, polls),
         fell_from=fell_from,
     )
