@@ -65,10 +65,10 @@ def serve(workers: int) -> None:
     async def main() -> None:
         server = MetricsServer(registry_for(lambda: current))  # type: ignore[arg-type]
         try:  # as the daemon serves it: rendered once per poll (a checkout that has it)
-            from uwsgitune.exporter.collector import live_registry
+            from uwsgitune.exporter.collector import polled_registry
             from uwsgitune.exporter.exposition import PollExposition
 
-            exposition = PollExposition(lambda: current, live_registry())  # type: ignore[arg-type]
+            exposition = PollExposition(lambda: current, polled_registry())  # type: ignore[arg-type]
             server._render = lambda: exposition.encoded(False)
         except ImportError:
             pass

@@ -5,35 +5,68 @@ however many scrapes ask."""
 from __future__ import annotations
 
 import gzip
+import resource
 import zlib
+from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from tests.daemon.test_collector import snapshot
-from uwsgitune.exporter.collector import UwsgiCollector, live_registry
+from uwsgitune.exporter.collector import UwsgiCollector, polled_registry
 from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.scrapeclock import AHEAD
-from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerCollector, HandlerStats
+from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerStats, handler_text
 from uwsgitune.exporter.text import render
 from uwsgitune.pipeline import InstanceState
 
 
-def _live(stats: HandlerStats) -> CollectorRegistry:
-    """The live part without `process_*`, whose values move between two renders."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BuildInfo())
-    registry.register(HandlerCollector(stats))
-    return registry
+class HandlerCollector(Collector):
+    """The handler's families through prometheus_client: what `handler_text` writes by hand."""
+
+    def __init__(self, stats: HandlerStats) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        total = CounterMetricFamily(
+            "promhttp_metric_handler_requests",
+            "Total number of scrapes by HTTP status code.",
+            labels=["code"],
+        )
+        for code in (200, 500, 503, *sorted(set(self.stats.codes) - {200, 500, 503})):
+            total.add_metric([str(code)], float(self.stats.codes.get(code, 0)))
+        yield total
+        yield GaugeMetricFamily(
+            "promhttp_metric_handler_requests_in_flight",
+            "Current number of scrapes being served.",
+            value=float(self.stats.in_flight),
+        )
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        yield GaugeMetricFamily(
+            "process_virtual_memory_max_bytes",
+            "Maximum amount of virtual memory available in bytes.",
+            value=float(2**64 - 1 if limit == resource.RLIM_INFINITY else limit),
+        )
 
 
 def _whole(states: list[InstanceState], stats: HandlerStats) -> bytes:
-    """What a scrape served before: the whole registry rendered, in registration order."""
+    """What a scrape served before: the whole registry rendered, in registration order
+    (without `process_*`, whose values move between two renders)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(UwsgiCollector(lambda: states))
     registry.register(BuildInfo())
     registry.register(HandlerCollector(stats))
     return render(registry)
+
+
+def test_the_handlers_lines_by_hand_are_prometheus_clients() -> None:
+    stats = HandlerStats()
+    for codes, in_flight in (({}, 0), ({200: 3}, 1), ({200: 12345678, 503: 2, 400: 1, 431: 7}, 2)):
+        stats.codes, stats.in_flight = dict(codes), in_flight
+        assert handler_text(stats) == render(HandlerCollector(stats))
+    assert b'{code="431"} 7.0\n' in handler_text(stats)
 
 
 def test_the_same_bytes_as_rendering_everything_at_every_scrape() -> None:
@@ -42,7 +75,8 @@ def test_the_same_bytes_as_rendering_everything_at_every_scrape() -> None:
         replace(snapshot("threads.json", "threads.json"), stats_uri="tcp://127.0.0.1:1717"),
     ]
     stats = HandlerStats()
-    exposition = PollExposition(lambda: states, _live(stats))
+    live = partial(handler_text, stats)
+    exposition = PollExposition(lambda: states, polled_registry(), live=live)
     for code in (200, 200, 503):
         body, tail = exposition.encoded(False)
         assert body + tail == _whole(states, stats)
@@ -57,17 +91,20 @@ def test_the_same_bytes_as_rendering_everything_at_every_scrape() -> None:
 def test_a_gzip_answer_is_one_member_with_its_trailer() -> None:
     """Not two members glued together: clients that read only the first get it all."""
     states = [snapshot("64-workers.json", "64-workers.json")]
-    zipped, tail = PollExposition(lambda: states, live_registry()).encoded(True)
-    stream = zlib.decompressobj(31)
-    text = stream.decompress(zipped + tail)
-    assert stream.eof and stream.unused_data == b"" and text.endswith(b"\n")
-    assert zipped[:2] == b"\x1f\x8b" and len(zipped + tail) < len(text) / 4
+    for own in (b"", b"x 1.0\n", b"y 2.0\n" * 20000):  # none, a line, 120 KB: 2 blocks
+        exposition = PollExposition(lambda: states, polled_registry(), live=lambda o=own: o)
+        zipped, tail = exposition.encoded(True)
+        stream = zlib.decompressobj(31)
+        text = stream.decompress(zipped + tail)
+        assert stream.eof and stream.unused_data == b""
+        assert text == b"".join(exposition.encoded(False)) and text.endswith(own)
+        assert zipped[:2] == b"\x1f\x8b" and len(zipped) < len(text) / 4
 
 
 def test_rendered_once_per_poll_and_shared() -> None:
     first = [snapshot("64-workers.json", "64-workers.json")]
     states = first
-    exposition = PollExposition(lambda: states, live_registry())
+    exposition = PollExposition(lambda: states, polled_registry())
     a, _ = exposition.encoded(False)
     b, _ = exposition.encoded(False)
     ga, _ = exposition.encoded(True)
@@ -76,8 +113,8 @@ def test_rendered_once_per_poll_and_shared() -> None:
     states = [replace(first[0])]  # a new poll publishes a new state, equal or not
     c, _ = exposition.encoded(False)
     assert c is not a and c == a and exposition.renders == 2
-    states = []  # the last instance removed
-    assert exposition.encoded(False)[0] == b"" and exposition.renders == 3
+    states = []  # the last instance removed: the build info is left
+    assert exposition.encoded(False)[0] == render(polled_registry()) and exposition.renders == 3
 
 
 class Clock:
@@ -93,7 +130,7 @@ def test_a_scrape_due_before_the_next_poll_is_rendered_by_the_poll() -> None:
     scrape renders (and compresses: the scrapes ask for gzip); the scrape renders nothing."""
     clock = Clock()
     states = [snapshot("64-workers.json", "64-workers.json")]
-    exposition = PollExposition(lambda: states, live_registry(), mono=clock)
+    exposition = PollExposition(lambda: states, polled_registry(), mono=clock)
     for _ in range(2):  # two scrapes: the interval is known from the second
         states = [replace(states[0])]
         exposition.encoded(True)
@@ -112,7 +149,7 @@ def test_a_scrape_due_before_the_next_poll_is_rendered_by_the_poll() -> None:
             assert ready is not None
             zipped, tail = ready
             assert exposition.renders == renders + 1  # no render at the scrape
-            text = PollExposition(lambda s=states: s, live_registry()).encoded(False)[0]
+            text = PollExposition(lambda s=states: s, polled_registry()).encoded(False)[0]
             assert gzip.decompress(zipped + tail).startswith(text)  # (not a scrape of it)
     assert exposition.prepared == 2 and exposition.renders == 4
 
@@ -120,7 +157,7 @@ def test_a_scrape_due_before_the_next_poll_is_rendered_by_the_poll() -> None:
 def test_nothing_is_rendered_ahead_without_regular_scrapes() -> None:
     clock = Clock()
     states = [snapshot("64-workers.json", "64-workers.json")]
-    exposition = PollExposition(lambda: states, live_registry(), mono=clock)
+    exposition = PollExposition(lambda: states, polled_registry(), mono=clock)
     assert not exposition.prepare(AHEAD)  # never scraped
     exposition.encoded(False)
     clock.t += 10
@@ -135,7 +172,7 @@ def test_a_poll_renders_only_its_own_instance() -> None:
     a = snapshot("64-workers.json", "64-workers.json")
     b = replace(snapshot("threads.json", "threads.json"), stats_uri="tcp://127.0.0.1:1717")
     states = [a, b]
-    exposition = PollExposition(lambda: states, live_registry())
+    exposition = PollExposition(lambda: states, polled_registry())
     first = exposition.encoded(False)[0]
     states = [a, replace(b)]  # b polled again
     assert exposition.encoded(False)[0] == first and exposition.parts == 3

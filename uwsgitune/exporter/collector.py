@@ -21,7 +21,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import cpu_saturation
 from uwsgitune.exporter import compat, optional
 from uwsgitune.exporter.families import Families
-from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerCollector, HandlerStats, add_self
+from uwsgitune.exporter.selfmetrics import BuildInfo, add_self
 from uwsgitune.exporter.uwsgi_metrics import add_uwsgi_metrics
 from uwsgitune.pipeline.state import InstanceState
 
@@ -200,13 +200,12 @@ def registry_for(source: StateSource, options: ExportOptions | None = None) -> C
     return registry
 
 
-def live_registry(stats: HandlerStats | None = None) -> CollectorRegistry:
-    """What changes per scrape, not per poll: the build info, and for the daemon `process_*`
-    (uwsgi_exporter has them too) and the handler's counts. Rendered after the instances'
-    part (`exposition.py`), in this order."""
+def polled_registry(process: bool = False) -> CollectorRegistry:
+    """Rendered after the instances' families, once per poll like them (`exposition.py`):
+    the build info, and for the daemon `process_*` (uwsgi_exporter has them too). The
+    handler's counts, which change per scrape, follow them (`selfmetrics.handler_text`)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BuildInfo())
-    if stats is not None:
+    if process:
         registry.register(ProcessCollector(registry=None))
-        registry.register(HandlerCollector(stats))
     return registry

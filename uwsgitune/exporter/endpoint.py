@@ -6,12 +6,13 @@ from __future__ import annotations
 import ipaddress
 import ssl
 from collections.abc import Callable
+from functools import partial
 
 from uwsgitune.daemon.config import DaemonSection
 from uwsgitune.exporter.auth import BasicAuth
-from uwsgitune.exporter.collector import ExportOptions, StateSource, live_registry
+from uwsgitune.exporter.collector import ExportOptions, StateSource, polled_registry
 from uwsgitune.exporter.exposition import PollExposition
-from uwsgitune.exporter.selfmetrics import HandlerStats
+from uwsgitune.exporter.selfmetrics import HandlerStats, handler_text
 from uwsgitune.exporter.site import Site, SiteConfig
 from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
@@ -25,7 +26,8 @@ def build_site(
     web = WebConfig() if daemon.web_config_file is None else load_web_config(daemon.web_config_file)
     options = ExportOptions(daemon.collect_cores, daemon.uwsgi_metrics_max_series)
     stats = HandlerStats()
-    exposition = PollExposition(source, live_registry(stats), options)
+    live = partial(handler_text, stats)
+    exposition = PollExposition(source, polled_registry(process=True), options, live=live)
     config = SiteConfig(
         telemetry_path=daemon.telemetry_path,
         probe_targets=daemon.probe_targets,

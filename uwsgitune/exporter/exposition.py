@@ -3,19 +3,22 @@
 An instance's metrics change only when it is polled, so the text of each instance's
 families (`UwsgiCollector`, all but a few hundred bytes of a scrape) is rendered once per
 published state and kept, then merged with the other instances' into the kept text of the
-set of states, and, on the first scrape that asks for gzip, its compressed form. A scrape
-then costs the few families that really change per scrape (build info, `process_*`,
-`promhttp_*`), rendered after it, byte for byte what rendering the whole registry gives,
-in the same order.
+set of states, followed by the `polled` families (build info, the daemon's `process_*`,
+read then), and, on the first scrape that asks for gzip, its compressed form. A scrape then
+costs its own few lines (`live`: the handler's counts, `promhttp_*`), written after it,
+byte for byte what rendering the whole registry gives, in the same order.
 
 When a scrape is due before an instance's next poll ends (`scrapeclock.py`), the poll
 thread renders at the end of the poll (`prepare`), compressed too if the last scrape asked
 for gzip: the scrape then only serves bytes. Otherwise the first scrape after a poll
 renders, and the others of that poll share it.
 
-Gzip: the kept part goes through one zlib stream up to a sync flush, which ends on a byte
-boundary; each scrape continues a copy of that stream with its own part and finishes it.
-The answer is one ordinary gzip member, the kept prefix shared by every scrape of a poll.
+Gzip: the kept part goes through zlib up to a sync flush, which ends on a byte boundary;
+each scrape's own part follows as a final stored (uncompressed) deflate block, then the
+gzip trailer (the CRC-32 continued from the kept part's, and the length). The answer is one
+ordinary gzip member, the kept prefix shared by every scrape of a poll; a scrape's part is
+a few hundred bytes, and copying a zlib stream to compress them cost more than the rest of
+the scrape.
 
 A new state is recognised by identity (each poll publishes a new `InstanceState`); what is
 kept holds those objects, so their ids cannot be reused meanwhile.
@@ -23,6 +26,7 @@ kept holds those objects, so their ids cannot be reused meanwhile.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import zlib
@@ -50,9 +54,22 @@ GZIP_WBITS = 31  # a gzip header and trailer
 class _Entry:
     states: tuple[InstanceState, ...]
     text: bytes
-    gzip: bytes | None = None
-    stream: zlib._Compress | None = None  # after `gzip`, flushed to a byte boundary
+    gzip: bytes | None = None  # a gzip header and `text` deflated, flushed to a byte boundary
+    crc: int = 0  # CRC-32 of `text`, with `gzip`
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _stored_end(tail: bytes, crc: int, size: int) -> bytes:
+    """`tail` as the final stored deflate blocks of a gzip member whose first `size` bytes
+    (CRC-32 `crc`) went before, byte-aligned, then the member's trailer (RFC 1951 3.2.4,
+    RFC 1952 2.3.1)."""
+    out = []
+    blocks = [tail[i : i + 0xFFFF] for i in range(0, len(tail), 0xFFFF)] or [b""]
+    for i, block in enumerate(blocks):
+        final = i == len(blocks) - 1
+        out.append(struct.pack("<BHH", final, len(block), len(block) ^ 0xFFFF) + block)
+    out.append(struct.pack("<II", zlib.crc32(tail, crc), (size + len(tail)) & 0xFFFFFFFF))
+    return b"".join(out)
 
 
 def _same(a: Sequence[InstanceState], b: Sequence[InstanceState]) -> bool:
@@ -60,17 +77,20 @@ def _same(a: Sequence[InstanceState], b: Sequence[InstanceState]) -> bool:
 
 
 class PollExposition:
-    """`encoded(gzip)`: the exposition of `source()`'s states then of `live`, as two parts."""
+    """`encoded(gzip)`: the exposition of `source()`'s states and of `polled`, then `live()`'s
+    text, as two parts."""
 
     def __init__(
         self,
         source: StateSource,
-        live: Collector,
+        polled: Collector,
         options: ExportOptions | None = None,
         mono: Callable[[], float] = time.monotonic,
+        live: Callable[[], bytes] = bytes,
     ) -> None:
         self._source = source
         self._mono = mono
+        self._polled = polled
         self._live = live
         self._options = options or ExportOptions()
         self._entry: _Entry | None = None
@@ -101,17 +121,17 @@ class PollExposition:
                 text = render(UwsgiCollector(lambda: states, self._options))
             else:
                 text = merge(p for p in parts if p is not None)
-            entry = self._entry = _Entry(states, text)
+            entry = self._entry = _Entry(states, text + render(self._polled))
             self.renders += 1
             return entry
 
     def _compress(self, entry: _Entry) -> None:
-        """The kept text's gzip, once: up to a sync flush, which later scrapes continue."""
+        """The kept text's gzip, once: up to a sync flush, which each scrape's part ends."""
         with entry.lock:
-            if entry.stream is None:
+            if entry.gzip is None:
                 stream = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+                entry.crc = zlib.crc32(entry.text)
                 entry.gzip = stream.compress(entry.text) + stream.flush(zlib.Z_SYNC_FLUSH)
-                entry.stream = stream
 
     def prepare(self, within: float) -> bool:
         """Render now (a poll thread, after its poll) if a scrape is due `within` seconds."""
@@ -127,7 +147,7 @@ class PollExposition:
         """The answer if nothing is left to render or compress but the scrape's own part
         (about 0.2 ms: it may run on the event loop); else None, and `encoded` renders."""
         entry = self._entry
-        if entry is None or (gzipped and entry.stream is None):
+        if entry is None or (gzipped and entry.gzip is None):
             return None
         if not _same(entry.states, tuple(self._source())):
             return None
@@ -143,10 +163,8 @@ class PollExposition:
         """The kept part and this scrape's own (rendered now), the scrape noted."""
         self.clock.scraped(self._mono())
         self._gzip = gzipped
-        live = render(self._live)
+        live = self._live()
         if not gzipped:
             return entry.text, live
-        with entry.lock:
-            assert entry.gzip is not None and entry.stream is not None
-            rest = entry.stream.copy()
-        return entry.gzip, rest.compress(live) + rest.flush()
+        assert entry.gzip is not None  # `_compress` sets it, and `crc` before it
+        return entry.gzip, _stored_end(live, entry.crc, len(entry.text))

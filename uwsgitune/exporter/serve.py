@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Sequence
 from functools import partial
 
-from uwsgitune.exporter.collector import live_registry, registry_for
+from uwsgitune.exporter.collector import polled_registry, registry_for
 from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.http import ThreadedMetricsServer
 from uwsgitune.exporter.scrapeclock import AHEAD
@@ -32,7 +32,7 @@ def serve_pipelines(pipelines: Sequence[InstancePipeline], listen: str) -> Threa
     def states() -> list[InstanceState]:
         return [p.state for p in frozen]
 
-    exposition = PollExposition(states, live_registry())  # rendered once per poll
+    exposition = PollExposition(states, polled_registry())  # rendered once per poll
     for p in frozen:  # ahead of a scrape that is due, in the poll's thread
         p.after_step = partial(prepare, exposition, p.watch)
     server = ThreadedMetricsServer(registry_for(states), lambda: exposition.encoded(False))
