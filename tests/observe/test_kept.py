@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from uwsgitune.sources.kept import KeptFiles, _Budget
+from uwsgitune.sources.procfiles import ProcFiles
 from uwsgitune.sources.procfs import proc_sample
 
 
@@ -87,7 +88,7 @@ def test_past_the_bound_files_are_read_but_not_kept() -> None:
 def test_host_cpu_and_memory_read_as_psutil_reads_them() -> None:
     import psutil
 
-    from uwsgitune.sources.host import cpu_times, memory
+    from uwsgitune.sources.hostfiles import cpu_times, memory
 
     for _ in range(5):  # both move between the reads: one of a few tries must agree
         mine, theirs = cpu_times(), tuple(psutil.cpu_times())
@@ -97,3 +98,43 @@ def test_host_cpu_and_memory_read_as_psutil_reads_them() -> None:
         if tuple(mine) == theirs and got == (vm.total, vm.available):
             return
     raise AssertionError(f"{mine} {got} against psutil {theirs} {vm}")
+
+
+def test_a_processs_three_files_are_kept_until_it_is_gone_or_unsampled() -> None:
+    before = _open_fds()
+    procs = ProcFiles(KeptFiles())
+    a, b = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
+    try:
+        first = procs.sample([a.pid, b.pid])
+        assert [p.pid for p in first] == [a.pid, b.pid] and len(procs) == 2
+        assert _open_fds() == before + 6  # stat, statm, schedstat of each (one thread each)
+        procs.sweep()
+        procs.sample([b.pid])
+        procs.sweep()  # `a` was not sampled in that round: its files close
+        assert len(procs) == 1 and _open_fds() == before + 3
+        procs.sample([a.pid])
+    finally:
+        for child in (a, b):  # the processes this test started, by their handles
+            child.kill()
+            child.wait(5)
+    assert procs.sample([a.pid]) == ()  # gone: never its last bytes again
+    assert len(procs) == 1 and _open_fds() == before + 3  # its files closed at the failed read
+    procs.close()
+    assert _open_fds() == before
+
+
+def test_past_the_bound_processes_are_read_without_keeping_files() -> None:
+    budget = _Budget()
+    budget.limit = 4  # room for one process's three, not two
+    procs = ProcFiles(KeptFiles(budget), budget=budget)
+    a, b = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
+    try:
+        got = procs.sample([a.pid, b.pid])
+        assert [p.pid for p in got] == [a.pid, b.pid]
+        assert len(procs) == 1 and budget.used == 3
+    finally:
+        for child in (a, b):
+            child.kill()
+            child.wait(5)
+        procs.close()
+    assert budget.used == 0

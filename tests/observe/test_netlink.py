@@ -7,10 +7,13 @@ import socket
 import struct
 from pathlib import Path
 
+import pytest
+
 from tests.observe.helpers import document, worker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.sources import netlink
-from uwsgitune.sources.host import HostSampler, listen_overflows
+from uwsgitune.sources.host import HostSampler
+from uwsgitune.sources.hostfiles import listen_overflows
 
 
 def test_request_layout() -> None:
@@ -131,3 +134,46 @@ def test_real_tcp_backlog_is_seen_at_once() -> None:
         finally:
             for c in clients:
                 c.close()
+
+
+def test_the_ipv6_dump_is_skipped_only_where_it_cannot_change_a_match() -> None:
+    v4 = [("127.0.0.1", 9000, 5, 4), ("0.0.0.0", 9001, 1, 100), ("10.0.0.1", 9002, 0, 8)]
+    v6 = [("::", 9001, 7, 50), ("::1", 9003, 2, 16), ("::", 9004, 1, 9), ("::1", 9000, 9, 9)]
+    names = ["127.0.0.1:9000", ":9001", "0.0.0.0:9001", "10.0.0.1:9002", "[::1]:9003",
+             "localhost:9000", "127.0.0.1:9004", "10.0.0.9:9002", "/run/app.sock", "x"]  # fmt: skip
+    skipped = [n for n in names if netlink.v4_found([n], v4)]
+    assert skipped == ["127.0.0.1:9000", "10.0.0.1:9002"]
+    for name in names:  # where it is skipped, the answer is the one both tables give
+        if name in skipped:
+            assert netlink.match_tcp(name, v4) == netlink.match_tcp(name, v4 + v6)
+    assert netlink.match_tcp("127.0.0.1:9004", v4 + v6) == (1, 9)  # only v6 has it: dumped
+    assert not netlink.v4_found(["127.0.0.1:9000", ":9001"], v4)  # one needs it: both dumped
+
+
+def test_a_real_ipv6_listener_is_still_found_by_the_sampler() -> None:
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as listener:
+        listener.bind(("::1", 0))
+        listener.listen(5)
+        port = listener.getsockname()[1]
+        doc = parse_stats(document(workers=[worker(1, 1)], sockets=[{"name": f"[::1]:{port}"}]))
+        sampler = HostSampler()
+        try:
+            for _ in range(2):  # the second through the kept socket
+                host = sampler.sample(doc)
+                assert [(q.queue, q.backlog) for q in host.tcp_queues] == [(0, 5)]
+        finally:
+            sampler.close()
+
+
+def test_a_failed_dump_leaves_no_half_answer_for_the_next() -> None:
+    diag = netlink.Diag()
+    try:
+        bad = netlink.build_inet_request(socket.AF_UNSPEC)  # the kernel refuses it
+        with pytest.raises(OSError):
+            diag.dump(bad, netlink.parse_inet_messages)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as a:
+            a.bind(f"\0uwt-diag-{id(a)}")
+            a.listen(2)
+            assert diag.unix()[f"@uwt-diag-{id(a)}"] == (0, 2)
+    finally:
+        diag.close()

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import psutil
 
-from uwsgitune.sources.procfs import CLOCK_TICKS, PAGE_SIZE, parse_stat, proc_sample, proc_samples
+from uwsgitune.sources.kept import KeptFiles
+from uwsgitune.sources.procfiles import ProcFiles
+from uwsgitune.sources.procfs import CLOCK_TICKS, PAGE_SIZE, parse_stat, proc_sample
 
 
 def _stat(comm: str, utime: int, stime: int, threads: int) -> bytes:
@@ -41,16 +43,23 @@ def test_a_fake_proc_tree(tmp_path: Path) -> None:
         1,
         2.5,
     )
-    assert proc_samples([7, 8], proc=tmp_path) == (s,)  # a gone pid is left out
+    procs = ProcFiles(KeptFiles(), proc=tmp_path)
+    try:
+        assert procs.sample([7, 8]) == (s,) == procs.sample([8, 7])  # a gone pid is left out
+        (pid / "stat").write_bytes(_stat("uwsgi", 260, 50, 1))  # a kept file, read again
+        assert procs.sample([7])[0].cpu_seconds == 310 / CLOCK_TICKS and len(procs) == 1
+    finally:
+        procs.close()
 
 
 def test_the_same_numbers_as_psutil_for_a_live_process() -> None:
     """Threads and RSS come from the files psutil reads; CPU moves between the two reads,
     so it is bracketed."""
     p = psutil.Process(os.getpid())
-    for _ in range(5):  # RSS can move between the reads: one of a few tries must agree
+    procs = ProcFiles(KeptFiles())
+    for i in range(10):  # RSS can move between the reads: one of a few tries must agree
         t0 = p.cpu_times()
-        mine = proc_sample(os.getpid())
+        mine = proc_sample(os.getpid()) if i % 2 else procs.sample([os.getpid()])[0]
         t1 = p.cpu_times()
         rss, threads = p.memory_info().rss, p.num_threads()
         assert mine is not None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from pathlib import Path
@@ -17,6 +16,7 @@ from uwsgitune.core.samples import HostSample, Poll, ProcSample, UnixQueue
 from uwsgitune.sources.recording import (
     RecordingError,
     RecordingWriter,
+    host_to_record,
     read_recording,
 )
 
@@ -83,7 +83,7 @@ def test_round_trip(tmp_path: Path) -> None:
 
 def test_newer_host_fields_are_ignored(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    host = {**dataclasses.asdict(_host()), "future": 1}
+    host = {**host_to_record(_host()), "future": 1}
     rec = {"source": "s", "t": 1.0, "mono": 1.0, "doc": json.loads(document()), "host": host}
     path.write_text(json.dumps({"uwsgitune_recording": 1}) + "\n" + json.dumps(rec) + "\n")
     (poll,) = read_recording(path)

@@ -142,7 +142,7 @@ def test_niced_batch_work_leaves_the_cpus_available() -> None:
 
 
 def test_nice_gives_way_only_without_session_autogrouping(tmp_path: Path) -> None:
-    from uwsgitune.sources.host import autogroup
+    from uwsgitune.sources.hostfiles import autogroup
 
     knob = tmp_path / "sys" / "kernel" / "sched_autogroup_enabled"
     knob.parent.mkdir(parents=True)

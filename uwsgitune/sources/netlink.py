@@ -12,6 +12,7 @@ now and `idiag_wqueue` the backlog. This is a minimal client for those dumps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import struct
@@ -139,29 +140,64 @@ def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
     return out, done
 
 
-def _dump(
-    request: bytes, parse: Callable[[bytes], tuple[list[T], bool]], timeout: float
-) -> list[T]:
-    out: list[T] = []
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as sock:
-        sock.settimeout(timeout)
-        sock.sendto(request, (0, 0))
-        done = False
-        while not done:
-            data = sock.recv(65536)
-            if not data:
-                break
-            entries, done = parse(data)
-            out += entries
-    return out
+class Diag:
+    """A NETLINK_SOCK_DIAG socket, kept between dumps (a sampler polls with one; not
+    thread-safe). A dump that fails closes it, so the next one opens a new socket with no
+    half-read answer left in it."""
+
+    def __init__(self, timeout: float = 1.0) -> None:
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    def __del__(self) -> None:  # a dropped sampler's socket closes without a warning
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def dump(self, request: bytes, parse: Callable[[bytes], tuple[list[T], bool]]) -> list[T]:
+        out: list[T] = []
+        sock = self._sock
+        if sock is None:
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
+            sock.settimeout(self.timeout)
+            self._sock = sock
+        try:
+            sock.sendto(request, (0, 0))
+            done = False
+            while not done:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                entries, done = parse(data)
+                out += entries
+        except BaseException:
+            self.close()
+            raise
+        return out
+
+    def tcp(self, families: tuple[int, ...] = (socket.AF_INET, socket.AF_INET6)) -> list[TcpEntry]:
+        """Every listening TCP socket of `families` on the host (this netns)."""
+        out: list[TcpEntry] = []
+        for family in families:
+            out += self.dump(build_inet_request(family), parse_inet_messages)
+        return out
+
+    def unix(self) -> dict[str, tuple[int, int]]:
+        """Every listening unix socket on the host (this netns): {name: (queue, backlog)}."""
+        return {name: (q, b) for name, q, b in self.dump(build_request(), parse_messages)}
 
 
 def tcp_listen_queues(timeout: float = 1.0) -> list[TcpEntry]:
     """Every listening TCP socket on the host (this netns), IPv4 and IPv6."""
-    out: list[TcpEntry] = []
-    for family in (socket.AF_INET, socket.AF_INET6):
-        out += _dump(build_inet_request(family), parse_inet_messages, timeout)
-    return out
+    diag = Diag(timeout)
+    try:
+        return diag.tcp()
+    finally:
+        diag.close()
 
 
 WILDCARDS = ("", "*", "0.0.0.0", "::")
@@ -183,4 +219,25 @@ def match_tcp(name: str, table: list[TcpEntry]) -> tuple[int, int] | None:
 
 def unix_listen_queues(timeout: float = 1.0) -> dict[str, tuple[int, int]]:
     """Every listening unix socket on the host (this netns): {name: (queue, backlog)}."""
-    return {name: (q, b) for name, q, b in _dump(build_request(), parse_messages, timeout)}
+    diag = Diag(timeout)
+    try:
+        return diag.unix()
+    finally:
+        diag.close()
+
+
+def v4_found(names: list[str], table: list[TcpEntry]) -> bool:
+    """Whether each name is an IPv4 address (not a wildcard) with a listener of its own in
+    `table`: then no IPv6 listener can change what `match_tcp` finds for it (none has that
+    address), and the IPv6 dump can be skipped."""
+    for name in names:
+        host, port, problem = split_host_port(name)
+        if problem or not port.isdigit() or host in WILDCARDS:
+            return False
+        try:
+            socket.inet_pton(socket.AF_INET, host)
+        except OSError:
+            return False
+        if not any(e[0] == host and e[1] == int(port) for e in table):
+            return False
+    return True

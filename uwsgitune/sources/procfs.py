@@ -29,7 +29,7 @@ def parse_stat(data: bytes) -> tuple[float, int] | None:
     """(user + system CPU seconds, threads) from a `/proc/PID/stat` line. The command may
     hold spaces and parentheses: fields are counted after its last `)`."""
     end = data.rfind(b")")
-    fields = data[end + 2 :].split() if end >= 0 else []
+    fields = data[end + 2 :].split(None, _THREADS + 1) if end >= 0 else []  # not the 30 after
     if len(fields) <= _THREADS:
         return None
     try:
@@ -44,7 +44,7 @@ def parse_statm(data: bytes) -> int | None:
     return int(fields[1]) * PAGE_SIZE if len(fields) > 1 and fields[1].isdigit() else None
 
 
-def _waited(data: bytes | None) -> float | None:
+def parse_schedstat(data: bytes | None) -> float | None:
     fields = data.split() if data else []
     if len(fields) < 2 or not fields[1].isdigit():
         return None
@@ -57,14 +57,14 @@ def runq_seconds(
     """Seconds the process's threads spent waiting on a run queue: the second field of
     schedstat (/proc/PID/schedstat is the main thread's; threads are summed from task/)."""
     if threads <= 1:
-        return _waited(read(f"{proc}/{pid}/schedstat"))  # a str: pathlib costs more here
+        return parse_schedstat(read(f"{proc}/{pid}/schedstat"))  # a str: pathlib costs more here
     try:
         tids = os.listdir(f"{proc}/{pid}/task")
     except OSError:
         return None
     total = 0.0
     for tid in tids:
-        waited = _waited(read(f"{proc}/{pid}/task/{tid}/schedstat"))
+        waited = parse_schedstat(read(f"{proc}/{pid}/task/{tid}/schedstat"))
         if waited is None:
             return None
         total += waited
@@ -81,14 +81,6 @@ def proc_sample(pid: int, proc: Path | str = PROC, read: Read = read_once) -> Pr
     if parsed is None or rss is None:
         return None
     cpu, threads = parsed
-    return ProcSample(pid, cpu, rss, threads, runq_seconds(pid, threads, proc, read))
-
-
-def proc_samples(
-    pids: list[int], proc: Path | str = PROC, read: Read = read_once
-) -> tuple[ProcSample, ...]:
-    """CPU and RSS of each pid that can be read, in order. `read` may be a `KeptFiles`'
-    (sources/kept.py): the same bytes, a third of the system calls."""
-    root = str(proc)  # once, not once a pid
-    out = (proc_sample(pid, root, read) for pid in pids)
-    return tuple(s for s in out if s is not None)
+    if threads > 1:
+        return ProcSample(pid, cpu, rss, threads, runq_seconds(pid, threads, proc, read))
+    return ProcSample(pid, cpu, rss, threads, parse_schedstat(read(base + "schedstat")))

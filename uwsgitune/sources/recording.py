@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from uwsgitune import __version__
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.redact import strip_request_vars
@@ -42,8 +44,14 @@ def poll_to_record(poll: Poll, raw: bytes | None, *, keep_vars: bool = False) ->
     else:
         rec["error"] = poll.error
     if poll.host is not None:
-        rec["host"] = dataclasses.asdict(poll.host)
+        rec["host"] = host_to_record(poll.host)
     return rec
+
+
+def host_to_record(host: HostSample) -> dict[str, Any]:
+    out = dataclasses.asdict(dataclasses.replace(host, procs=()))
+    out["procs"] = [msgspec.structs.asdict(p) for p in host.procs]  # in its place
+    return out
 
 
 _HOST_FIELDS = {f.name for f in dataclasses.fields(HostSample)}

@@ -1,0 +1,113 @@
+"""Each sampled process's stat, statm and schedstat, their descriptors kept between polls.
+
+Three `pread`s a process and little else: a `KeptFiles` read builds the path and keeps books
+per file, which at 1,000 workers cost about as much again as the reads. Kept descriptors
+are safe for the reasons kept.py gives (once its process is gone, a read fails, and the
+path is opened again: the new process with that pid, or nothing) and count against the same
+process-wide bound; past it, a process is read with open, read, close. A threaded
+process's run-queue time is its threads' (task/*/schedstat), read through `files`.
+Not thread-safe: one polling thread (`HostSampler` locks it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from uwsgitune.core.samples import ProcSample
+from uwsgitune.sources.kept import BUDGET, KeptFiles, _Budget, read_once
+from uwsgitune.sources.procfs import (
+    PROC,
+    parse_schedstat,
+    parse_stat,
+    parse_statm,
+    proc_sample,
+    runq_seconds,
+)
+
+NAMES = ("stat", "statm", "schedstat")
+SIZE = 4096  # more than any of the three holds (stat: 52 numbers and a 16-byte command)
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC
+Fds = tuple[int, int, int]
+
+
+class ProcFiles:
+    def __init__(self, files: KeptFiles, proc: Path | str = PROC, budget: _Budget = BUDGET):
+        self._files = files
+        self._root = str(proc)
+        self._budget = budget
+        self._fds: dict[int, Fds] = {}
+        self._seen: set[int] = set()  # pids sampled since the last sweep
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def sample(self, pids: list[int]) -> tuple[ProcSample, ...]:
+        """CPU, RSS, threads and run-queue time of each pid that can be read, in order."""
+        out: list[ProcSample] = []
+        kept, seen = self._fds, self._seen
+        for pid in pids:
+            seen.add(pid)
+            fds = kept.get(pid) or self._open(pid)
+            got = self._read(pid, fds) if fds is not None else self._once(pid)
+            if got is not None:
+                out.append(got)
+        return tuple(out)
+
+    def _read(self, pid: int, fds: Fds) -> ProcSample | None:
+        try:
+            parsed = parse_stat(os.pread(fds[0], SIZE, 0))
+            rss = parse_statm(os.pread(fds[1], SIZE, 0))
+            if parsed is None or rss is None:
+                return None
+            cpu, threads = parsed
+            if threads > 1:
+                runq = runq_seconds(pid, threads, self._root, self._files.read)
+            else:
+                runq = parse_schedstat(os.pread(fds[2], SIZE, 0))
+            return ProcSample(pid, cpu, rss, threads, runq)
+        except OSError:  # its process is gone (ESRCH): whoever has the pid now, if anyone
+            self._close(pid)
+            return self._once(pid)
+
+    def _once(self, pid: int) -> ProcSample | None:
+        return proc_sample(pid, self._root, read_once)
+
+    def _open(self, pid: int) -> Fds | None:
+        """The pid's three files, kept; None when it is gone or the bound is reached (read
+        once then)."""
+        if not self._budget.take(len(NAMES)):
+            return None
+        fds: list[int] = []
+        try:
+            for name in NAMES:
+                fds.append(os.open(f"{self._root}/{pid}/{name}", _FLAGS))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            self._budget.give(len(NAMES))
+            return None
+        self._fds[pid] = got = (fds[0], fds[1], fds[2])
+        return got
+
+    def sweep(self) -> None:
+        """Close the files of processes not sampled since the last sweep."""
+        for pid in [p for p in self._fds if p not in self._seen]:
+            self._close(pid)
+        self._seen.clear()
+
+    def close(self) -> None:
+        for pid in list(self._fds):
+            self._close(pid)
+
+    def _close(self, pid: int) -> None:
+        fds = self._fds.pop(pid)
+        self._budget.give(len(fds))
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the OS closes them
+            self.close()
