@@ -1,7 +1,7 @@
 """Issue 15: what watching costs, against the number of workers, beside uwsgitop and the Go
 uwsgi_exporter measured in the same run.
 
-    .venv/bin/python bench/poll_cost.py [--polls 200] [--workers 16,64,256,1000]
+    .venv/bin/python bench/poll_cost.py [--polls 200] [--rounds 3] [--workers 16,64,256,1000]
 
 A real uWSGI with 64 workers runs (idle; the stats are read on loopback, unix socket). Its
 stats document is read once and grown or cut to N workers (ids renumbered, pids taken in
@@ -9,9 +9,10 @@ turn from its real workers, so the host sample reads real /proc files), in 4 var
 counters move, served by a socket server in this process's other thread (uWSGI's shape: one
 document per connection, then close). For each N:
 - one whole poll, as the daemon makes it, component by component (CPU time of the polling
-  thread, median of `--polls`, paced at 10 Hz): read, parse, host sample (cgroups, /proc for
-  each pid, netlink), derive (the frame and the window), rules, tuner (recommend mode); with
-  the daemon's window full (150 s of frames), at its default 1 s interval and at 0.1 s;
+  thread, median of `--polls` paced at 10 Hz, then of `--rounds` runs): read, parse, host
+  sample (cgroups, /proc for each pid, netlink), derive (the frame and the window), rules,
+  tuner (recommend mode); with the daemon's window full (150 s of frames), at its default
+  1 s interval and at 0.1 s;
 - uwsgitop's refresh on the same documents (its own main(), curses stubbed), wall time;
 - a scrape: uwsgitune's endpoint rendering once per poll (what a scrape costs between
   polls, CPU) and rendering everything per scrape (before), and the Go exporter (wall time
@@ -144,6 +145,12 @@ def poll_parts(address: str, polls: int, every: float = 1.0) -> dict[str, float]
         if i >= fill:
             time.sleep(0.1)
     return {k: statistics.median(v) * 1000 for k, v in samples.items()}
+
+
+def _median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Each part's median over rounds (each a median of its polls): on this VM the same
+    code's medians move 10-15% from run to run, together, as if the CPU's speed did."""
+    return {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
 
 
 def scrape_cpu(address: str, scrapes: int) -> dict[str, float]:
@@ -306,18 +313,20 @@ def report(rows: dict[int, dict[str, Any]], master: tuple[float, float], load: s
         "## One whole poll (CPU ms)",
         "",
         "The daemon's window full (150 s of frames). Parts at its default 1 s interval "
-        "(150 frames); the whole at 0.1 s too (1,500 frames: the rules read 1,200 of them).",
+        "(150 frames), each the median of the runs' medians (each run fresh, `--rounds`); "
+        "the whole at 0.1 s too (1,500 frames: the rules read 1,200 of them), one run.",
         "",
-        "| workers | read | parse | host | derive | rules | tuner | **whole** "
+        "| workers | read | parse | host | derive | rules | tuner | **whole** | whole, each run "
         "| whole at 10 Hz | uwsgitop refresh (wall) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in sorted(rows.items()):
         p = r["poll"]
         top = r.get("uwsgitop")
         lines.append(
             f"| {n} | " + " | ".join(f"{p[k]:.2f}" for k in PARTS)
-            + f" | **{p['whole']:.2f}** | {r['poll10']['whole']:.2f}"
+            + f" | **{p['whole']:.2f}** | {' / '.join(f'{x:.2f}' for x in r['rounds'])}"
+            + f" | {r['poll10']['whole']:.2f}"
             + f" | {'-' if top is None else f'{top:.2f}'} |"
         )  # fmt: skip
     lines += [
@@ -353,6 +362,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--polls", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3, help="runs of the 1 s poll, each fresh")
     ap.add_argument("--workers", default="16,64,256,1000")
     ap.add_argument("--master-seconds", type=float, default=30.0)
     ap.add_argument("--uwsgitop", type=Path, default=UWSGITOP)
@@ -366,7 +376,9 @@ def main() -> None:
         for n in (int(x) for x in args.workers.split(",")):
             path = os.path.join(tempfile.mkdtemp(prefix="uwt-cost-"), "stats.sock")
             with fixture_server(path, documents(real, n)):  # the variants in turn
-                row: dict[str, Any] = {"poll": poll_parts(path, args.polls, 1.0)}
+                rounds = [poll_parts(path, args.polls, 1.0) for _ in range(args.rounds)]
+                row: dict[str, Any] = {"poll": _median_of(rounds)}
+                row["rounds"] = [r["whole"] for r in rounds]
                 row["poll10"] = poll_parts(path, args.polls, 0.1)
                 row["scrape"] = scrape_cpu(path, args.scrapes)
                 row["go"] = go_scrape(path, args.scrapes)

@@ -23,6 +23,11 @@ MAX_SEGMENT = 16
 HIDDEN = "…"
 _CUT = re.compile("[?#;]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z]).{8,}")
+# Paths seen that are their own route (nothing in them to cut or hide): a busy pool shows
+# the same few endpoints at every poll, one per busy core. Bounded; never a path that lost
+# anything, so it holds nothing that is not shown anyway.
+_SAME: set[str] = set()
+_SAME_MAX = 4096
 
 
 def _segment(text: str) -> str:
@@ -31,6 +36,15 @@ def _segment(text: str) -> str:
 
 def route(path: str) -> str:
     """`path` without its query, its token-like segments and its tail (see above)."""
+    if path in _SAME:
+        return path
+    shown = _route(path)
+    if shown == path and len(_SAME) < _SAME_MAX:
+        _SAME.add(path)
+    return shown
+
+
+def _route(path: str) -> str:
     path = _CUT.split(path, maxsplit=1)[0]
     inner = path.strip("/")
     segments = inner.split("/") if inner else []
