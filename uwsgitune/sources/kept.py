@@ -3,7 +3,8 @@
 A /proc or cgroup file regenerates its text on each read at offset 0 (they are seq_files), so
 the descriptor can be kept and read with `pread(fd, n, 0)`: one system call a file instead of
 three (open, read, close). At 64 workers a poll reads about 200 such files; kept, the host
-sample costs a third of what it did (bench/results/poll_cost.md).
+sample costs a third of what it did (bench/results/poll_cost.md). Each process's own three
+are kept by pid (procfiles.py), under the same bound; these keep the rest.
 
 Kept descriptors stay right through a process's life and beyond it: a descriptor on
 `/proc/PID/stat` belongs to that process, and once it is gone a read fails (ESRCH), even if
