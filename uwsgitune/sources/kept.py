@@ -23,6 +23,7 @@ import contextlib
 import os
 import resource
 import threading
+from typing import Generic, TypeVar
 
 CHUNK = 65536
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -54,6 +55,7 @@ class _Budget:
 
 
 BUDGET = _Budget()
+K = TypeVar("K")
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -81,25 +83,51 @@ def read_once(path: str, limit: int = 1 << 20) -> bytes | None:
         os.close(fd)
 
 
-class KeptFiles:
-    """Reads files by path, keeping their descriptors open between reads (see above)."""
+class Kept(Generic[K]):
+    """Descriptors kept by key (a path, a pid), each key's counted against `budget`; those
+    not used since the last `sweep` close at it. Subclasses say what a key's files are."""
 
     def __init__(self, budget: _Budget = BUDGET) -> None:
         self._budget = budget
-        self._fds: dict[str, int] = {}
-        self._read: set[str] = set()  # paths read since the last sweep
+        self._fds: dict[K, tuple[int, ...]] = {}
+        self._used: set[K] = set()  # keys used since the last sweep
 
     def __len__(self) -> int:
         return len(self._fds)
 
+    def sweep(self) -> None:
+        """Close what was not used since the last sweep (processes no longer sampled)."""
+        for key in [k for k in self._fds if k not in self._used]:
+            self._close(key)
+        self._used.clear()
+
+    def close(self) -> None:
+        for key in list(self._fds):
+            self._close(key)
+
+    def _close(self, key: K) -> None:
+        fds = self._fds.pop(key)
+        self._budget.give(len(fds))
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the OS closes them
+            self.close()
+
+
+class KeptFiles(Kept[str]):
+    """Reads files by path, keeping their descriptors open between reads (see above)."""
+
     def read(self, path: str, limit: int = 1 << 20) -> bytes | None:
         """The file's bytes now, or None when it cannot be read (gone, or never there)."""
-        fd = self._fds.get(path)
-        if fd is not None:
-            self._read.add(path)
+        fds = self._fds.get(path)
+        if fds is not None:
+            self._used.add(path)
             try:
-                data = os.pread(fd, CHUNK, 0)  # the whole file, almost always
-                return data if len(data) < CHUNK else _read_all(fd, limit)
+                data = os.pread(fds[0], CHUNK, 0)  # the whole file, almost always
+                return data if len(data) < CHUNK else _read_all(fds[0], limit)
             except OSError:  # its process is gone (ESRCH), or its cgroup: open it again
                 self._close(path)
         try:
@@ -112,28 +140,8 @@ class KeptFiles:
             os.close(fd)
             return None
         if self._budget.take():
-            self._fds[path] = fd
-            self._read.add(path)
+            self._fds[path] = (fd,)
+            self._used.add(path)
         else:
             os.close(fd)
         return data
-
-    def sweep(self) -> None:
-        """Close what was not read since the last sweep (processes no longer sampled)."""
-        for path in [p for p in self._fds if p not in self._read]:
-            self._close(path)
-        self._read.clear()
-
-    def close(self) -> None:
-        for path in list(self._fds):
-            self._close(path)
-
-    def _close(self, path: str) -> None:
-        fd = self._fds.pop(path)
-        self._budget.give(1)
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # at interpreter exit the OS closes them
-            self.close()

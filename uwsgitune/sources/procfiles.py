@@ -11,12 +11,11 @@ Not thread-safe: one polling thread (`HostSampler` locks it).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
 from uwsgitune.core.samples import ProcSample
-from uwsgitune.sources.kept import BUDGET, KeptFiles, _Budget, read_once
+from uwsgitune.sources.kept import BUDGET, Kept, KeptFiles, _Budget, read_once
 from uwsgitune.sources.procfs import (
     PROC,
     parse_schedstat,
@@ -29,33 +28,27 @@ from uwsgitune.sources.procfs import (
 NAMES = ("stat", "statm", "schedstat")
 SIZE = 4096  # more than any of the three holds (stat: 52 numbers and a 16-byte command)
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC
-Fds = tuple[int, int, int]
 
 
-class ProcFiles:
+class ProcFiles(Kept[int]):
     def __init__(self, files: KeptFiles, proc: Path | str = PROC, budget: _Budget = BUDGET):
+        super().__init__(budget)
         self._files = files
         self._root = str(proc)
-        self._budget = budget
-        self._fds: dict[int, Fds] = {}
-        self._seen: set[int] = set()  # pids sampled since the last sweep
-
-    def __len__(self) -> int:
-        return len(self._fds)
 
     def sample(self, pids: list[int]) -> tuple[ProcSample, ...]:
         """CPU, RSS, threads and run-queue time of each pid that can be read, in order."""
         out: list[ProcSample] = []
-        kept, seen = self._fds, self._seen
+        kept, used = self._fds, self._used
         for pid in pids:
-            seen.add(pid)
+            used.add(pid)
             fds = kept.get(pid) or self._open(pid)
             got = self._read(pid, fds) if fds is not None else self._once(pid)
             if got is not None:
                 out.append(got)
         return tuple(out)
 
-    def _read(self, pid: int, fds: Fds) -> ProcSample | None:
+    def _read(self, pid: int, fds: tuple[int, ...]) -> ProcSample | None:
         try:
             parsed = parse_stat(os.pread(fds[0], SIZE, 0))
             rss = parse_statm(os.pread(fds[1], SIZE, 0))
@@ -74,7 +67,7 @@ class ProcFiles:
     def _once(self, pid: int) -> ProcSample | None:
         return proc_sample(pid, self._root, read_once)
 
-    def _open(self, pid: int) -> Fds | None:
+    def _open(self, pid: int) -> tuple[int, ...] | None:
         """The pid's three files, kept; None when it is gone or the bound is reached (read
         once then)."""
         if not self._budget.take(len(NAMES)):
@@ -88,26 +81,5 @@ class ProcFiles:
                 os.close(fd)
             self._budget.give(len(NAMES))
             return None
-        self._fds[pid] = got = (fds[0], fds[1], fds[2])
+        self._fds[pid] = got = tuple(fds)
         return got
-
-    def sweep(self) -> None:
-        """Close the files of processes not sampled since the last sweep."""
-        for pid in [p for p in self._fds if p not in self._seen]:
-            self._close(pid)
-        self._seen.clear()
-
-    def close(self) -> None:
-        for pid in list(self._fds):
-            self._close(pid)
-
-    def _close(self, pid: int) -> None:
-        fds = self._fds.pop(pid)
-        self._budget.give(len(fds))
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # at interpreter exit the OS closes them
-            self.close()
