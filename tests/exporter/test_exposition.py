@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tests.daemon.test_collector import snapshot
 from uwsgitune.exporter.collector import UwsgiCollector, polled_registry
-from uwsgitune.exporter.exposition import PollExposition
+from uwsgitune.exporter.exposition import POLLED_MAX_AGE, PollExposition
 from uwsgitune.exporter.scrapeclock import AHEAD
 from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerStats, handler_text
 from uwsgitune.exporter.text import render
@@ -176,3 +176,38 @@ def test_a_poll_renders_only_its_own_instance() -> None:
     first = exposition.encoded(False)[0]
     states = [a, replace(b)]  # b polled again
     assert exposition.encoded(False)[0] == first and exposition.parts == 3
+
+
+class Reads(Collector):
+    """A polled family whose value counts its reads (as `process_*` move between reads)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def collect(self) -> Iterator[Metric]:
+        self.n += 1
+        yield GaugeMetricFamily("reads", "Reads.", value=float(self.n))
+
+
+def test_polled_families_are_read_with_the_poll_and_again_when_polls_stall() -> None:
+    clock = Clock()
+    states = [snapshot("64-workers.json", "64-workers.json")]
+    reads = Reads()
+    exposition = PollExposition(lambda: states, reads, mono=clock, live=lambda: b"own 1.0\n")
+
+    def served() -> tuple[bytes, bytes]:
+        plain = b"".join(exposition.encoded(False))
+        zipped = gzip.decompress(b"".join(exposition.encoded(True)))
+        assert plain.endswith(b"own 1.0\n") and zipped.endswith(b"own 1.0\n")
+        return plain, zipped
+
+    first, zipped = served()
+    assert first == zipped and b"reads 1.0\n" in first
+    clock.t += POLLED_MAX_AGE / 2
+    assert served() == (first, first) and reads.n == 1  # one read for the poll's scrapes
+    clock.t += POLLED_MAX_AGE  # no new poll since: read again at each scrape
+    plain, zipped = served()
+    assert reads.n == 3 and plain == first.replace(b"reads 1.0", b"reads 2.0")
+    assert zipped == first.replace(b"reads 1.0", b"reads 3.0")
+    states = [replace(states[0])]  # a poll: the polled families are read with it again
+    assert served() == (first.replace(b"reads 1.0", b"reads 4.0"),) * 2 and reads.n == 4

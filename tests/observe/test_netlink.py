@@ -80,6 +80,11 @@ def test_netstat_counters_parse(tmp_path: Path) -> None:
         "IpExt: InNoRoutes\nIpExt: 0\n"
     )
     assert listen_overflows(f) == (12, 15)
+    f.write_text(  # another table whose name ends in "TcpExt:" comes first
+        "MPTcpExt: MPCapableSYNRX ListenOverflows\nMPTcpExt: 0 99\n"
+        "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 12 15\n"
+    )
+    assert listen_overflows(f) == (12, 15)
     assert listen_overflows(tmp_path / "missing") == (None, None)
     assert listen_overflows() != (None, None)
 

@@ -57,13 +57,32 @@ def test_the_same_numbers_as_psutil_for_a_live_process() -> None:
     so it is bracketed."""
     p = psutil.Process(os.getpid())
     procs = ProcFiles(KeptFiles())
-    for i in range(10):  # RSS can move between the reads: one of a few tries must agree
-        t0 = p.cpu_times()
-        mine = proc_sample(os.getpid()) if i % 2 else procs.sample([os.getpid()])[0]
-        t1 = p.cpu_times()
-        rss, threads = p.memory_info().rss, p.num_threads()
-        assert mine is not None
-        assert t0.user + t0.system - 0.02 <= mine.cpu_seconds <= t1.user + t1.system + 0.02
-        if (mine.rss, mine.num_threads) == (rss, threads):
-            return
+    try:
+        for i in range(10):  # RSS can move between the reads: one of a few tries must agree
+            t0 = p.cpu_times()
+            mine = proc_sample(os.getpid()) if i % 2 else procs.sample([os.getpid()])[0]
+            t1 = p.cpu_times()
+            rss, threads = p.memory_info().rss, p.num_threads()
+            assert mine is not None
+            assert t0.user + t0.system - 0.02 <= mine.cpu_seconds <= t1.user + t1.system + 0.02
+            if (mine.rss, mine.num_threads) == (rss, threads):
+                return
+    finally:
+        procs.close()
     raise AssertionError(f"rss/threads {mine.rss}/{mine.num_threads} vs psutil {rss}/{threads}")
+
+
+def test_a_kernel_without_schedstat_keeps_the_other_two(tmp_path: Path) -> None:
+    """Without CONFIG_SCHED_INFO (gVisor, minimal kernels) there is no schedstat: the
+    run-queue time is unknown, and stat and statm are still kept, not opened every poll."""
+    pid = tmp_path / "7"
+    pid.mkdir()
+    (pid / "stat").write_bytes(_stat("uwsgi", 250, 50, 1))
+    (pid / "statm").write_bytes(b"1000 300 20 1 0 200 0\n")
+    procs = ProcFiles(KeptFiles(), proc=tmp_path)
+    try:
+        for _ in range(2):
+            (s,) = procs.sample([7])
+            assert (s.cpu_seconds, s.runq_seconds, len(procs)) == (300 / CLOCK_TICKS, None, 1)
+    finally:
+        procs.close()

@@ -4,7 +4,8 @@ An instance's metrics change only when it is polled, so the text of each instanc
 families (`UwsgiCollector`, all but a few hundred bytes of a scrape) is rendered once per
 published state and kept, then merged with the other instances' into the kept text of the
 set of states, followed by the `polled` families (build info, the daemon's `process_*`,
-read then), and, on the first scrape that asks for gzip, its compressed form. A scrape then
+read then; at a scrape instead once they are POLLED_MAX_AGE old, as when polls stall), and,
+on the first scrape that asks for gzip, its compressed form. A scrape then
 costs its own few lines (`live`: the handler's counts, `promhttp_*`), written after it,
 byte for byte what rendering the whole registry gives, in the same order.
 
@@ -48,14 +49,19 @@ from uwsgitune.pipeline.state import InstanceState
 Encoded = tuple[bytes, bytes]  # (the kept part, shared by the scrapes of a poll; the rest)
 GZIP_LEVEL = 1  # as every scrape compressed before: fast, ~8x on an exposition
 GZIP_WBITS = 31  # a gzip header and trailer
+POLLED_MAX_AGE = 5.0  # seconds: older polled families (`process_*`) are read at the scrape
 
 
 @dataclass
 class _Entry:
     states: tuple[InstanceState, ...]
-    text: bytes
+    text: bytes  # the instances' families, then the polled ones from `split` on
+    split: int
+    made: float  # monotonic, when the polled families were read
     gzip: bytes | None = None  # a gzip header and `text` deflated, flushed to a byte boundary
+    gz_split: int = 0  # where in `gzip` the polled families start (flushed there too)
     crc: int = 0  # CRC-32 of `text`, with `gzip`
+    crc_split: int = 0  # of `text[:split]`
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -121,7 +127,8 @@ class PollExposition:
                 text = render(UwsgiCollector(lambda: states, self._options))
             else:
                 text = merge(p for p in parts if p is not None)
-            entry = self._entry = _Entry(states, text + render(self._polled))
+            made = self._mono()
+            entry = self._entry = _Entry(states, text + render(self._polled), len(text), made)
             self.renders += 1
             return entry
 
@@ -130,8 +137,12 @@ class PollExposition:
         with entry.lock:
             if entry.gzip is None:
                 stream = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
-                entry.crc = zlib.crc32(entry.text)
-                entry.gzip = stream.compress(entry.text) + stream.flush(zlib.Z_SYNC_FLUSH)
+                head, polled = memoryview(entry.text)[: entry.split], entry.text[entry.split :]
+                zhead = stream.compress(head) + stream.flush(zlib.Z_SYNC_FLUSH)
+                entry.crc_split = zlib.crc32(head)
+                entry.crc = zlib.crc32(polled, entry.crc_split)
+                entry.gz_split = len(zhead)
+                entry.gzip = zhead + stream.compress(polled) + stream.flush(zlib.Z_SYNC_FLUSH)
 
     def prepare(self, within: float) -> bool:
         """Render now (a poll thread, after its poll) if a scrape is due `within` seconds."""
@@ -160,10 +171,19 @@ class PollExposition:
         return self._answer(entry, gzipped)
 
     def _answer(self, entry: _Entry, gzipped: bool) -> Encoded:
-        """The kept part and this scrape's own (rendered now), the scrape noted."""
+        """The kept part and this scrape's own (rendered now), the scrape noted. The polled
+        families are read again, as the scrape's own, when they are older than
+        POLLED_MAX_AGE: polls that stalled must not freeze the daemon's own `process_*`."""
         self.clock.scraped(self._mono())
         self._gzip = gzipped
         live = self._live()
+        if self._mono() - entry.made > POLLED_MAX_AGE:
+            own = render(self._polled) + live
+            if not gzipped:
+                return entry.text[: entry.split], own
+            assert entry.gzip is not None  # `_compress` sets it, and the rest before it
+            kept = entry.gzip[: entry.gz_split]
+            return kept, _stored_end(own, entry.crc_split, entry.split)
         if not gzipped:
             return entry.text, live
         assert entry.gzip is not None  # `_compress` sets it, and `crc` before it

@@ -145,9 +145,10 @@ def listen_overflows(
     """(ListenOverflows, ListenDrops) of /proc/net/netstat's TcpExt table: its first line
     names the columns, its second holds the values. Read as bytes, two lines split: the
     file has some 150 counters, and this runs every poll."""
-    data = read(str(path))
-    head = data.find(b"TcpExt:") if data else -1
-    if data is None or head < 0:
+    data = read(str(path)) or b""
+    at = data.find(b"\nTcpExt:")  # at a line's start: not inside "MPTcpExt:"
+    head = 0 if data.startswith(b"TcpExt:") else at + 1 if at >= 0 else -1
+    if head < 0:
         return None, None
     cut = data.find(b"\n", head)
     end = data.find(b"\n", cut + 1) if cut > 0 else -1

@@ -55,7 +55,9 @@ class ProcFiles(Kept[int]):
             if parsed is None or rss is None:
                 return None
             cpu, threads = parsed
-            if threads > 1:
+            if len(fds) < 3:
+                runq = None
+            elif threads > 1:
                 runq = runq_seconds(pid, threads, self._root, self._files.read)
             else:
                 runq = parse_schedstat(os.pread(fds[2], SIZE, 0))
@@ -68,8 +70,8 @@ class ProcFiles(Kept[int]):
         return proc_sample(pid, self._root, read_once)
 
     def _open(self, pid: int) -> tuple[int, ...] | None:
-        """The pid's three files, kept; None when it is gone or the bound is reached (read
-        once then)."""
+        """The pid's files, kept: stat, statm and, where the kernel has it (CONFIG_SCHED_INFO),
+        schedstat. None when it is gone or the bound is reached (read once then)."""
         if not self._budget.take(len(NAMES)):
             return None
         fds: list[int] = []
@@ -77,9 +79,11 @@ class ProcFiles(Kept[int]):
             for name in NAMES:
                 fds.append(os.open(f"{self._root}/{pid}/{name}", _FLAGS))
         except OSError:
-            for fd in fds:
-                os.close(fd)
-            self._budget.give(len(NAMES))
-            return None
+            if len(fds) < 2:  # gone, or not a process
+                for fd in fds:
+                    os.close(fd)
+                self._budget.give(len(NAMES))
+                return None
+            self._budget.give(1)  # no schedstat here: its run-queue time is unknown
         self._fds[pid] = got = tuple(fds)
         return got
