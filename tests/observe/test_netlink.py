@@ -16,6 +16,22 @@ from uwsgitune.sources.host import HostSampler
 from uwsgitune.sources.hostfiles import listen_overflows
 
 
+def _unix() -> dict[str, tuple[int, int]]:
+    diag = netlink.Diag()
+    try:
+        return diag.unix()
+    finally:
+        diag.close()
+
+
+def _tcp() -> list[netlink.TcpEntry]:
+    diag = netlink.Diag()
+    try:
+        return diag.tcp()
+    finally:
+        diag.close()
+
+
 def test_request_layout() -> None:
     req = netlink.build_request(seq=7)
     length, kind, flags, seq, _ = struct.unpack_from("=IHHII", req)
@@ -51,7 +67,7 @@ def test_real_unix_backlog_is_seen(tmp_path: Path) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(path)
         listener.listen(3)
-        assert netlink.unix_listen_queues()[path] == (0, 3)
+        assert _unix()[path] == (0, 3)
         try:
             for _ in range(8):
                 c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -59,7 +75,7 @@ def test_real_unix_backlog_is_seen(tmp_path: Path) -> None:
                 clients.append(c)
                 with contextlib.suppress(BlockingIOError):
                     c.connect(path)
-            queue, backlog = netlink.unix_listen_queues()[path]
+            queue, backlog = _unix()[path]
             assert backlog == 3
             assert queue == backlog + 1  # a unix queue also peaks at backlog+1
             sampler = HostSampler()
@@ -124,7 +140,7 @@ def test_real_tcp_backlog_is_seen_at_once() -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen(3)
         port = listener.getsockname()[1]
-        assert netlink.match_tcp(f"127.0.0.1:{port}", netlink.tcp_listen_queues()) == (0, 3)
+        assert netlink.match_tcp(f"127.0.0.1:{port}", _tcp()) == (0, 3)
         try:
             for _ in range(4):
                 clients.append(socket.create_connection(("127.0.0.1", port), timeout=2))

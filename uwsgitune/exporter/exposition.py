@@ -174,10 +174,11 @@ class PollExposition:
         """The kept part and this scrape's own (rendered now), the scrape noted. The polled
         families are read again, as the scrape's own, when they are older than
         POLLED_MAX_AGE: polls that stalled must not freeze the daemon's own `process_*`."""
-        self.clock.scraped(self._mono())
+        now = self._mono()
+        self.clock.scraped(now)
         self._gzip = gzipped
         live = self._live()
-        if self._mono() - entry.made > POLLED_MAX_AGE:
+        if now - entry.made > POLLED_MAX_AGE:
             own = render(self._polled) + live
             if not gzipped:
                 return entry.text[: entry.split], own

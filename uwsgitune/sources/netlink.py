@@ -191,15 +191,6 @@ class Diag:
         return {name: (q, b) for name, q, b in self.dump(build_request(), parse_messages)}
 
 
-def tcp_listen_queues(timeout: float = 1.0) -> list[TcpEntry]:
-    """Every listening TCP socket on the host (this netns), IPv4 and IPv6."""
-    diag = Diag(timeout)
-    try:
-        return diag.tcp()
-    finally:
-        diag.close()
-
-
 WILDCARDS = ("", "*", "0.0.0.0", "::")
 
 
@@ -215,15 +206,6 @@ def match_tcp(name: str, table: list[TcpEntry]) -> tuple[int, int] | None:
     exact = [e for e in same if (e[0] in ("0.0.0.0", "::") if wild else e[0] == host)]
     found = exact or (same if len(same) == 1 else [])
     return (found[0][2], found[0][3]) if len(found) == 1 else None
-
-
-def unix_listen_queues(timeout: float = 1.0) -> dict[str, tuple[int, int]]:
-    """Every listening unix socket on the host (this netns): {name: (queue, backlog)}."""
-    diag = Diag(timeout)
-    try:
-        return diag.unix()
-    finally:
-        diag.close()
 
 
 def v4_found(names: list[str], table: list[TcpEntry]) -> bool:

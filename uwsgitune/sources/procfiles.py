@@ -19,10 +19,9 @@ from uwsgitune.sources.kept import BUDGET, Kept, KeptFiles, _Budget, read_once
 from uwsgitune.sources.procfs import (
     PROC,
     parse_schedstat,
-    parse_stat,
-    parse_statm,
     proc_sample,
     runq_seconds,
+    sample_of,
 )
 
 NAMES = ("stat", "statm", "schedstat")
@@ -49,19 +48,15 @@ class ProcFiles(Kept[int]):
         return tuple(out)
 
     def _read(self, pid: int, fds: tuple[int, ...]) -> ProcSample | None:
-        try:
-            parsed = parse_stat(os.pread(fds[0], SIZE, 0))
-            rss = parse_statm(os.pread(fds[1], SIZE, 0))
-            if parsed is None or rss is None:
-                return None
-            cpu, threads = parsed
+        def runq(threads: int) -> float | None:
             if len(fds) < 3:
-                runq = None
-            elif threads > 1:
-                runq = runq_seconds(pid, threads, self._root, self._files.read)
-            else:
-                runq = parse_schedstat(os.pread(fds[2], SIZE, 0))
-            return ProcSample(pid, cpu, rss, threads, runq)
+                return None
+            if threads > 1:
+                return runq_seconds(pid, threads, self._root, self._files.read)
+            return parse_schedstat(os.pread(fds[2], SIZE, 0))
+
+        try:
+            return sample_of(pid, os.pread(fds[0], SIZE, 0), os.pread(fds[1], SIZE, 0), runq)
         except OSError:  # its process is gone (ESRCH): whoever has the pid now, if anyone
             self._close(pid)
             return self._once(pid)

@@ -71,16 +71,22 @@ def runq_seconds(
     return total if tids else None
 
 
-def proc_sample(pid: int, proc: Path | str = PROC, read: Read = read_once) -> ProcSample | None:
-    """One process, or None when it is gone or unreadable."""
-    base = f"{proc}/{pid}/"
-    data = read(base + "stat")
-    parsed = parse_stat(data) if data else None
-    statm = read(base + "statm") if parsed else None
+def sample_of(
+    pid: int, stat: bytes | None, statm: bytes | None, runq: Callable[[int], float | None]
+) -> ProcSample | None:
+    """A process from its stat and statm bytes, and `runq(threads)`, its run-queue seconds
+    (read only when the rest is readable); None when it is gone or unreadable."""
+    parsed = parse_stat(stat) if stat else None
     rss = parse_statm(statm) if statm else None
     if parsed is None or rss is None:
         return None
     cpu, threads = parsed
-    if threads > 1:
-        return ProcSample(pid, cpu, rss, threads, runq_seconds(pid, threads, proc, read))
-    return ProcSample(pid, cpu, rss, threads, parse_schedstat(read(base + "schedstat")))
+    return ProcSample(pid, cpu, rss, threads, runq(threads))
+
+
+def proc_sample(pid: int, proc: Path | str = PROC, read: Read = read_once) -> ProcSample | None:
+    """One process, or None when it is gone or unreadable."""
+    base = f"{proc}/{pid}/"
+    stat = read(base + "stat")
+    statm = read(base + "statm") if stat else None
+    return sample_of(pid, stat, statm, lambda threads: runq_seconds(pid, threads, proc, read))
