@@ -358,11 +358,17 @@ def report(rows: dict[int, dict[str, Any]], master: tuple[float, float], load: s
     return "\n".join(lines)
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--polls", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=3, help="runs of the 1 s poll, each fresh")
+    ap.add_argument("--rounds", type=_positive, default=3, help="runs of the 1 s poll, each fresh")
     ap.add_argument("--workers", default="16,64,256,1000")
     ap.add_argument("--master-seconds", type=float, default=30.0)
     ap.add_argument("--uwsgitop", type=Path, default=UWSGITOP)
