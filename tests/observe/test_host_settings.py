@@ -40,3 +40,32 @@ def test_settings_are_read_again_after_their_time_or_for_a_new_master(
         assert seen == [100, 100, 101, 102, 103] and len(reads) == 4 and len(used) == 5
     finally:
         sampler.close()
+
+
+def test_rss_is_read_from_proc_only_for_workers_whose_stats_carry_none() -> None:
+    """The master's RSS is never read, nor a worker's that the stats carry (memory-report,
+    after its first request): the frame reads the stats' then. A worker without it is
+    read from /proc, and each process's CPU and threads whatever its RSS."""
+    import subprocess
+    import sys
+
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    master, reported, bare = kids = [subprocess.Popen(sleep) for _ in range(3)]
+    sampler = HostSampler(netlink=False)
+    try:
+        doc = parse_stats(
+            document(
+                pid=master.pid,
+                workers=[worker(1, reported.pid, rss=123 * 4096), worker(2, bare.pid)],
+            )
+        )
+        procs = {p.pid: p for p in sampler.sample(doc).procs}
+        assert set(procs) == {master.pid, reported.pid, bare.pid}
+        assert procs[master.pid].rss is None and procs[reported.pid].rss is None
+        assert (procs[bare.pid].rss or 0) > 0
+        assert all(p.num_threads >= 1 and p.cpu_seconds >= 0 for p in procs.values())
+    finally:
+        sampler.close()
+        for k in kids:
+            k.kill()
+            k.wait()

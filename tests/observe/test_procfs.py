@@ -86,3 +86,28 @@ def test_a_kernel_without_schedstat_keeps_the_other_two(tmp_path: Path) -> None:
             assert (s.cpu_seconds, s.runq_seconds, len(procs)) == (300 / CLOCK_TICKS, None, 1)
     finally:
         procs.close()
+
+
+def test_rss_is_not_read_where_nothing_reads_it(tmp_path: Path) -> None:
+    """`no_rss`: stat and schedstat are read, statm is not (a process without one, or an
+    unreadable one, is still sampled); the others' RSS is read as before."""
+    for pid, statm in ((7, b"1000 300 20 1 0 200 0\n"), (8, None)):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "stat").write_bytes(_stat("uwsgi", 250, 50, 1))
+        (d / "schedstat").write_bytes(b"100 2500000000 7\n")
+        if statm is not None:
+            (d / "statm").write_bytes(statm)
+    assert proc_sample(8, proc=tmp_path) is None  # statm wanted and missing: unreadable
+    lean = proc_sample(8, proc=tmp_path, rss=False)
+    assert lean is not None and lean.rss is None and lean.runq_seconds == 2.5
+    procs = ProcFiles(KeptFiles(), proc=tmp_path)
+    try:
+        a, b = procs.sample([7, 8], no_rss={8})
+        assert (a.rss, b.rss) == (300 * PAGE_SIZE, None)
+        assert b.cpu_seconds == 300 / CLOCK_TICKS and b.runq_seconds == 2.5
+        (tmp_path / "7" / "statm").write_bytes(b"1000 400 20 1 0 200 0\n")
+        assert procs.sample([7], no_rss={7})[0].rss is None
+        assert procs.sample([7])[0].rss == 400 * PAGE_SIZE
+    finally:
+        procs.close()

@@ -72,3 +72,12 @@ def test_the_rules_the_tuner_and_the_exporter_read_the_same_signals() -> None:
     assert facts.cpu_sat == pytest.approx(0.8) and facts.queue_now == 5
     [getter] = [get for name, _, get in FRAME_GAUGES if name == "cpu_saturation_ratio"]
     assert getter(f) == signals.cpu_saturation(f)
+
+
+def test_waiting_unless_full_is_the_sum_unless_a_socket_is_full() -> None:
+    f = frame(0, sockets=(tcp(queue=6, backlog=8), unix(10), unix(None, path="/run/b.sock")))
+    assert signals.waiting_unless_full(f) == signals.requests_waiting(f) == 16
+    full = frame(0, sockets=(unix(3), tcp(queue=8, backlog=8)))
+    assert full.queue_full and signals.waiting_unless_full(full) is None
+    assert signals.requests_waiting(full) == 11
+    assert signals.waiting_unless_full(frame(0, sockets=(unix(None, None),))) is None

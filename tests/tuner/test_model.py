@@ -152,3 +152,16 @@ def test_nice_gives_way_only_without_session_autogrouping(tmp_path: Path) -> Non
     assert not autogroup(tmp_path)
     knob.unlink()
     assert not autogroup(tmp_path)  # a kernel without the knob has no autogrouping
+
+
+def test_pstdev_in_floats_matches_the_exact_one() -> None:
+    import random
+    import statistics
+
+    from uwsgitune.tuner.model import pstdev
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        xs = [rng.uniform(0, 1000) for _ in range(rng.randint(1, 12))]
+        assert pstdev(xs) == pytest.approx(statistics.pstdev(xs), rel=1e-12, abs=1e-9)
+    assert pstdev([5.0, 5.0, 5.0]) == 0.0

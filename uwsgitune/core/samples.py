@@ -21,7 +21,7 @@ class ProcSample(msgspec.Struct, frozen=True, gc=False):
 
     pid: int
     cpu_seconds: float  # user + system, cumulative
-    rss: int  # bytes
+    rss: int | None  # bytes; None: not read (its RSS comes from the stats, or nothing reads it)
     num_threads: int = 1
     # seconds its threads waited for a CPU, cumulative (/proc/PID/schedstat); None: unknown
     runq_seconds: float | None = None

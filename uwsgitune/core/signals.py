@@ -5,7 +5,8 @@ exporter read these, never their own variants. Their thresholds are settings dec
 in `uwsgitune.core.settings` (`cpu_saturated`, `busy_full`); `DEFAULTS` holds their defaults.
 
 - `cpu_saturation`: the instance's CPU against the CPU it can get (1.0 = all of it).
-- `requests_waiting`: connections waiting, summed over the instance's sockets.
+- `requests_waiting`: connections waiting, summed over the instance's sockets
+  (`waiting_unless_full`: and none of them full).
 - `fullest_fill`: queue / backlog of the fullest socket (the first to drop connections).
 - `all_busy`: every worker busy in the poll.
 - `listen_backlog`: the smallest known backlog (the first socket to fill).
@@ -48,8 +49,23 @@ def own_cpu_share(frame: Frame) -> float | None:
 def requests_waiting(frame: Frame) -> int | None:
     """Connections waiting to be accepted, summed over the sockets whose queue is known;
     None when none is."""
-    known = [s.queue for s in frame.sockets if s.queue is not None]
-    return sum(known) if known else None
+    total: int | None = None
+    for s in frame.sockets:  # a loop, not a list: every rule and the tuner read it per poll
+        if s.queue is not None:
+            total = s.queue if total is None else total + s.queue
+    return total
+
+
+def waiting_unless_full(frame: Frame) -> int | None:
+    """`requests_waiting`, but None as well when a socket is full (`Frame.queue_full`): a
+    count the kernel cut at the backlog is not the demand. One pass over the sockets."""
+    total: int | None = None
+    for s in frame.sockets:
+        if s.full:
+            return None
+        if s.queue is not None:
+            total = s.queue if total is None else total + s.queue
+    return total
 
 
 def fullest_fill(frame: Frame) -> float | None:

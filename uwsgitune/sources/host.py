@@ -136,8 +136,15 @@ class HostSampler:
         mem_total, mem_available = memory(self._files.read) or psutil_memory()
         overflows, drops = listen_overflows(read=self._cgroup_read)
         pids = [master] if master else []
+        # RSS from /proc only where a frame reads it: a live worker whose stats carry none
+        # (no memory-report, or no request served yet); never the master's
+        no_rss = {master}
         if doc:
-            pids += [w.pid for w in doc.workers if w.pid > 0 and w.status != "cheap"]
+            for w in doc.workers:
+                if w.pid > 0 and w.status != "cheap":
+                    pids.append(w.pid)
+                    if w.rss:
+                        no_rss.add(w.pid)
         unix: tuple[UnixQueue, ...] = ()
         if doc and self._netlink and any(s.is_unix for s in doc.sockets):
             unix = self._unix_queues({s.name for s in doc.sockets if s.is_unix})
@@ -157,7 +164,7 @@ class HostSampler:
             somaxconn=settings.somaxconn,
             listen_overflows=overflows,
             listen_drops=drops,
-            procs=self._procs.sample(pids),
+            procs=self._procs.sample(pids, no_rss),
             unix_queues=unix,
             tcp_queues=tcp,
         )

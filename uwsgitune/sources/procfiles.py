@@ -12,6 +12,7 @@ Not thread-safe: one polling thread (`HostSampler` locks it).
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from pathlib import Path
 
 from uwsgitune.core.samples import ProcSample
@@ -35,19 +36,21 @@ class ProcFiles(Kept[int]):
         self._files = files
         self._root = str(proc)
 
-    def sample(self, pids: list[int]) -> tuple[ProcSample, ...]:
-        """CPU, RSS, threads and run-queue time of each pid that can be read, in order."""
+    def sample(self, pids: list[int], no_rss: Container[int] = ()) -> tuple[ProcSample, ...]:
+        """CPU, RSS, threads and run-queue time of each pid that can be read, in order; the
+        RSS (statm) not read for the pids in `no_rss`."""
         out: list[ProcSample] = []
         kept, used = self._fds, self._used
         for pid in pids:
             used.add(pid)
+            rss = pid not in no_rss
             fds = kept.get(pid) or self._open(pid)
-            got = self._read(pid, fds) if fds is not None else self._once(pid)
+            got = self._read(pid, fds, rss) if fds is not None else self._once(pid, rss)
             if got is not None:
                 out.append(got)
         return tuple(out)
 
-    def _read(self, pid: int, fds: tuple[int, ...]) -> ProcSample | None:
+    def _read(self, pid: int, fds: tuple[int, ...], rss: bool) -> ProcSample | None:
         def runq(threads: int) -> float | None:
             if len(fds) < 3:
                 return None
@@ -56,13 +59,14 @@ class ProcFiles(Kept[int]):
             return parse_schedstat(os.pread(fds[2], SIZE, 0))
 
         try:
-            return sample_of(pid, os.pread(fds[0], SIZE, 0), os.pread(fds[1], SIZE, 0), runq)
+            stat = os.pread(fds[0], SIZE, 0)
+            return sample_of(pid, stat, os.pread(fds[1], SIZE, 0) if rss else None, runq, rss)
         except OSError:  # its process is gone (ESRCH): whoever has the pid now, if anyone
             self._close(pid)
-            return self._once(pid)
+            return self._once(pid, rss)
 
-    def _once(self, pid: int) -> ProcSample | None:
-        return proc_sample(pid, self._root, read_once)
+    def _once(self, pid: int, rss: bool = True) -> ProcSample | None:
+        return proc_sample(pid, self._root, read_once, rss)
 
     def _open(self, pid: int) -> tuple[int, ...] | None:
         """The pid's files, kept: stat, statm and, where the kernel has it (CONFIG_SCHED_INFO),

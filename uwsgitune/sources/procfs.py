@@ -72,21 +72,28 @@ def runq_seconds(
 
 
 def sample_of(
-    pid: int, stat: bytes | None, statm: bytes | None, runq: Callable[[int], float | None]
+    pid: int,
+    stat: bytes | None,
+    statm: bytes | None,
+    runq: Callable[[int], float | None],
+    rss: bool = True,
 ) -> ProcSample | None:
     """A process from its stat and statm bytes, and `runq(threads)`, its run-queue seconds
-    (read only when the rest is readable); None when it is gone or unreadable."""
+    (read only when the rest is readable); None when it is gone or unreadable. Without
+    `rss`, statm is not read (pass None) and the sample's RSS is None."""
     parsed = parse_stat(stat) if stat else None
-    rss = parse_statm(statm) if statm else None
-    if parsed is None or rss is None:
+    resident = parse_statm(statm) if statm else None
+    if parsed is None or (rss and resident is None):
         return None
     cpu, threads = parsed
-    return ProcSample(pid, cpu, rss, threads, runq(threads))
+    return ProcSample(pid, cpu, resident, threads, runq(threads))
 
 
-def proc_sample(pid: int, proc: Path | str = PROC, read: Read = read_once) -> ProcSample | None:
-    """One process, or None when it is gone or unreadable."""
+def proc_sample(
+    pid: int, proc: Path | str = PROC, read: Read = read_once, rss: bool = True
+) -> ProcSample | None:
+    """One process, or None when it is gone or unreadable (`rss`: as `sample_of`)."""
     base = f"{proc}/{pid}/"
     stat = read(base + "stat")
-    statm = read(base + "statm") if stat else None
-    return sample_of(pid, stat, statm, lambda threads: runq_seconds(pid, threads, proc, read))
+    statm = read(base + "statm") if stat and rss else None
+    return sample_of(pid, stat, statm, lambda threads: runq_seconds(pid, threads, proc, read), rss)

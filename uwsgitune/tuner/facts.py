@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import fmean, pstdev
+from statistics import fmean
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
 from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
-from uwsgitune.tuner.model import Estimate, estimate
+from uwsgitune.tuner.model import Estimate, estimate, pstdev
 from uwsgitune.tuner.settings import TunerSettings
 
 RECENT = 3  # polls behind the short-term means

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.signals import requests_waiting
+from uwsgitune.core.signals import waiting_unless_full
 
 FALL = 1.5  # the window's peak demand is at least this many times the level's
 SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
@@ -37,8 +37,8 @@ class Level:
 
 def demand(frame: Frame) -> float | None:
     """Requests in the instance over the poll: in service (Little's L) plus queued."""
-    waiting = requests_waiting(frame)
-    if waiting is None or frame.littles_l is None or frame.queue_full:
+    waiting = waiting_unless_full(frame)
+    if waiting is None or frame.littles_l is None:
         return None
     return frame.littles_l + waiting
 
@@ -56,8 +56,8 @@ def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | 
             break
         if not f.ok:
             continue
-        waiting = requests_waiting(f)
-        if f.threads > 1 or waiting is None or f.queue_full:
+        waiting = waiting_unless_full(f) if f.threads <= 1 else None
+        if waiting is None:
             return None
         peak, seen = max(peak, f.busy + waiting), seen + 1
     return peak if seen >= least else None
