@@ -3,6 +3,9 @@ SETTINGS_SECONDS and per master; what is measured against them is read every pol
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tests.observe.helpers import document, worker
@@ -46,9 +49,6 @@ def test_rss_is_read_from_proc_only_for_workers_whose_stats_carry_none() -> None
     """The master's RSS is never read, nor a worker's that the stats carry (memory-report,
     after its first request): the frame reads the stats' then. A worker without it is
     read from /proc, and each process's CPU and threads whatever its RSS."""
-    import subprocess
-    import sys
-
     sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
     master, reported, bare = kids = [subprocess.Popen(sleep) for _ in range(3)]
     sampler = HostSampler(netlink=False)

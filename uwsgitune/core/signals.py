@@ -46,26 +46,28 @@ def own_cpu_share(frame: Frame) -> float | None:
     return frame.own_cpu_share
 
 
-def requests_waiting(frame: Frame) -> int | None:
-    """Connections waiting to be accepted, summed over the sockets whose queue is known;
-    None when none is."""
-    total: int | None = None
-    for s in frame.sockets:  # a loop, not a list: every rule and the tuner read it per poll
-        if s.queue is not None:
-            total = s.queue if total is None else total + s.queue
-    return total
-
-
-def waiting_unless_full(frame: Frame) -> int | None:
-    """`requests_waiting`, but None as well when a socket is full (`Frame.queue_full`): a
-    count the kernel cut at the backlog is not the demand. One pass over the sockets."""
+def _queued(frame: Frame, unless_full: bool) -> int | None:
+    """The known queues summed, in one loop over the sockets (every rule and the tuner read
+    it per poll, per frame); None when none is known, or (`unless_full`) a socket is full."""
     total: int | None = None
     for s in frame.sockets:
-        if s.full:
+        if unless_full and s.full:
             return None
         if s.queue is not None:
             total = s.queue if total is None else total + s.queue
     return total
+
+
+def requests_waiting(frame: Frame) -> int | None:
+    """Connections waiting to be accepted, summed over the sockets whose queue is known;
+    None when none is."""
+    return _queued(frame, False)
+
+
+def waiting_unless_full(frame: Frame) -> int | None:
+    """`requests_waiting`, but None as well when a socket is full (`Frame.queue_full`): a
+    count the kernel cut at the backlog is not the demand."""
+    return _queued(frame, True)
 
 
 def fullest_fill(frame: Frame) -> float | None:

@@ -86,10 +86,17 @@ def _cores(cur: Worker, now: float) -> tuple[int, tuple[int, ...], tuple[Request
     return static, tuple(per), request_views(cur.cores, now) if serving else ()
 
 
+def rss_from_proc(w: Worker) -> bool:
+    """Whether a frame reads this worker's RSS from /proc: a live worker whose stats carry
+    none (no --memory-report, or no request served yet). The host sampler reads statm for
+    these workers only."""
+    return not w.rss and w.status != "cheap" and w.pid > 0
+
+
 def _rss(cur: Worker, proc: ProcSample | None) -> int | None:
     """The stats' RSS (--memory-report), else a live worker's from /proc, else None."""
-    if cur.status != "cheap" and cur.pid > 0:
-        return cur.rss or (proc.rss if proc else None)
+    if rss_from_proc(cur):
+        return proc.rss if proc else None
     return cur.rss or None
 
 

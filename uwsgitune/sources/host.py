@@ -18,6 +18,7 @@ import psutil
 
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.samples import HostSample, TcpQueue, UnixQueue
+from uwsgitune.core.workerview import rss_from_proc
 from uwsgitune.sources.hostfiles import (
     autogroup,
     cgroup_dirs,
@@ -136,14 +137,12 @@ class HostSampler:
         mem_total, mem_available = memory(self._files.read) or psutil_memory()
         overflows, drops = listen_overflows(read=self._cgroup_read)
         pids = [master] if master else []
-        # RSS from /proc only where a frame reads it: a live worker whose stats carry none
-        # (no memory-report, or no request served yet); never the master's
-        no_rss = {master}
+        no_rss = {master}  # statm only where a frame reads it (`rss_from_proc`)
         if doc:
             for w in doc.workers:
                 if w.pid > 0 and w.status != "cheap":
                     pids.append(w.pid)
-                    if w.rss:
+                    if not rss_from_proc(w):
                         no_rss.add(w.pid)
         unix: tuple[UnixQueue, ...] = ()
         if doc and self._netlink and any(s.is_unix for s in doc.sockets):
