@@ -20,10 +20,10 @@ CPU, run-queue time) in `uwsgitune.core.hostview`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from uwsgitune.core.frame import Frame, FrameKind, VassalView, WorkerView
+from uwsgitune.core.frame import Frame, FrameKind, VassalView, WorkerView, with_fields
 from uwsgitune.core.hostview import host_fields, socket_views
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.redact import printable
@@ -52,6 +52,9 @@ class Tracker:
     loaded_at: float | None = None
     reloads_seen: int = 0
     disconnected_since: float | None = None
+    # the views of the slots that did not change at `_quiet_at` (None: changed): `_workers`
+    _quiet: list[WorkerView | None] = field(default_factory=list, repr=False)
+    _quiet_at: Poll | None = field(default=None, repr=False)
 
     def update(self, poll: Poll) -> Frame:
         if poll.doc is None:
@@ -119,31 +122,45 @@ class Tracker:
         """The frame of `poll`; with a `prev` poll to rate against (`resets`: its slots'),
         its rates too."""
         prev_host = prev.host if prev else None
-        now, then = procs_by_pid(poll.host), procs_by_pid(prev_host)
-        prev_workers = prev.doc.workers if prev and prev.doc else ()
         threads = doc.threads  # a scan of every worker: once, not once per worker
-        step = dt if prev and dt else 0.0
-        n_prev, n_resets = len(prev_workers), len(resets)
-        workers = tuple(
-            [
-                worker_view(
-                    i,
-                    w,
-                    prev_workers[i] if i < n_prev else None,
-                    i < n_resets and resets[i],
-                    step,
-                    (now.get(w.pid), then.get(w.pid)),
-                    poll.t,
-                    threads,
-                )
-                for i, w in enumerate(doc.workers)
-            ]
-        )
+        workers = self._workers(poll, doc, prev, dt if prev and dt else 0.0, resets, threads)
         frame = self._base(poll, doc, kind, dt, workers, threads)
         fields = host_fields(frame, poll.host, prev_host, dt if prev else None, doc)
         if prev is not None and dt is not None:
             fields.update(_frame_rates(frame, prev.doc, doc, dt, resets))  # type: ignore[arg-type]
-        return replace(frame, **fields) if fields else frame  # one copy, not one per part
+        return with_fields(frame, fields) if fields else frame  # one copy, not one per part
+
+    def _workers(
+        self,
+        poll: Poll,
+        doc: StatsDoc,
+        prev: Poll | None,
+        step: float,
+        resets: list[bool],
+        threads: int,
+    ) -> Workers:
+        """Each slot's view, rated since `prev` (`step` seconds before; 0: unrated). A slot
+        whose worker and process read the same as at `prev`, as they did at the poll before
+        it, keeps the view it had at `prev`: every delta 0 and no request in service, so
+        every field is the same (an idle worker: most of a large pool)."""
+        now, then = procs_by_pid(poll.host), procs_by_pid(prev.host if prev else None)
+        prev_workers = prev.doc.workers if prev and prev.doc else ()
+        kept = self._quiet if prev is not None and prev is self._quiet_at else []
+        n_prev, n_resets, n_kept = len(prev_workers), len(resets), len(kept)
+        views: list[WorkerView] = []
+        quiet: list[WorkerView | None] = []
+        for i, w in enumerate(doc.workers):
+            p = prev_workers[i] if i < n_prev else None
+            reset = i < n_resets and resets[i]
+            procs = (now.get(w.pid), then.get(w.pid))
+            same = p is not None and procs[0] == procs[1] and w == p  # rated, not reset
+            view = kept[i] if same and i < n_kept else None
+            if view is None:
+                view = worker_view(i, w, p, reset, step, procs, poll.t, threads)
+            views.append(view)
+            quiet.append(view if same and not view.requests_in_flight else None)
+        self._quiet, self._quiet_at = quiet, poll
+        return tuple(views)
 
     def _base(
         self,

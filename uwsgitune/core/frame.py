@@ -7,8 +7,9 @@ are never negative and never spike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any, Literal
 
 import msgspec
 
@@ -211,3 +212,18 @@ class Frame:
     def cpu_saturation(self) -> float | None:
         """The old name of `own_cpu_share` (`watch --json` still shows it by this name)."""
         return self.own_cpu_share
+
+
+# A frame's fields in declaration order (its __init__'s), read in one C call: the window
+# copies a frame or two every poll, and `dataclasses.replace` walks the ~60 fields in Python.
+FIELD_NAMES = tuple(f.name for f in fields(Frame))
+_FIELD_INDEX = {name: i for i, name in enumerate(FIELD_NAMES)}
+field_values = attrgetter(*FIELD_NAMES)
+
+
+def with_fields(frame: Frame, changes: dict[str, Any]) -> Frame:
+    """`dataclasses.replace(frame, **changes)` for a `Frame`, in a fraction of its time."""
+    values = list(field_values(frame))
+    for name, value in changes.items():
+        values[_FIELD_INDEX[name]] = value
+    return Frame(*values)

@@ -19,15 +19,13 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
-from dataclasses import fields
-from typing import Any
 
-from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.core.frame import FIELD_NAMES, Frame, WorkerView, field_values
 
 # A worker busy at least this share of a poll (busy_pct) is a GIL sample.
 GIL_BUSY_PCT = 50.0
-_FIELDS = tuple(f.name for f in fields(Frame))
-_SHARED = ("sockets", "vassals", "version", "source", "error")
+_WORKERS = FIELD_NAMES.index("workers")
+_SHARED = tuple(FIELD_NAMES.index(n) for n in ("sockets", "vassals", "version", "source", "error"))
 
 
 def busy_cpu(workers: Iterable[WorkerView]) -> array[float]:
@@ -56,14 +54,14 @@ class HistoryFrame(Frame):
 
 def compact(frame: Frame, before: Frame | None = None) -> HistoryFrame:
     """`frame` without its worker views; fields equal to `before`'s share its objects."""
-    values: dict[str, Any] = {name: getattr(frame, name) for name in _FIELDS}
-    values["workers"] = ()
+    values = list(field_values(frame))
+    values[_WORKERS] = ()
     if before is not None:
-        for name in _SHARED:
-            old = getattr(before, name)
-            if old is not values[name] and old == values[name]:
-                values[name] = old
-    out = HistoryFrame(**values)
+        for i in _SHARED:
+            old = getattr(before, FIELD_NAMES[i])
+            if old is not values[i] and old == values[i]:
+                values[i] = old
+    out = HistoryFrame(*values)
     object.__setattr__(out, "busy_cpu", busy_cpu(frame.workers))
     return out
 

@@ -6,7 +6,7 @@ import bisect
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.rules.context import Memo, prune
+from uwsgitune.rules.columns import Columns
 from uwsgitune.rules.engine import EngineState, evaluate
 from uwsgitune.rules.facts import NO_FACTS, Facts
 from uwsgitune.rules.finding import Finding
@@ -46,7 +46,7 @@ class RulesRunner:
         self.state = EngineState()
         self.error: str | None = None
         self._since: float | None = None
-        self._memo: Memo = {}
+        self._columns = Columns()
 
     def run(self, frames: Sequence[Frame], since: float | None = None) -> tuple[Finding, ...]:
         """Findings for the frames of the look-back after `since` (monotonic), oldest first.
@@ -58,8 +58,9 @@ class RulesRunner:
             return ()
         recent = _lookback(frames, frames[-1].mono - self.lookback, self._since)
         try:
-            found, self.state = evaluate(recent, self.facts, self.settings, self.state, self._memo)
-            prune(self._memo, recent)
+            found, self.state = evaluate(
+                recent, self.facts, self.settings, self.state, self._columns
+            )
         except Exception as exc:  # a bug in one rule must not stop the polls
             self.error = f"rules engine failed: {exc!r}"
             return ()

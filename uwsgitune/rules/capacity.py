@@ -26,7 +26,7 @@ from uwsgitune.rules.build import (
     model_estimate,
     worker_change,
 )
-from uwsgitune.rules.context import Context, all_busy, mean, quantile, share, values
+from uwsgitune.rules.context import Context, all_busy, mean, quantile
 from uwsgitune.rules.finding import Finding
 from uwsgitune.rules.listen import sized_target
 
@@ -43,13 +43,13 @@ class _Stretch(NamedTuple):
 
 def _stretched(ctx: Context, frames: Sequence[Frame], eff: float) -> _Stretch | None:
     s, f = ctx.settings, ctx.latest
-    cpus = values(frames, ctx.cpu)
+    cpus = ctx.col("cpu", frames)
     cpu = quantile(cpus, 0.5) if cpus else None
-    own = mean(values(frames, ctx.own_cpu))
+    own = mean(ctx.col("own_cpu", frames))
     if cpu is None or cpu < s.cpu_saturated or own < s.cpu_instance_min:
         return None
-    cpu_ms = values(frames, lambda x: x.cpu_ms_per_request)
-    rt_ms = values(frames, lambda x: x.mean_rt_ms)
+    cpu_ms = ctx.col("cpu_ms_per_request", frames)
+    rt_ms = ctx.col("mean_rt_ms", frames)
     if not cpu_ms or not rt_ms or mean(cpu_ms) <= 0:
         return None
     stretch = mean(rt_ms) / mean(cpu_ms)
@@ -91,7 +91,7 @@ def oversubscribed_cpu(ctx: Context) -> list[Finding]:
         mean_rt=(rt_ms, "ms"),
         cpu_per_request=(cpu_ms, "ms"),
         stretch=(stretch, "x"),
-        rps=(mean(values(frames, lambda x: x.rps)), "req/s"),
+        rps=(mean(ctx.col("rps", frames)), "req/s"),
         target_workers=(target, "workers"),
     )
     rec = worker_change(ctx, target, effect, saturated=True)
@@ -104,9 +104,9 @@ def _io_bound(ctx: Context, frames: Sequence[Frame]) -> tuple[float, float] | No
     On a saturated host, waiting may be for the CPU, so the rule stays quiet there.
     """
     s = ctx.settings
-    own, host = values(frames, ctx.own_cpu), values(frames, ctx.cpu)
-    cpu_ms = values(frames, lambda x: x.cpu_ms_per_request)
-    rt_ms = values(frames, lambda x: x.mean_rt_ms)
+    own, host = ctx.col("own_cpu", frames), ctx.col("cpu", frames)
+    cpu_ms = ctx.col("cpu_ms_per_request", frames)
+    rt_ms = ctx.col("mean_rt_ms", frames)
     if not own or not host or not cpu_ms or not rt_ms or mean(rt_ms) <= 0:
         return None
     cpu, on_cpu = quantile(own, 0.5), mean(cpu_ms) / mean(rt_ms)
@@ -122,8 +122,8 @@ def underprovisioned_io(ctx: Context) -> list[Finding]:
     if io is None:
         return []
     cpu, on_cpu = io
-    busy_share = share(frames, lambda x: all_busy(x, s.busy_full))
-    depths = values(frames, ctx.depth)
+    busy_share = ctx.share(f"all_busy@{s.busy_full}", frames, lambda x: all_busy(x, s.busy_full))
+    depths = ctx.col("depth", frames)
     if busy_share < s.all_busy_share or not depths:
         return []
     queued = sum(1 for d in depths if d > 0) / len(depths)
@@ -131,8 +131,8 @@ def underprovisioned_io(ctx: Context) -> list[Finding]:
         return []
     target, bound = sized_target(ctx, frames)
     target = max(target, f.live + 1)
-    lam = mean(values(frames, lambda x: x.rps))
-    w_ms = mean(values(frames, lambda x: x.mean_rt_ms))
+    lam = mean(ctx.col("rps", frames))
+    w_ms = mean(ctx.col("mean_rt_ms", frames))
     reason = (
         f"All {f.live} workers are busy using only {cpu:.0%} of the CPUs and a queue of "
         f"{mean(depths):.0f} waiting: the load waits on IO; Little's law sizes it at {target} "
@@ -148,7 +148,7 @@ def underprovisioned_io(ctx: Context) -> list[Finding]:
         queued_share=(queued, "ratio"),
         arrival_rate=(lam, "req/s"),
         mean_rt=(w_ms, "ms"),
-        in_service=(mean(values(frames, lambda x: x.littles_l)), "requests"),
+        in_service=(mean(ctx.col("littles_l", frames)), "requests"),
         target_workers=(target, "workers"),
         bounded_by=bound,
         memory_per_worker=(f.mem_per_worker, "bytes"),
@@ -160,10 +160,10 @@ def underprovisioned_io(ctx: Context) -> list[Finding]:
 def idle_overprovisioned(ctx: Context) -> list[Finding]:
     s, f = ctx.settings, ctx.latest
     frames = ctx.recent(s.idle_window_seconds)
-    busy = values(frames, lambda x: x.busy_ratio)
+    busy = ctx.col("busy_ratio", frames)
     if not frames or not busy or mean(busy) > s.idle_busy_max:
         return []
-    peak = quantile(values(frames, lambda x: x.littles_l), 0.95)
+    peak = quantile(ctx.col("littles_l", frames), 0.95)
     need = demand_workers(peak, 0.0, max(f.threads, 1))  # the tuner's sizing
     target = max(need, s.idle_min_workers)
     if f.live - target < s.idle_min_reduction:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from uwsgitune.rules.build import ev, finding, pow2_at_least
-from uwsgitune.rules.context import Context, mean, quantile, share, values
+from uwsgitune.rules.context import Context, mean, quantile
 from uwsgitune.rules.finding import Finding, Recommendation
 
 DEFAULT_LISTEN = 100
@@ -26,8 +26,8 @@ def default_listen(ctx: Context) -> list[Finding]:
     frames = ctx.window()
     if not frames or DEFAULT_LISTEN not in {x.backlog for x in f.sockets}:
         return []
-    busy = mean(values(frames, lambda x: x.busy_ratio))
-    queued = share(frames, lambda x: bool(ctx.depth(x)))
+    busy = mean(ctx.col("busy_ratio", frames))
+    queued = ctx.share("depth", frames)
     if busy < s.busy_service_ratio and queued < 0.1:
         return []
     wanted = min(1024, f.somaxconn or 1024)
@@ -57,7 +57,7 @@ def no_memory_report(ctx: Context) -> list[Finding]:
     frames = ctx.window()
     if not frames or ctx.facts.config.memory_report or ctx.latest.requests_total == 0:
         return []
-    if any(f.memory_report for f in frames):
+    if any(ctx.raw("memory_report", frames)):
         return []
     reason = (
         "memory-report is off: uWSGI's stats carry no RSS per worker, so memory rules rely on "
@@ -152,11 +152,11 @@ def no_cheaper(ctx: Context) -> list[Finding]:
     frames = ctx.recent(s.idle_window_seconds)
     if not frames or f.cheap > 0 or ctx.facts.config.cheaper != 0:
         return []
-    busy = values(frames, lambda x: x.busy_ratio)
+    busy = ctx.col("busy_ratio", frames)
     peak, trough = quantile(busy, 0.9), quantile(busy, 0.1)
     if peak < s.scaling_peak or trough > s.scaling_trough:
         return []
-    low = quantile(values(frames, lambda x: x.littles_l), 0.1)
+    low = quantile(ctx.col("littles_l", frames), 0.1)
     minimum = max(1, math.ceil(low / (max(f.threads, 1) * s.target_utilisation)))
     minimum = min(minimum, max(f.workers_max - 1, 1))
     reason = (

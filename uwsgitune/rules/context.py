@@ -11,6 +11,8 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import cast
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import all_busy as all_busy  # the rules import it from here
@@ -21,6 +23,7 @@ from uwsgitune.core.signals import (
     own_cpu_share,
     requests_waiting,
 )
+from uwsgitune.rules.columns import Columns, Signal
 from uwsgitune.rules.facts import Facts
 from uwsgitune.rules.finding import EvidenceWindow
 from uwsgitune.rules.settings import RuleSettings
@@ -45,15 +48,24 @@ def share(frames: Sequence[Frame], pred: Callable[[Frame], bool]) -> float:
     return sum(map(bool, map(pred, frames))) / len(frames) if frames else 0.0
 
 
-Memo = dict[tuple[str, float, float], float | None]
-
-
-def prune(memo: Memo, frames: Sequence[Frame]) -> None:
-    """Drop the entries of polls before `frames` (the look-back), once there are many."""
-    if frames and len(memo) > 8 * len(frames) + 64:
-        edge = frames[0].mono
-        for key in [k for k in memo if k[1] < edge]:
-            del memo[key]
+# The frame fields the rules read over look-backs: `Context.col` keeps them as columns.
+FIELDS: dict[str, Signal] = {
+    name: attrgetter(name)
+    for name in (
+        "rps",
+        "mean_rt_ms",
+        "cpu_ms_per_request",
+        "littles_l",
+        "busy_ratio",
+        "instance_cpu_cores",
+        "mem_total_rss",
+        "mem_available",
+        "mem_per_worker",
+        "memory_report",
+        "mono",
+        "dt",
+    )
+}
 
 
 @dataclass
@@ -63,17 +75,18 @@ class Context:
     frames: tuple[Frame, ...]  # every frame, oldest first
     facts: Facts
     settings: RuleSettings
+    # the per-frame signals: a `RulesRunner` passes the same columns at every poll, so each
+    # poll's signals are computed once, not once per poll over the whole look-back
+    columns: Columns = field(default_factory=Columns)
     rated: tuple[Frame, ...] = ()
     _cache: dict[float, tuple[Frame, ...]] = field(default_factory=dict)
     _monos: list[float] = field(default_factory=list)
-    # per-frame signals by (signal, the frame's poll time): a `RulesRunner` passes the same
-    # memo at every poll, so each poll's signals are computed once, not once per poll over
-    # the whole look-back (a frame compacted by the window keeps its poll and its signals)
-    memo: Memo = field(default_factory=dict)
+    _starts: dict[int, int] = field(default_factory=dict)  # id(look-back) -> its first index
 
     def __post_init__(self) -> None:
         self.rated = tuple(f for f in self.frames if f.has_rates)
         self._monos = [f.mono for f in self.rated]
+        self.columns.sync(self._monos, [f.t for f in self.rated])
 
     @property
     def latest(self) -> Frame:
@@ -95,6 +108,7 @@ class Context:
             enough = len(frames) >= self.settings.min_frames
             if enough and span >= self.settings.min_coverage * seconds:
                 out = frames
+                self._starts[id(out)] = start  # held by the cache: the id stays its own
         self._cache[seconds] = out
         return out
 
@@ -102,12 +116,36 @@ class Context:
         return self.recent(self.settings.window_seconds)
 
     def _memoised(self, name: str, fn: Callable[[Frame], float | None], f: Frame) -> float | None:
-        key = (name, f.mono, f.t)
+        key, memo = (name, f.mono, f.t), self.columns.memo
         try:
-            return self.memo[key]
+            return memo[key]
         except KeyError:
-            value = self.memo[key] = fn(f)
+            value = memo[key] = fn(f)
             return value
+
+    def raw(
+        self, name: str, frames: Sequence[Frame], get: Signal | None = None
+    ) -> list[float | None]:
+        """Signal `name` of each of `frames`, as a float or None. A look-back of this
+        context (`recent`, `window`) is read from the kept columns; any other frames one by
+        one. `get` computes a signal that is not a field or method (name it by its
+        parameters too)."""
+        if get is None:
+            get = FIELDS.get(name) or cast(Signal, getattr(self, name))
+        start = self._starts.get(id(frames))
+        if start is None:
+            return [None if (v := get(f)) is None else float(v) for f in frames]
+        return self.columns.column(name, get, self.rated, start, start + len(frames))
+
+    def col(self, name: str, frames: Sequence[Frame], get: Signal | None = None) -> list[float]:
+        """The known values of signal `name` over `frames` (`values`, from the columns)."""
+        raw = self.raw(name, frames, get)
+        return [v for v in raw if v is not None] if None in raw else cast(list[float], raw)
+
+    def share(self, name: str, frames: Sequence[Frame], get: Signal | None = None) -> float:
+        """The share of `frames` whose signal `name` is true (`share`, from the columns)."""
+        raw = self.raw(name, frames, get)
+        return sum(map(bool, raw)) / len(raw) if raw else 0.0
 
     def cpu(self, f: Frame) -> float | None:
         """`signals.cpu_saturation(f)`, computed once per frame: several rules read it.

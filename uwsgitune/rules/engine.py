@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules import capacity, config, health, listen, memory, static, threads
-from uwsgitune.rules.context import Context, Memo
+from uwsgitune.rules.columns import Columns
+from uwsgitune.rules.context import Context
 from uwsgitune.rules.facts import NO_FACTS, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding
 from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
@@ -93,14 +94,13 @@ def evaluate(
     facts: Facts | None = None,
     settings: RuleSettings | None = None,
     state: EngineState | None = None,
-    memo: Memo | None = None,
+    columns: Columns | None = None,
 ) -> tuple[tuple[Finding, ...], EngineState]:
     """Findings for one instance's frames (oldest first), and the state for the next call.
-    `memo`: per-frame signals kept from the previous calls (`context.Memo`)."""
+    `columns`: the per-frame signals kept from the previous calls (rules/columns.py)."""
     prev = state or EngineState()
-    ctx = Context(tuple(frames), facts or NO_FACTS, settings or DEFAULT_SETTINGS)
-    if memo is not None:
-        ctx.memo = memo
+    facts, settings = facts or NO_FACTS, settings or DEFAULT_SETTINGS
+    ctx = Context(tuple(frames), facts, settings, columns or Columns())
     if not ctx.rated:  # nothing observed: keep what we knew, change nothing
         return _order([t.finding for t in prev.tracks.values()]), prev
     now, clear = ctx.now, ctx.settings.clear_seconds

@@ -9,10 +9,38 @@ which resets every counter, never looks like a storm.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from uwsgitune.core.frame import Frame
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.finding import Finding, Recommendation, Severity
+
+
+# Each poll's part of the look-back's sums, kept as columns (`Context.raw`): never None.
+def _requests(f: Frame) -> float:
+    return (f.rps or 0.0) * (f.dt or 0.0)
+
+
+def _exceptions(f: Frame) -> float:
+    return (f.eps or 0.0) * (f.dt or 0.0)
+
+
+def _seconds(f: Frame) -> float:
+    return f.dt or 0.0
+
+
+def _harakiri(f: Frame) -> int:
+    return f.harakiri_delta or 0
+
+
+def _respawns(f: Frame) -> int:
+    return f.respawns_delta or 0
+
+
+def _span(ctx: Context, frames: Sequence[Frame]) -> float:
+    """Seconds the look-back's polls cover."""
+    return sum(ctx.col("seconds", frames, _seconds))
 
 
 def exceptions(ctx: Context) -> list[Finding]:
@@ -20,9 +48,9 @@ def exceptions(ctx: Context) -> list[Finding]:
     frames = ctx.window()
     if not frames:
         return []
-    reqs = sum((f.rps or 0.0) * (f.dt or 0.0) for f in frames)
-    excs = sum((f.eps or 0.0) * (f.dt or 0.0) for f in frames)
-    span = sum(f.dt or 0.0 for f in frames)
+    reqs = sum(ctx.col("requests", frames, _requests))
+    excs = sum(ctx.col("exceptions", frames, _exceptions))
+    span = _span(ctx, frames)
     if span <= 0 or reqs / span < s.min_rps:
         return []
     ratio = excs / reqs
@@ -40,7 +68,7 @@ def exceptions(ctx: Context) -> list[Finding]:
 def harakiri(ctx: Context) -> list[Finding]:
     s = ctx.settings
     frames = ctx.window()
-    kills = sum(f.harakiri_delta or 0 for f in frames)
+    kills = int(sum(ctx.col("harakiri", frames, _harakiri)))
     if not kills:
         return []
     severity: Severity = "critical" if kills >= s.harakiri_critical else "warning"
@@ -56,8 +84,8 @@ MIN_STORM_SPAN = 1.0  # seconds of polls before a respawn rate means anything
 def respawn_storm(ctx: Context) -> list[Finding]:
     s = ctx.settings
     frames = ctx.window()
-    span = sum(f.dt or 0.0 for f in frames)
-    respawns = sum(f.respawns_delta or 0 for f in frames)
+    span = _span(ctx, frames)
+    respawns = int(sum(ctx.col("respawns", frames, _respawns)))
     # A rate needs a real span: a few respawns over a sliver of time is not a storm (and
     # a span near zero would make the rate infinite).
     if span < MIN_STORM_SPAN or respawns * 60 / span < s.respawn_storm_per_min:

@@ -38,17 +38,15 @@ from uwsgitune.rules.context import (
     mean,
     quantile,
     share,
-    values,
 )
 from uwsgitune.rules.finding import Evidence, Finding, Recommendation
-from uwsgitune.rules.settings import RuleSettings
 
 Evs = tuple[Evidence, ...]
 
 
-def saturated(ctx: Context, f: Frame) -> bool:
+def saturated(ctx: Context, f: Frame, fill: float | None) -> bool:
+    """The poll's fullest socket at `fill` (`ctx.fill(f)`) counts as saturated."""
     s = ctx.settings
-    fill = ctx.fill(f)
     if fill is None:
         return False
     return fill >= s.listen_fill or (bool(f.listen_overflows_delta) and fill >= s.overflow_min_fill)
@@ -61,20 +59,20 @@ def littles_target(ctx: Context, frames: Sequence[Frame]) -> int:
     connections waiting for a worker. A saturated queue hides the demand it dropped, so this
     is a lower bound, applied one bounded step at a time.
     """
-    in_service = mean(values(frames, lambda f: f.littles_l))
-    waiting = mean(values(frames, ctx.depth))
+    in_service = mean(ctx.col("littles_l", frames))
+    waiting = mean(ctx.col("depth", frames))
     return demand_workers(in_service, waiting, max(frames[-1].threads, 1))
 
 
-def cpu_cap(frames: Sequence[Frame], s: RuleSettings, cpu: float | None) -> int | None:
+def cpu_cap(ctx: Context, frames: Sequence[Frame], cpu: float | None) -> int | None:
     """Most workers the CPU left allows: the spare cores over the CPU one worker uses.
 
     `cpu` includes what neighbours take; a worker's share is the instance's own CPU per
     live worker. None when either is unknown or workers use no measurable CPU.
     """
-    f = frames[-1]
+    s, f = ctx.settings, frames[-1]
     eff = f.effective_cpus
-    per_worker = mean(values(frames, lambda x: x.instance_cpu_cores)) / max(f.live, 1)
+    per_worker = mean(ctx.col("instance_cpu_cores", frames)) / max(f.live, 1)
     if cpu is None or not eff or per_worker < 0.005:
         return None
     spare = max(eff * s.cpu_saturated - cpu * eff, 0.0)
@@ -84,10 +82,10 @@ def cpu_cap(frames: Sequence[Frame], s: RuleSettings, cpu: float | None) -> int 
 def sized_target(ctx: Context, frames: Sequence[Frame]) -> tuple[int, str]:
     """Little's-law target, bounded by CPU headroom, memory and one step; and what bound it."""
     s, f = ctx.settings, ctx.latest
-    cpus = values(frames, ctx.cpu)
+    cpus = ctx.col("cpu", frames)
     cpu = quantile(cpus, 0.5) if cpus else None
     bounds = {"littles_law": littles_target(ctx, frames)}
-    queued = mean(values(frames, ctx.depth))
+    queued = mean(ctx.col("depth", frames))
     bounds["step"] = max(
         f.live + 1,
         math.floor(f.live * s.max_scale_factor),
@@ -97,7 +95,7 @@ def sized_target(ctx: Context, frames: Sequence[Frame]) -> tuple[int, str]:
     if model is not None and model.workers is not None:
         bounds["cpu"] = model.workers  # what the CPUs and the IO share need (the tuner's)
     else:
-        by_cpu = cpu_cap(frames, s, cpu)
+        by_cpu = cpu_cap(ctx, frames, cpu)
         if by_cpu is not None:
             bounds["cpu"] = by_cpu
     mem = memory_cap(f, s.memory_headroom)
@@ -109,16 +107,18 @@ def sized_target(ctx: Context, frames: Sequence[Frame]) -> tuple[int, str]:
 
 def listen_queue(ctx: Context) -> list[Finding]:
     s = ctx.settings
-    known = [f for f in ctx.window() if ctx.fill(f) is not None]
-    if not known:
+    frames = ctx.window()
+    fills = ctx.raw("fill", frames)
+    sat = [f for f, fill in zip(frames, fills, strict=True) if saturated(ctx, f, fill)]
+    n_known = len(fills) - fills.count(None)
+    if not n_known or len(sat) / n_known < s.listen_min_share:
         return []
-    sat = [f for f in known if saturated(ctx, f)]
-    sat_share = len(sat) / len(known)
-    if sat_share < s.listen_min_share:
-        return []
-    cpus = sorted(values(sat, ctx.cpu))
+    sat_share = len(sat) / n_known
+    known = [f for f, fill in zip(frames, fills, strict=True) if fill is not None]
+    cpus = sorted(ctx.col("cpu", sat))
     cpu = cpus[len(cpus) // 2] if cpus else None
-    own = mean(values(sat, ctx.own_cpu)) if values(sat, ctx.own_cpu) else None
+    owns = ctx.col("own_cpu", sat)
+    own = mean(owns) if owns else None
     busy_share = share(sat, lambda f: all_busy(f, s.busy_full))
     idle = share(known, lambda f: not ctx.depth(f) and (f.busy_ratio or 0.0) < s.burst_idle_busy)
     base = ev(

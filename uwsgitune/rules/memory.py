@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.rules.build import MIB, ev, finding
-from uwsgitune.rules.context import Context, quantile, values
+from uwsgitune.rules.context import Context, quantile
 from uwsgitune.rules.finding import Finding, Recommendation
 
 
@@ -20,9 +20,9 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, 
     """Least squares y = a + b·x: (a, b, r²). r² is 0 for a flat or degenerate series."""
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum([(x - mx) ** 2 for x in xs])
+    syy = sum([(y - my) ** 2 for y in ys])
+    sxy = sum([(x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)])
     if sxx <= 0:
         return my, 0.0, 0.0
     b = sxy / sxx
@@ -33,14 +33,17 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, 
 def memory_pressure(ctx: Context) -> list[Finding]:
     s, f = ctx.settings, ctx.latest
     frames = ctx.window()
-    used = values(frames, lambda x: x.mem_total_rss)
-    avail = values(frames, lambda x: x.mem_available)
+    used = ctx.col("mem_total_rss", frames)
+    avail = ctx.col("mem_available", frames)
     if not frames or not used or not avail or not f.mem_per_worker:
         return []
     rss, free = quantile(used, 0.5), quantile(avail, 0.5)
     budget = rss + free
     fits = max(1, int(budget * s.memory_headroom // f.mem_per_worker))
     full_scale = f.workers_max * f.mem_per_worker
+    pressed = budget > 0 and rss / budget >= s.memory_pressure
+    if not pressed and (full_scale <= budget or f.workers_max <= f.live):
+        return []
     evidence = ev(
         workers_rss=(rss, "bytes"),
         available=(free, "bytes"),
@@ -50,7 +53,7 @@ def memory_pressure(ctx: Context) -> list[Finding]:
         full_scale_rss=(full_scale, "bytes"),
         workers_that_fit=(fits, "workers"),
     )
-    if budget > 0 and rss / budget >= s.memory_pressure:
+    if pressed:
         reason = (
             f"The workers use {rss / MIB:.0f} MiB with only {free / MIB:.0f} MiB left: the OOM "
             "killer is close; fewer workers (or smaller ones) keep the instance alive."
@@ -60,24 +63,26 @@ def memory_pressure(ctx: Context) -> list[Finding]:
         )
         rec = Recommendation("processes", "lower", fits, "reload", effect, current=f.live)
         return [finding("memory.pressure", "critical", reason, frames, evidence, rec)]
-    if full_scale > budget and f.workers_max > f.live:
-        reason = (
-            f"At its maximum of {f.workers_max} workers the instance would need "
-            f"{full_scale / MIB:.0f} MiB, more than the {budget / MIB:.0f} MiB it can use."
-        )
-        effect = f"a full scale-up of {fits} workers stays within memory"
-        rec = Recommendation("processes", "lower", fits, "reload", effect, current=f.workers_max)
-        return [finding("memory.full_scale", "warning", reason, frames, evidence, rec)]
-    return []
+    reason = (  # the full scale does not fit
+        f"At its maximum of {f.workers_max} workers the instance would need "
+        f"{full_scale / MIB:.0f} MiB, more than the {budget / MIB:.0f} MiB it can use."
+    )
+    effect = f"a full scale-up of {fits} workers stays within memory"
+    rec = Recommendation("processes", "lower", fits, "reload", effect, current=f.workers_max)
+    return [finding("memory.full_scale", "warning", reason, frames, evidence, rec)]
 
 
 def rss_growth(ctx: Context) -> list[Finding]:
     s = ctx.settings
-    frames = [f for f in ctx.recent(s.memory_window_seconds) if f.mem_per_worker]
-    if len(frames) < s.min_frames:
+    look = ctx.recent(s.memory_window_seconds)
+    monos, per_worker = ctx.col("mono", look), ctx.raw("mem_per_worker", look)
+    known = [(m, v) for m, v in zip(monos, per_worker, strict=True) if v]
+    if len(known) < s.min_frames:
         return []
-    xs = [f.mono - frames[0].mono for f in frames]
-    ys = [float(f.mem_per_worker or 0) for f in frames]
+    ys = [v for _, v in known]
+    if min(ys) == max(ys):  # flat: whole bytes, so the fit's slope is exactly 0, no leak
+        return []
+    xs = [m - known[0][0] for m, _ in known]
     a, b, r2 = linear_fit(xs, ys)
     start, end = a, a + b * xs[-1]
     per_hour = b * 3600 / MIB
@@ -91,6 +96,7 @@ def rss_growth(ctx: Context) -> list[Finding]:
     )
     effect = f"a worker past {limit} MiB is respawned after its request, so memory stays bounded"
     rec = Recommendation("reload-on-rss", "set", limit, "reload", effect)
+    frames = [f for f in look if f.mem_per_worker]
     evidence = ev(
         growth_rate=(per_hour, "MiB/hour"),
         rss_start=(start, "bytes"),
