@@ -239,8 +239,8 @@ def _frame_rates(
     frame: Frame, prev: StatsDoc, cur: StatsDoc, dt: float, resets: list[bool]
 ) -> dict[str, Any]:
     """The frame's rates since `prev`, `dt` seconds before (`frame` has its workers)."""
-    d_req = sum(w.rps or 0.0 for w in frame.workers) * dt
-    d_exc = sum(w.eps or 0.0 for w in frame.workers) * dt
+    d_req = sum([w.rps or 0.0 for w in frame.workers]) * dt  # lists: faster than generators
+    d_exc = sum([w.eps or 0.0 for w in frame.workers]) * dt
     d_rt_s = 0.0
     d_static = 0
     for p, c, reset in zip(prev.workers, cur.workers, resets, strict=False):
@@ -254,7 +254,7 @@ def _frame_rates(
                 d_static += d if d > 0 else 0
     littles_l = max(d_rt_s, 0.0) / dt
     capacity = frame.live * max(frame.threads, 1)
-    harakiri = sum(w.harakiri_count for w in prev.workers)
+    harakiri = sum([w.harakiri_count for w in prev.workers])
     return {
         "rps": d_req / dt,
         "eps": d_exc / dt,

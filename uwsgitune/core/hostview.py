@@ -53,9 +53,10 @@ def _busy_shares(frame: Frame) -> dict[int, float]:
     new connection (the thundering herd) wait for a CPU too, outside any request, and the
     master serves none. With threads, a process's threads take turns at accept() under
     uWSGI's own lock, so a process's wait counts whole."""
+    live = [w for w in frame.workers if w.status != "cheap" and w.pid > 0]  # `w.live`, inlined
     if frame.threads > 1:
-        return {w.pid: 1.0 for w in frame.workers if w.live}
-    return {w.pid: min(max(w.busy_pct or 0.0, 0.0) / 100, 1.0) for w in frame.workers if w.live}
+        return {w.pid: 1.0 for w in live}
+    return {w.pid: min(max(w.busy_pct or 0.0, 0.0) / 100, 1.0) for w in live}
 
 
 class InstanceCpu(NamedTuple):
@@ -94,7 +95,7 @@ def instance_cpu(
 
 
 def _memory(frame: Frame, host: HostSample) -> dict[str, Any]:
-    live_rss = [w.rss for w in frame.workers if w.live and w.rss]
+    live_rss = [w.rss for w in frame.workers if w.rss and w.status != "cheap" and w.pid > 0]
     mem_source = "stats" if frame.memory_report else ("psutil" if live_rss else "none")
     return {
         "cpu_count": host.cpu_count,

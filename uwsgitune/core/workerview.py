@@ -93,13 +93,6 @@ def rss_from_proc(w: Worker) -> bool:
     return not w.rss and w.status != "cheap" and w.pid > 0
 
 
-def _rss(cur: Worker, proc: ProcSample | None) -> int | None:
-    """The stats' RSS (--memory-report), else a live worker's from /proc, else None."""
-    if rss_from_proc(cur):
-        return proc.rss if proc else None
-    return cur.rss or None
-
-
 def worker_view(
     slot: int,
     cur: Worker,
@@ -110,33 +103,32 @@ def worker_view(
     now: float,
     threads: int,
 ) -> WorkerView:
-    """One slot; rates since `prev` (None: unrated). `procs`: its process now and then."""
+    """One slot; rates since `prev` (None: unrated). `procs`: its process now and then.
+    Its RSS: the stats' (--memory-report), else a live worker's from /proc, else None."""
     rates = _rates(cur, prev, reset, dt, procs, threads) if prev and dt > 0 else NO_RATES
     static, per_core, in_flight = _cores(cur, now) if cur.cores else (0, (), ())
     status = cur.status if cur.status.isprintable() else printable(cur.status)
-    return WorkerView(
-        slot=slot,
-        id=cur.id,
-        pid=cur.pid,
-        status=status,
-        last_spawn=cur.last_spawn,
-        rss=_rss(cur, procs[0]),
-        vsz=cur.vsz or None,
-        requests=cur.requests,
-        exceptions=cur.exceptions,
-        signals=cur.signals,
-        tx=cur.tx,
-        static_requests=static,
-        cores_requests=per_core,
-        avg_rt_us=cur.avg_rt,
-        running_time_us=cur.running_time,
-        respawn_count=cur.respawn_count,
-        harakiri_count=cur.harakiri_count,
-        request_age=_oldest(in_flight) if in_flight else None,
-        requests_in_flight=in_flight,
-        rps=rates[0],
-        eps=rates[1],
-        busy_pct=rates[2],
-        cpu_pct=rates[3],
-        mean_rt_ms=rates[4],
+    proc = procs[0]
+    rss = (proc.rss if proc else None) if rss_from_proc(cur) else (cur.rss or None)
+    return WorkerView(  # positional, in the struct's order: a third faster than keywords
+        slot,
+        cur.id,
+        cur.pid,
+        status,
+        cur.requests,
+        cur.exceptions,
+        cur.signals,
+        cur.tx,
+        cur.avg_rt,
+        cur.running_time,
+        rss,
+        cur.vsz or None,
+        cur.respawn_count,
+        cur.harakiri_count,
+        cur.last_spawn,
+        *rates,
+        _oldest(in_flight) if in_flight else None,
+        in_flight,
+        per_core,
+        static,
     )
