@@ -16,6 +16,8 @@ from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
 
+IDLE_DEMAND = 1.0  # a level below one request in the instance: the load stopped
+
 
 def capacity(f: Facts) -> int | None:
     """The model's count (None: unknown, or the CPUs set no bound)."""
@@ -63,7 +65,7 @@ def load_fell(f: Facts, s: TunerSettings) -> Proposal | None:
     """The load fell and settled (`Facts.level`): go to what the level needs (never more
     workers than one past its requests at once), but by at most half the most requests the down
     window saw at once, paced like a step up: a halving is met in one decision, a lull
-    between bursts by half the pool at most."""
+    between bursts by half the pool at most, a load that stopped (`IDLE_DEMAND`) at once."""
     lv = f.level
     if lv is None:
         return None
@@ -71,7 +73,11 @@ def load_fell(f: Facts, s: TunerSettings) -> Proposal | None:
     need = max(workers_for(lv.demand, threads, s.staffing_beta), s.min_workers)
     if lv.peak is not None:  # one spare: a worker was idle at every poll of the level
         need = min(need, max(lv.peak + 1, math.ceil(lv.demand - 1e-9), s.min_workers))
-    half = math.ceil((f.concurrency_peak or f.live) / 2)
+    # A lull keeps half the pool for the load's return; a load that stopped (less than one
+    # request in the instance at every poll of the level) leaves nothing to keep it for:
+    # its return is met by the saturated step up, in one decision.
+    idle = lv.demand < IDLE_DEMAND
+    half = need if idle else math.ceil((f.concurrency_peak or f.live) / 2)
     down = max(need, half)
     if down >= f.live - max(1, math.ceil(0.1 * f.live)):
         return None
@@ -81,4 +87,6 @@ def load_fell(f: Facts, s: TunerSettings) -> Proposal | None:
     )
     if down == half and half > need:
         why += " (at most half the most seen at once in one move)"
+    elif idle:
+        why += " (the instance is idle)"
     return Proposal(down, "load-fell", why, quick=True, in_service=lv.in_service)
