@@ -62,7 +62,6 @@ FIELDS: dict[str, Signal] = {
         "mem_available",
         "mem_per_worker",
         "memory_report",
-        "mono",
         "dt",
     )
 }
@@ -137,6 +136,14 @@ class Context:
             return [None if (v := get(f)) is None else float(v) for f in frames]
         return self.columns.column(name, get, self.rated, start, start + len(frames))
 
+    def monos(self, frames: Sequence[Frame]) -> list[float]:
+        """The poll times (`mono`) of `frames`: a slice of the rated frames' for a look-back
+        of this context, read one by one otherwise."""
+        start = self._starts.get(id(frames))
+        if start is None:
+            return [f.mono for f in frames]
+        return self._monos[start : start + len(frames)]
+
     def col(self, name: str, frames: Sequence[Frame], get: Signal | None = None) -> list[float]:
         """The known values of signal `name` over `frames` (`values`, from the columns)."""
         raw = self.raw(name, frames, get)
@@ -184,7 +191,3 @@ def latest_value(
         if v is not None:
             return float(v)
     return None
-
-
-def values(frames: Sequence[Frame], get: Callable[[Frame], float | int | None]) -> list[float]:
-    return [float(v) for v in map(get, frames) if v is not None]

@@ -75,7 +75,7 @@ def memory_pressure(ctx: Context) -> list[Finding]:
 def rss_growth(ctx: Context) -> list[Finding]:
     s = ctx.settings
     look = ctx.recent(s.memory_window_seconds)
-    monos, per_worker = ctx.col("mono", look), ctx.raw("mem_per_worker", look)
+    monos, per_worker = ctx.monos(look), ctx.raw("mem_per_worker", look)
     known = [(m, v) for m, v in zip(monos, per_worker, strict=True) if v]
     if len(known) < s.min_frames:
         return []

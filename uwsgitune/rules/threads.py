@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.history import busy_samples
 from uwsgitune.rules.build import ev, finding
-from uwsgitune.rules.context import Context, frame_dt, quantile, values
+from uwsgitune.rules.context import Context, frame_dt, quantile
 from uwsgitune.rules.finding import Finding, Recommendation
 
 
@@ -49,7 +49,7 @@ def threads_gil(ctx: Context) -> list[Finding]:
     near, total = gil_samples(ctx, frames)
     if total < s.min_frames or near / total < s.gil_busy_share:
         return []
-    cpu = quantile([c for c in values(frames, ctx.cpu) if c < s.cpu_saturated], 0.5)
+    cpu = quantile([c for c in ctx.col("cpu", frames) if c < s.cpu_saturated], 0.5)
     eff = f.effective_cpus or 1.0
     processes = max(f.live + 1, min(f.live * f.threads, math.ceil(eff * s.cpu_workers_per_cpu)))
     reason = (
