@@ -46,7 +46,8 @@ def test_a_fake_proc_tree(tmp_path: Path) -> None:
     procs = ProcFiles(KeptFiles(), proc=tmp_path)
     try:
         assert procs.sample([7, 8]) == (s,) == procs.sample([8, 7])  # a gone pid is left out
-        (pid / "stat").write_bytes(_stat("uwsgi", 260, 50, 1))  # a kept file, read again
+        (pid / "stat").write_bytes(_stat("uwsgi", 260, 50, 1))  # it ran: a kept file,
+        (pid / "schedstat").write_bytes(b"200 2500000000 8\n")  # read again
         assert procs.sample([7])[0].cpu_seconds == 310 / CLOCK_TICKS and len(procs) == 1
     finally:
         procs.close()

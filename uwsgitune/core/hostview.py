@@ -13,7 +13,7 @@ import msgspec
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.model import Socket, StatsDoc
 from uwsgitune.core.redact import printable
-from uwsgitune.core.samples import HostSample
+from uwsgitune.core.samples import HostSample, ProcSample
 from uwsgitune.core.workerview import procs_by_pid
 
 
@@ -59,6 +59,13 @@ def _busy_shares(frame: Frame) -> dict[int, float]:
     return {w.pid: min(max(w.busy_pct or 0.0, 0.0) / 100, 1.0) for w in live}
 
 
+# What a process had used when it was born: one the previous sample lacks was spawned since
+# (uWSGI forks a worker for each `+`, respawn and reload; a child's CPU counts from 0), so
+# all its CPU and run-queue time fall in the interval. Counting none of it read the poll
+# after `+20` as a tenth of the CPU a request takes (drop: 0.26 ms against 2.5).
+BORN = ProcSample(0, 0.0, None, 1, 0.0)
+
+
 class InstanceCpu(NamedTuple):
     """CPU seconds the master and workers used between two host samples, the run-queue
     seconds their requests waited, and each threaded process's GIL share (used + waited,
@@ -78,17 +85,18 @@ def instance_cpu(
     before = procs_by_pid(prev)
     gil: list[float] = []
     for p in host.procs:
-        q = before.get(p.pid)
-        if p.pid in pids and q is not None:
-            used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
-            inst += used
-            if p.runq_seconds is None or q.runq_seconds is None:
-                runq_known = False
-                continue
-            waited = max(p.runq_seconds - q.runq_seconds, 0.0)
-            runq += waited * shares.get(p.pid, 0.0)
-            if frame.threads > 1 and p.pid in shares:
-                gil.append(min((used + waited) / dt, 1.0))
+        if p.pid not in pids:
+            continue
+        q = before.get(p.pid, BORN)  # a process new since `prev` was born since: all its time
+        used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
+        inst += used
+        if p.runq_seconds is None or q.runq_seconds is None:
+            runq_known = False
+            continue
+        waited = max(p.runq_seconds - q.runq_seconds, 0.0)
+        runq += waited * shares.get(p.pid, 0.0)
+        if frame.threads > 1 and p.pid in shares:
+            gil.append(min((used + waited) / dt, 1.0))
     if not runq_known:
         return InstanceCpu(inst, None, None)
     return InstanceCpu(inst, runq, gil)

@@ -6,6 +6,14 @@ are safe for the reasons kept.py gives (once its process is gone, a read fails, 
 path is opened again: the new process with that pid, or nothing) and count against the same
 process-wide bound; past it, a process is read with open, read, close. A threaded
 process's run-queue time is its threads' (task/*/schedstat), read through `files`.
+
+A process with one thread whose schedstat reads as it did at the last poll has not run
+since: its run time, run-queue time and timeslices are all in that line, and the kernel
+counts CPU time (stat) only while a task runs. Its CPU time and threads are then as read
+at the last poll, and only its RSS is read again (the kernel can reclaim the pages of a
+process that sleeps). That takes a read and its parsing off each idle worker, most of an
+over-provisioned pool. Threaded processes are read in full: another thread can run while
+the main one, whose schedstat this is, sleeps.
 Not thread-safe: one polling thread (`HostSampler` locks it).
 """
 
@@ -14,6 +22,8 @@ from __future__ import annotations
 import os
 from collections.abc import Container
 from pathlib import Path
+
+import msgspec
 
 from uwsgitune.core.samples import ProcSample
 from uwsgitune.sources.kept import BUDGET, Kept, KeptFiles, _Budget, read_once
@@ -36,13 +46,15 @@ class ProcFiles(Kept[int]):
         super().__init__(budget)
         self._files = files
         self._root = str(proc)
+        # one-thread processes: their schedstat line and sample at the last poll
+        self._last: dict[int, tuple[bytes, ProcSample]] = {}
 
     def sample(self, pids: list[int], no_rss: Container[int] = ()) -> tuple[ProcSample, ...]:
         """CPU, RSS, threads and run-queue time of each pid that can be read, in order; the
         RSS (statm) not read for the pids in `no_rss`. One flat loop: per process, per poll
         (the host sample's hot path at 1,000 workers)."""
         out: list[ProcSample] = []
-        kept, used, pread = self._fds, self._used, os.pread
+        kept, used, last, pread = self._fds, self._used, self._last, os.pread
         for pid in pids:
             used.add(pid)
             rss = pid not in no_rss
@@ -51,21 +63,53 @@ class ProcFiles(Kept[int]):
                 got = self._once(pid, rss)
             else:
                 try:
-                    parsed = parse_stat(pread(fds[0], SIZE, 0))
+                    sched = pread(fds[2], SIZE, 0) if len(fds) > 2 else None
+                    seen = last.get(pid)
                     resident = parse_statm(pread(fds[1], SIZE, 0)) if rss else None
-                    if parsed is None or (rss and resident is None):
+                    if rss and resident is None:
                         got = None
-                    elif parsed[1] > 1 or len(fds) < 3:
-                        got = self._threaded(pid, parsed, resident, len(fds) >= 3)
+                    elif seen is not None and sched == seen[0]:  # it has not run since
+                        got = self._idle(pid, seen, resident)
                     else:
-                        runq = parse_schedstat(pread(fds[2], SIZE, 0))
-                        got = ProcSample(pid, parsed[0], resident, parsed[1], runq)
+                        got = self._fresh(pid, pread(fds[0], SIZE, 0), resident, sched)
                 except OSError:  # its process is gone (ESRCH): whoever has the pid now, if any
                     self._close(pid)
                     got = self._once(pid, rss)
             if got is not None:
                 out.append(got)
         return tuple(out)
+
+    def _idle(self, pid: int, seen: tuple[bytes, ProcSample], resident: int | None) -> ProcSample:
+        """A one-thread process that has not run since the last poll: its sample then, with
+        the RSS read now (the same object when that has not moved either)."""
+        old = seen[1]
+        if resident == old.rss:
+            return old
+        got = msgspec.structs.replace(old, rss=resident)
+        self._last[pid] = (seen[0], got)
+        return got
+
+    def _fresh(
+        self, pid: int, stat: bytes, resident: int | None, sched: bytes | None
+    ) -> ProcSample | None:
+        """A process read in full; one with one thread remembered by its schedstat line."""
+        parsed = parse_stat(stat)
+        if parsed is None:
+            self._last.pop(pid, None)
+            return None
+        if parsed[1] > 1 or sched is None:
+            self._last.pop(pid, None)
+            return self._threaded(pid, parsed, resident, sched is not None)
+        got = ProcSample(pid, parsed[0], resident, parsed[1], parse_schedstat(sched))
+        if sched.startswith(b"0 "):  # no run time counted here (scheduler statistics off)
+            self._last.pop(pid, None)
+        else:
+            self._last[pid] = (sched, got)
+        return got
+
+    def _close(self, key: int) -> None:
+        self._last.pop(key, None)
+        super()._close(key)
 
     def _threaded(
         self, pid: int, parsed: tuple[float, int], resident: int | None, sched: bool

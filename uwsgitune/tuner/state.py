@@ -23,6 +23,7 @@ class Probe:
     noise: float
     started: float
     cpus_before: float | None = None  # CPUs the instance could get when it started
+    strict: bool = False  # kept only if it served more (Proposal.strict)
 
     @property
     def up(self) -> bool:

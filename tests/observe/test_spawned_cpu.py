@@ -1,0 +1,36 @@
+"""A worker spawned between two host samples (a `+`, a respawn) was born in the interval:
+all its CPU and run-queue time count in the instance's. Counting none of it read the poll
+after `+20` as a tenth of the CPU a request takes, and the tuner's model sized on it."""
+
+from __future__ import annotations
+
+import math
+
+from tests.observe.helpers import document, poll_of, worker
+from uwsgitune.core.derive import Tracker
+from uwsgitune.core.samples import HostSample, ProcSample
+
+
+def _host(busy: float, *procs: ProcSample) -> HostSample:
+    return HostSample(
+        cpu_count=2, effective_cpus=2.0, cpu_busy_seconds=busy, cpu_total_seconds=2 * busy + 10,
+        mem_total=8 << 30, mem_available=4 << 30, procs=procs,
+    )  # fmt: skip
+
+
+def test_a_spawned_workers_cpu_counts_from_its_birth() -> None:
+    master = ProcSample(100, 1.0, 10 << 20, 1, 0.0)
+    tracker = Tracker("s")
+    first = document(workers=[worker(1, 11, status="busy"), worker(2, 0, status="cheap")])
+    then = (master, ProcSample(11, 2.0, 30 << 20, 1, 0.5))
+    tracker.update(poll_of(first, 0, host=_host(10.0, *then)))
+    # worker 2 uncheaped (pid 12, born since), worker 1 served on; pid 99 is not the instance
+    second = document(workers=[worker(1, 11, status="busy"), worker(2, 12, status="busy")])
+    now = (
+        master,
+        ProcSample(11, 2.5, 30 << 20, 1, 0.6),
+        ProcSample(12, 0.3, 20 << 20, 1, 0.05),
+        ProcSample(99, 50.0, 1 << 20, 1, 3.0),
+    )
+    f = tracker.update(poll_of(second, 2, host=_host(11.0, *now)))
+    assert math.isclose(f.instance_cpu_cores or 0, (0.5 + 0.3) / 2)
