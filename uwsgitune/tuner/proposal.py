@@ -16,8 +16,6 @@ class Proposal:
     # a step up that saturated CPUs do not hold back: a revert to what was better, or
     # processes that each keep their GIL busy (the processes, not the CPUs, are the limit)
     past_hot_cpu: bool = False
-    # a probe kept only if it served more than the noise (not merely no less)
-    strict: bool = False
     # a move down paced like a step up (`cooldown_up`): the load fell and settled
     quick: bool = False
     # requests in service the new count must hold for uWSGI's `-` to apply (None: the

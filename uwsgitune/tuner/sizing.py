@@ -23,12 +23,9 @@ W moves with where the queue sits, so it is not judged). A loss reverts it and r
 count as a plateau (not probed again for `reprobe_after`, or until the saturation ends); a
 step that was not worse is never undone by the opposite rule (the plateaus), so the climb
 and the capacity rule cannot ping-pong. Noise is the larger of `min_noise` and 3 standard
-errors of X. Saturated with the CPUs saturated, adding cannot help, with two exceptions:
+errors of X. Saturated with the CPUs saturated, adding cannot help, with one exception:
 threaded processes that each hold their GIL nearly all the time, fewer than the model's
-count, are limited by the processes (one CPU each at most), so the model's count is probed;
-and requests that spend most of their time waiting on IO saturate the CPUs at a soft edge,
-so one step up within the model's band is probed, and kept only if it serves more
-(`strict`: a tie is reverted, so a probe that buys nothing costs no workers).
+count, are limited by the processes (one CPU each at most), so the model's count is probed.
 
 Over capacity: a pool that keeps its CPUs saturated with more than the capacity plus the
 band goes straight to the capacity, saturated or not (under contention Little's L counts
@@ -61,7 +58,6 @@ from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
 
 GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the process is the limit
-IO_SHARE = 0.5  # a request on a CPU at most this share of its time waits mostly on IO
 
 
 def cpu_hot(f: Facts, s: TunerSettings) -> bool:
@@ -148,9 +144,9 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     if moving is not None:
         return moving
     if cpu_hot(f, s):
-        step = _gil_step(f, st) or _io_share_step(f, st, s)
-        if step is not None:
-            return step
+        gil = _gil_step(f, st)
+        if gil is not None:
+            return gil
         return Proposal(
             f.live, "cpu-saturated", f"saturated, CPU {f.cpu_sat:.0%} used: adding cannot help"
         )
@@ -249,31 +245,6 @@ def _gil_step(f: Facts, st: TunerState) -> Proposal | None:
         f"{cap} processes are tried"
     )
     return _capped(Proposal(cap, "gil-bound", why, probe=True, past_hot_cpu=True), st)
-
-
-def _io_share_step(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
-    """Requests queue beside saturated CPUs, yet each spends most of its time waiting on IO,
-    at or near the model's count: where the CPUs saturate is then a soft edge (a worker
-    waiting on IO leaves its CPU to the others), and the count an estimate. One step up,
-    within the model's band, kept only if it serves more (drop's return: 21 workers served
-    670 req/s at "99% CPU", 24 served 737). None: not so."""
-    m, cap = f.model, capacity(f)
-    if m is None or cap is None or m.cpu_share > IO_SHARE or not f.queued:
-        return None
-    if st.plateau_up is not None and f.live >= st.plateau_up:
-        return None
-    top = cap + _band(cap, s)
-    desired = min(f.live + max(1, math.ceil(f.live * s.probe_step)), top)
-    if desired <= f.live:
-        return None
-    why = (
-        f"saturated, CPU {f.cpu_sat:.0%} used, but a request waits {m.io_ms:.1f} ms on IO for "
-        f"{m.cpu_ms:.1f} ms of CPU: the model's {cap} is an estimate, so {desired} is tried "
-        "(kept only if it serves more)"
-    )
-    return _capped(
-        Proposal(desired, "io-share-probe", why, probe=True, past_hot_cpu=True, strict=True), st
-    )
 
 
 def _capped(p: Proposal, st: TunerState) -> Proposal:

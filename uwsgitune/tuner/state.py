@@ -23,7 +23,6 @@ class Probe:
     noise: float
     started: float
     cpus_before: float | None = None  # CPUs the instance could get when it started
-    strict: bool = False  # kept only if it served more (Proposal.strict)
 
     @property
     def up(self) -> bool:

@@ -5,9 +5,7 @@ throughput (N / X in a closed loop; in an open one the backlog grows at the arri
 less X). Response time is not judged: a step up that takes queued requests into service
 lengthens W (2 -> 4 threaded processes: +1% throughput, W 14.9 -> 29.8 ms, was reverted on
 it), a step down shortens it, and the wait before accept() that replaces it is not all seen.
-A loss reverts the step and learns a plateau; a step that was not worse is never undone,
-but a strict one (past what saturated CPUs seem to allow: sizing.py's `io_share_step`)
-must serve more, or it is reverted as a loss is.
+A loss reverts the step and learns a plateau; a step that was not worse is never undone.
 """
 
 from __future__ import annotations
@@ -46,13 +44,12 @@ def judge(f: Facts, st: TunerState) -> tuple[TunerState, Proposal | None]:
     st = replace(st, probe=None)
     what = f"{p.from_live}->{p.to_live}: rps {p.x_before:.1f}->{f.x:.1f} ({dx:+.0%}"
     what += f", noise {noise:.0%})"
-    if worse or (p.strict and not better):
+    if worse:
         if p.up:
             st = replace(st, plateau_up=p.from_live, learned_at=f.now, learned_request=None)
         else:
             st = replace(st, plateau_down=p.from_live, learned_at=f.now, learned_request=None)
-        did = "made it worse" if worse else "served no more"
-        why = f"step {what} {did}; back to {p.from_live}"
+        why = f"step {what} made it worse; back to {p.from_live}"
         return st, Proposal(p.from_live, "revert", why, urgent=True, past_hot_cpu=True)
     # Not worse: do not undo the step later. A climb that was not worse puts the floor of
     # later down-probes above where it came from; a descent that was not worse caps later
