@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -311,6 +312,10 @@ def _setups(spec: str, name: str, sc: Scenario) -> list[str]:
 
 
 def main() -> None:
+    # SIGTERM (and a closed terminal) stop the bench as Ctrl-C does: the uWSGI it started is
+    # stopped on the way out, not left running without its parent.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--setups", default="grid,algos,tuner")
