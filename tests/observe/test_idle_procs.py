@@ -69,14 +69,20 @@ def test_threaded_processes_and_schedstat_without_run_time_are_read_in_full(
 
 def test_real_processes_idle_and_running() -> None:
     """A sleeping child keeps its sample object, equal to a fresh read; a running one is
-    read again and its CPU time grows."""
+    read again and its CPU time grows. The sleeping one is first let settle: just after
+    fork it is still exec'ing `sleep`, and runs."""
     spin = "import time\nend = time.monotonic() + 20\nwhile time.monotonic() < end: pass\n"
     idle = subprocess.Popen(["sleep", "30"])
     busy = subprocess.Popen([sys.executable, "-c", spin])
     procs = ProcFiles(KeptFiles())
     try:
-        a, b = procs.sample([idle.pid, busy.pid])
         deadline = time.monotonic() + 15
+        (a,) = procs.sample([idle.pid])
+        while (again := procs.sample([idle.pid])[0]) is not a:  # it ran since: not asleep yet
+            assert time.monotonic() < deadline, f"the sleeping child never settled: {again}"
+            a = again
+            time.sleep(0.1)
+        (b,) = procs.sample([busy.pid])
         while time.monotonic() < deadline:
             time.sleep(0.2)
             a2, b2 = procs.sample([idle.pid, busy.pid])
