@@ -77,11 +77,15 @@ def test_real_processes_idle_and_running() -> None:
     procs = ProcFiles(KeptFiles())
     try:
         deadline = time.monotonic() + 15
+        while _state(idle.pid) != ("sleep", "S"):  # fork, then exec: it runs until asleep
+            assert time.monotonic() < deadline, f"the child never slept: {_state(idle.pid)}"
+            time.sleep(0.05)
         (a,) = procs.sample([idle.pid])
+        time.sleep(0.2)
         while (again := procs.sample([idle.pid])[0]) is not a:  # it ran since: not asleep yet
             assert time.monotonic() < deadline, f"the sleeping child never settled: {again}"
             a = again
-            time.sleep(0.1)
+            time.sleep(0.2)
         (b,) = procs.sample([busy.pid])
         while time.monotonic() < deadline:
             time.sleep(0.2)
@@ -101,3 +105,9 @@ def test_real_processes_idle_and_running() -> None:
         for child in (idle, busy):  # the processes this test started, by their handles
             child.kill()
             child.wait(5)
+
+
+def _state(pid: int) -> tuple[str, str]:
+    """The process's command name and state letter (S: sleeping)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
