@@ -311,6 +311,16 @@ def _setups(spec: str, name: str, sc: Scenario) -> list[str]:
     return out
 
 
+def _store(entry: dict[str, Any], setup: str, r: Run, again: bool) -> None:
+    """A single run: its row, or with `--again` a measurement of that row taken again."""
+    if again and setup in entry["runs"]:
+        keep = ("rps", "p50_ms", "p99_ms", "steady_rps", "steady_p99_ms", "phase_rps", "wall")
+        runs = entry.setdefault("again", {}).setdefault(setup, [])
+        runs.append({k: getattr(r, k) for k in keep})
+    else:
+        entry["runs"][setup] = asdict(r)
+
+
 def main() -> None:
     # SIGTERM (and a closed terminal) stop the bench as Ctrl-C does: the uWSGI it started is
     # stopped on the way out, not left running without its parent.
@@ -338,9 +348,10 @@ def main() -> None:
         for setup in _setups(args.setups, name, sc) * args.repeat:
             r = run_setup(name, setup, sc, args.max, args.scale)
             if args.repeat > 1:
-                entry["repeats"].setdefault(setup, []).append(
-                    {k: getattr(r, k) for k in ("rps", "p99_ms", "steady_rps", "worker_seconds")}
-                )
+                # In turn (A B C A B C): the report judges these rounds against each other,
+                # one sitting's drift in every setup alike. The single runs are left as
+                # they are.
+                entry["repeats"].setdefault(setup, []).append(asdict(r))
             last = r.live[-1][1] if r.live else "?"
             print(
                 f"{name:7} {setup:14} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
@@ -349,20 +360,8 @@ def main() -> None:
                 f"w-s {r.worker_seconds:.0f}",
                 flush=True,
             )
-            if args.again and setup in entry["runs"]:
-                keep = (
-                    "rps",
-                    "p50_ms",
-                    "p99_ms",
-                    "steady_rps",
-                    "steady_p99_ms",
-                    "phase_rps",
-                    "wall",
-                )
-                again = entry.setdefault("again", {}).setdefault(setup, [])
-                again.append({k: getattr(r, k) for k in keep})
-            else:
-                entry["runs"][setup] = asdict(r)
+            if args.repeat == 1:
+                _store(entry, setup, r, args.again)
             args.raw.write_text(json.dumps(raw, indent=1))
     print(f"raw results in {args.raw}; render them with bench/tuner_report.py")
 

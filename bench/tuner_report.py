@@ -35,6 +35,7 @@ COLORS = {
     "backlog-docs": "#9edae5",
     "busyness-docs": "#c5b0d5",
 }
+TUNER = ("tuner-64", "tuner-2")
 TOLERANCE = 0.97  # "equal" throughput, against an algorithm: within the run-to-run noise
 PHASED_WARMUP = 15.0  # a phased run's live workers count from here (the start is a ramp)
 CONVERGE_S = 60.0  # "from 64 live: converged within 60 s"
@@ -64,36 +65,24 @@ def _rps(r: Run, sc: dict[str, Any]) -> float:
 HIST_BASE = 1.05  # tuner_bench.py's
 
 
-def p99_after(r: Run, start: float) -> float | None:
+def p99_after(r: Run, start: float, sc: dict[str, Any] | None = None) -> float | None:
     """The p99 (ms) of the requests that ended from `start` s on, from the per-second
-    histogram (runs made before it have none: None)."""
-    hist = r.get("latency_hist")
-    if not hist:
-        return None
-    counts: dict[int, int] = {}
-    for second in hist[int(start) :]:
-        for bucket, n in second.items():
-            counts[int(bucket)] = counts.get(int(bucket), 0) + n
-    total = sum(counts.values())
-    if not total:
-        return None
-    seen = 0
-    for bucket in sorted(counts):
-        seen += counts[bucket]
-        if seen >= 0.99 * total:
-            return float(HIST_BASE**bucket)
-    return None
+    histogram (runs made before it have none: None); pooled as `_p99_of` pools."""
+    span = max(len(m.get("latency_hist") or []) for m in (_measures(r, sc) if sc else [r]))
+    return _p99_of(r, list(range(int(start), span)), sc)
 
 
-def _p99_of(r: Run, seconds: list[int]) -> float | None:
-    """The p99 (ms) of the requests that ended in `seconds`, from the per-second histogram."""
-    hist = r.get("latency_hist")
-    if not hist:
+def _p99_of(r: Run, seconds: list[int], sc: dict[str, Any] | None = None) -> float | None:
+    """The p99 (ms) of the requests that ended in `seconds`, from the per-second histogram;
+    pooled over the run's measurements that have one (rounds run in turn) given `sc`."""
+    hists = [m["latency_hist"] for m in (_measures(r, sc) if sc else [r]) if m.get("latency_hist")]
+    if not r.get("latency_hist"):
         return None
     counts: dict[int, int] = {}
-    for second in seconds:
-        for bucket, n in (hist[second] if second < len(hist) else {}).items():
-            counts[int(bucket)] = counts.get(int(bucket), 0) + n
+    for hist in hists:
+        for second in seconds:
+            for bucket, n in (hist[second] if second < len(hist) else {}).items():
+                counts[int(bucket)] = counts.get(int(bucket), 0) + n
     total, seen = sum(counts.values()), 0
     for bucket in sorted(counts):
         seen += counts[bucket]
@@ -139,6 +128,8 @@ def fewest(sc: dict[str, Any]) -> int:
 
 
 def live_limit(sc: dict[str, Any]) -> float:
+    if "limit" in sc:  # rounds run in turn: the whole grid's, which they have one count of
+        return float(sc["limit"])
     n = fewest(sc)
     return max(1.5 * n, n + 2)
 
@@ -161,6 +152,18 @@ def regret(r: Run, sc: dict[str, Any]) -> float:
 def mean_live(r: Run, after: float = 0.0) -> float:
     pts = [n for t, n in r["live"] if t >= after]
     return fmean(pts) if pts else 0.0
+
+
+def _lived(r: Run, sc: dict[str, Any]) -> list[Run]:
+    """The run's measurements that have their live workers (`--again` ones do not)."""
+    return [m for m in _measures(r, sc) if m.get("live")]
+
+
+def live_of(r: Run, sc: dict[str, Any]) -> float:
+    """Mean live workers in the steady state, over the run's measurements (rounds run in
+    turn), each from where its own steady state starts."""
+    runs = _lived(r, sc)
+    return fmean(mean_live(m, steady_from(m, sc)) for m in runs) if runs else 0.0
 
 
 def converged(r: Run) -> float | None:
@@ -222,24 +225,25 @@ def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
     best = _best(sc)
     start = steady_from(r, sc)
     if _stationary(sc):
-        own = p99_after(r, start) if r["setup"] == "tuner-64" else None
-        ref = p99_after(best, float(best["warmup_s"])) if own is not None else None
+        own = p99_after(r, start, sc) if r["setup"] == "tuner-64" else None
+        ref = p99_after(best, float(best["warmup_s"]), sc) if own is not None else None
     else:  # the steady parts of the phases, from where the tuner's steady state starts
-        own = _p99_of(r, settled_seconds(sc, start))
-        ref = _p99_of(best, settled_seconds(sc, start)) if own is not None else None
+        own = _p99_of(r, settled_seconds(sc, start), sc)
+        ref = _p99_of(best, settled_seconds(sc, start), sc) if own is not None else None
     p99 = own / ref if own is not None and ref else _p99(r, sc) / _p99(best, sc)
     rps = _rps(r, sc) / _rps(best, sc)
-    live = mean_live(r, start)
+    live = live_of(r, sc)
     out = [
         (f"rps>=95% ({rps:.1%})", rps >= 0.95),
         (f"p99<=1.2x ({p99:.2f}x)", p99 <= 1.2),
         (f"live<={live_limit(sc):g} ({live:.1f})", live <= live_limit(sc)),
-        ("0 failed", r["failed"] == 0),
     ]
-    if r["setup"] == "tuner-64":
-        c = converged(r)
-        ok = c is not None and c <= CONVERGE_S and r["reloads"] <= 2
-        out.append((f"conv<=60s, <=2 reloads ({c}s, {r['reloads']})", ok))
+    if r["setup"] == "tuner-64":  # every round: the slowest of them
+        conv = [converged(m) for m in _lived(r, sc)]
+        c = None if None in conv else max(x for x in conv if x is not None)
+        reloads = max(m["reloads"] for m in _lived(r, sc))
+        ok = c is not None and c <= CONVERGE_S and reloads <= 2
+        out.append((f"conv<=60s, <=2 reloads ({c}s, {reloads})", ok))
     if _algos(sc):
         # Steady state, like the other targets (the issue marks only convergence and failed
         # requests "whole run"): the same window for the tuner and each algorithm, from
@@ -247,8 +251,8 @@ def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
         # the algorithms from 2 (`cheaper-initial`): whole-run worker-seconds would charge
         # it for the start it is given.
         peers = _equal_algos(r, sc)
-        mine = mean_live(r, start)
-        fewer = all(mine < mean_live(a, start) for a in peers)
+        mine = live_of(r, sc)
+        fewer = all(mine < fmean(mean_live(m, start) for m in _lived(a, sc)) for a in peers)
         label = (
             f"fewer worker-s from {start:.0f}s than the {len(peers)} of {len(_algos(sc))} "
             "algos at >=its rps"
@@ -259,7 +263,26 @@ def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
     if _doubles(sc):
         rec = recovery(r, sc, 1)
         out.append((f"2x step <=30s ({rec}s)", rec is not None and rec <= 30))
+    out.append(("0 failed", all(m["failed"] == 0 for m in _lived(r, sc))))
     return out
+
+
+def in_turn(sc: dict[str, Any]) -> dict[str, Any] | None:
+    """The rounds run in turn (`tuner_bench.py --repeat`), as a scenario of their own: each
+    setup's first round its run and the others its measurements taken again, so a target
+    compares means over the rounds, every setup met by the same sitting's drift. Its live
+    limit is the whole grid's. None without a static count and a tuner among the rounds
+    (or from a version that kept no whole runs)."""
+    reps = {s: rs for s, rs in (sc.get("repeats") or {}).items() if rs and "live" in rs[0]}
+    if not any(s.startswith("static-") for s in reps) or not any(s in TUNER for s in reps):
+        return None
+    return {
+        "phases": sc["phases"],
+        "threads": sc.get("threads", 1),
+        "runs": {s: rs[0] for s, rs in reps.items()},
+        "again": {s: rs[1:] for s, rs in reps.items()},
+        "limit": live_limit(sc),
+    }
 
 
 def _row(r: Run, sc: dict[str, Any], best: Run) -> str:
@@ -322,7 +345,8 @@ def _repeats(sc: dict[str, Any]) -> list[str]:
     reps = sc.get("repeats")
     if not reps:
         return []
-    out = ["", "Repeated, in turn (mean and range of the runs):", ""]
+    rounds = max(len(rs) for rs in reps.values())
+    out = ["", f"Run in turn, {rounds} rounds (A B C ... A B C; mean and range):", ""]
     out += ["| setup | runs | steady rps | range | worker-s |", "|---|---|---|---|---|"]
     for setup, rs in reps.items():
         x = [r["steady_rps"] for r in rs]
@@ -330,23 +354,33 @@ def _repeats(sc: dict[str, Any]) -> list[str]:
         out.append(
             f"| {setup} | {len(rs)} | {fmean(x):.0f} | {min(x):.0f}-{max(x):.0f} | {ws:.0f} |"
         )
+    turn = in_turn(sc)
+    for setup in TUNER if turn else ():
+        r = turn["runs"].get(setup) if turn else None
+        if turn and r is not None:
+            verdict = ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in marks(r, turn))
+            out.append(f"\n{setup}, in turn against {_best(turn)['setup']}: {verdict}")
     return out
 
 
+def _cell(sc: dict[str, Any] | None, setup: str) -> str:
+    r = sc["runs"].get(setup) if sc else None
+    if sc is None or r is None:
+        return "-"
+    missed = [n for n, ok in marks(r, sc) if not ok]
+    return "all met" if not missed else "missed: " + ", ".join(missed)
+
+
 def summary(raw: dict[str, Any]) -> list[str]:
-    out = ["| scenario | tuner-64 | tuner-2 |", "|---|---|---|"]
+    out = [
+        "| scenario | tuner-64 | tuner-2 | in turn: tuner-64 | in turn: tuner-2 |",
+        "|---|---|---|---|---|",
+    ]
     for name, sc in raw.items():
-        if not _grid(sc):
-            continue
-        cells = []
-        for setup in ("tuner-64", "tuner-2"):
-            r = sc["runs"].get(setup)
-            if r is None:
-                cells.append("-")
-                continue
-            missed = [n for n, ok in marks(r, sc) if not ok]
-            cells.append("all met" if not missed else "missed: " + ", ".join(missed))
-        out.append(f"| {name} | " + " | ".join(cells) + " |")
+        if _grid(sc):
+            turn = in_turn(sc)
+            cells = [_cell(sc, t) for t in TUNER] + [_cell(turn, t) for t in TUNER]
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
     return out
 
 
