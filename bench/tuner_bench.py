@@ -16,6 +16,14 @@ SVG chart per scenario. Rows of a later run replace the same rows of an earlier 
         [--max 64] [--scale 1.0]
 
 `--setups` takes setup names or the groups `grid`, `algos` and `tuner`.
+
+On a VM whose speed drifts between sittings, judge the tuners in rounds run in turn: the
+grid's best count, the algorithms and the tuners, A B C C B A (`--repeat 2`). They are
+kept beside the single rows (`repeats`), which they leave as they are, and the report sets
+their means against each other:
+
+    .venv/bin/python bench/tuner_bench.py --scenarios drop --setups static-24,algos,tuner \
+        --repeat 2
 """
 
 from __future__ import annotations
@@ -311,6 +319,13 @@ def _setups(spec: str, name: str, sc: Scenario) -> list[str]:
     return out
 
 
+def _rounds(setups: list[str], repeat: int) -> list[str]:
+    """`repeat` rounds of the setups, every other one backwards (A B C C B A A B C ...): each
+    setup's runs then sit at the same mean time, so a drift that is linear in time over the
+    rounds moves every setup's mean alike."""
+    return [s for k in range(repeat) for s in (setups if k % 2 == 0 else setups[::-1])]
+
+
 def _store(entry: dict[str, Any], setup: str, r: Run, again: bool) -> None:
     """A single run: its row, or with `--again` a measurement of that row taken again."""
     if again and setup in entry["runs"]:
@@ -332,7 +347,12 @@ def main() -> None:
     ap.add_argument("--max", type=int, default=64)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every phase's length")
     ap.add_argument("--raw", type=Path, default=RAW)
-    ap.add_argument("--repeat", type=int, default=1, help="run the setups this many times, in turn")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the setups, in turn (A B C C B A): the report judges them together",
+    )
     ap.add_argument(
         "--again", action="store_true", help="measure existing rows again; the report averages"
     )
@@ -345,12 +365,11 @@ def main() -> None:
         entry["threads"] = sc.threads
         if args.repeat > 1:
             entry["repeats"] = {}
-        for setup in _setups(args.setups, name, sc) * args.repeat:
+        for setup in _rounds(_setups(args.setups, name, sc), args.repeat):
             r = run_setup(name, setup, sc, args.max, args.scale)
             if args.repeat > 1:
-                # In turn (A B C A B C): the report judges these rounds against each other,
-                # one sitting's drift in every setup alike. The single runs are left as
-                # they are.
+                # Rounds in turn: the report judges them against each other, the sitting's
+                # drift met by every setup alike. The single runs are left as they are.
                 entry["repeats"].setdefault(setup, []).append(asdict(r))
             last = r.live[-1][1] if r.live else "?"
             print(
