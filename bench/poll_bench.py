@@ -29,7 +29,7 @@ import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -170,29 +170,51 @@ def fixture_server(path: str, data: bytes | list[bytes]) -> Iterator[str]:
 def watch_cpu(address: str, seconds: float) -> tuple[float, float, int]:
     """CPU of `watch --plain --interval 1` over `seconds`, after its start-up."""
     exe = str(Path(sys.executable).parent / "uwsgitune")
-    proc = subprocess.Popen(
-        [exe, "watch", address, "--plain", "--interval", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        proc.stdout.readline()  # first poll done: imports and start-up are behind us
-        p = psutil.Process(proc.pid)
-        start = p.cpu_times()
-        startup = start.user + start.system
-        lines = 0
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            if proc.stdout.readline():
-                lines += 1
-        t = p.cpu_times()
-        used = (t.user + t.system) - startup
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(10)
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(
+            [exe, "watch", address, "--plain", "--interval", "1"],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT: every thread's stack
+            # Started in the background (`bench/poll_bench.py &` from a script), this process
+            # and its children ignore SIGINT, and a Python that starts with it ignored keeps
+            # it so: the watcher would never see the Ctrl-C it is stopped with.
+            preexec_fn=_default_sigint,
+        )
+        try:
+            assert proc.stdout is not None
+            proc.stdout.readline()  # first poll done: imports and start-up are behind us
+            p = psutil.Process(proc.pid)
+            start = p.cpu_times()
+            startup = start.user + start.system
+            lines = 0
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                if proc.stdout.readline():
+                    lines += 1
+            t = p.cpu_times()
+            used = (t.user + t.system) - startup
+        finally:
+            _interrupt(proc, errors)
     return used / seconds * 100, startup, lines
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _interrupt(proc: subprocess.Popen[str], errors: IO[str]) -> None:
+    """Ctrl-C, as a user stops it. One that has not exited 10 s later is stopped with
+    SIGABRT, which dumps its threads' stacks (faulthandler), and they end the run."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(10)
+        errors.seek(0)
+        sys.exit(f"watch --plain did not exit 10 s after SIGINT; its stacks:\n{errors.read()}")
 
 
 def main() -> None:
