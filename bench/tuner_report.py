@@ -346,7 +346,7 @@ def _repeats(sc: dict[str, Any]) -> list[str]:
     if not reps:
         return []
     rounds = max(len(rs) for rs in reps.values())
-    out = ["", f"Run in turn, {rounds} rounds (A B C ... A B C; mean and range):", ""]
+    out = ["", f"Run in turn, {rounds} rounds (A B C ... C B A; mean and range):", ""]
     out += ["| setup | runs | steady rps | range | worker-s |", "|---|---|---|---|---|"]
     for setup, rs in reps.items():
         x = [r["steady_rps"] for r in rs]
