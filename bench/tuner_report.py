@@ -355,11 +355,11 @@ def _repeats(sc: dict[str, Any]) -> list[str]:
             f"| {setup} | {len(rs)} | {fmean(x):.0f} | {min(x):.0f}-{max(x):.0f} | {ws:.0f} |"
         )
     turn = in_turn(sc)
-    for setup in TUNER if turn else ():
-        r = turn["runs"].get(setup) if turn else None
-        if turn and r is not None:
-            verdict = ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in marks(r, turn))
-            out.append(f"\n{setup}, in turn against {_best(turn)['setup']}: {verdict}")
+    if turn is None:
+        return out
+    for r in (turn["runs"][t] for t in TUNER if t in turn["runs"]):
+        verdict = ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in marks(r, turn))
+        out.append(f"\n{r['setup']}, in turn against {_best(turn)['setup']}: {verdict}")
     return out
 
 
