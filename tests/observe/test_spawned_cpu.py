@@ -34,3 +34,39 @@ def test_a_spawned_workers_cpu_counts_from_its_birth() -> None:
     )
     f = tracker.update(poll_of(second, 2, host=_host(11.0, *now)))
     assert math.isclose(f.instance_cpu_cores or 0, (0.5 + 0.3) / 2)
+
+
+def test_a_respawned_workers_cpu_pct_counts_from_its_birth() -> None:
+    """A slot whose pid changed (a respawn, an uncheaped worker) shows its new process's CPU
+    since birth on the first poll that sees it; it was blank until the poll after."""
+    master = ProcSample(100, 1.0, 10 << 20, 1, 0.0)
+    tracker = Tracker("s")
+    first = document(
+        workers=[
+            worker(1, 11, status="busy"),
+            worker(2, 0, status="cheap"),
+            worker(3, 13, status="busy"),
+        ]
+    )
+    then = (master, ProcSample(11, 2.0, 30 << 20, 1, 0.5))  # pid 13 not read this time
+    tracker.update(poll_of(first, 0, host=_host(10.0, *then)))
+    second = document(
+        workers=[
+            worker(1, 21, status="busy", respawn_count=2),  # respawned: pid 11 -> 21
+            worker(2, 12, status="busy"),  # uncheaped
+            worker(3, 13, status="busy"),  # the same process, unread at the last poll
+        ]
+    )
+    now = (
+        master,
+        ProcSample(21, 0.4, 30 << 20, 1, 0.0),
+        ProcSample(12, 0.3, 20 << 20, 1, 0.05),
+        ProcSample(13, 40.0, 20 << 20, 1, 1.0),
+    )
+    f = tracker.update(poll_of(second, 2, host=_host(11.0, *now)))
+    pct = [w.cpu_pct for w in f.workers]
+    assert pct[0] is not None and math.isclose(pct[0], 0.4 / 2 * 100)
+    assert pct[1] is not None and math.isclose(pct[1], 0.3 / 2 * 100)
+    # Not new: its 40 s of CPU are its life's, not this interval's (no rate without a
+    # sample from before)
+    assert pct[2] is None

@@ -34,7 +34,7 @@ from uwsgitune.core.reload import (
     slot_reset,
     slot_resets,
 )
-from uwsgitune.core.samples import Poll
+from uwsgitune.core.samples import BORN, Poll
 from uwsgitune.core.workerview import procs_by_pid, worker_view
 
 __all__ = ["Tracker", "detect_reload", "respawns_between", "slot_reset"]
@@ -142,7 +142,8 @@ class Tracker:
         """Each slot's view, rated since `prev` (`step` seconds before; 0: unrated). A slot
         whose worker and process read the same as at `prev`, as they did at the poll before
         it, keeps the view it had at `prev`: every delta 0 and no request in service, so
-        every field is the same (an idle worker: most of a large pool)."""
+        every field is the same (an idle worker: most of a large pool). A slot whose pid
+        changed since `prev` (a respawn) rates its CPU from the new process's birth."""
         now, then = procs_by_pid(poll.host), procs_by_pid(prev.host if prev else None)
         prev_workers = prev.doc.workers if prev and prev.doc else ()
         kept = self._quiet if prev is not None and prev is self._quiet_at else []
@@ -152,7 +153,10 @@ class Tracker:
         for i, w in enumerate(doc.workers):
             p = prev_workers[i] if i < n_prev else None
             reset = i < n_resets and resets[i]
-            procs = (now.get(w.pid), then.get(w.pid))
+            was = then.get(w.pid)
+            if was is None and p is not None and p.pid != w.pid and then:
+                was = BORN  # a process new in this slot since `prev`: all its CPU is since
+            procs = (now.get(w.pid), was)
             same = p is not None and procs[0] == procs[1] and w == p  # rated, not reset
             view = kept[i] if same and i < n_kept else None
             if view is None:

@@ -13,7 +13,7 @@ import msgspec
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.model import Socket, StatsDoc
 from uwsgitune.core.redact import printable
-from uwsgitune.core.samples import HostSample, ProcSample
+from uwsgitune.core.samples import BORN, HostSample
 from uwsgitune.core.workerview import procs_by_pid
 
 
@@ -57,13 +57,6 @@ def _busy_shares(frame: Frame) -> dict[int, float]:
     if frame.threads > 1:
         return {w.pid: 1.0 for w in live}
     return {w.pid: min(max(w.busy_pct or 0.0, 0.0) / 100, 1.0) for w in live}
-
-
-# What a process had used when it was born: one the previous sample lacks was spawned since
-# (uWSGI forks a worker for each `+`, respawn and reload; a child's CPU counts from 0), so
-# all its CPU and run-queue time fall in the interval. Counting none of it read the poll
-# after `+20` as a tenth of the CPU a request takes (drop: 0.26 ms against 2.5).
-BORN = ProcSample(0, 0.0, None, 1, 0.0)
 
 
 class InstanceCpu(NamedTuple):
