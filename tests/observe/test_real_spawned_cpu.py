@@ -1,7 +1,8 @@
 """A real uWSGI: workers spawned by `+` between two polls count their CPU in the instance's
-(hostview.BORN). Each worker of this app loads it itself (`lazy-apps`) and spends 0.4 s of
-CPU doing so; the poll after `+++` must see the three spawns' 1.2 s, where the instance's
-CPU left out every process the previous host sample lacked (about 0)."""
+and in their own CPU % (samples.BORN). Each worker of this app loads it itself (`lazy-apps`)
+and spends 0.4 s of CPU doing so; the poll after `+++` must see the three spawns' 1.2 s,
+where the instance's CPU left out every process the previous host sample lacked (about 0),
+and each new worker's CPU % was blank."""
 
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ def test_workers_spawned_between_polls_count_their_cpu(
     assert f.kind == "ok" and f.live == 4 and f.dt and f.instance_cpu_cores is not None
     used = f.instance_cpu_cores * f.dt
     assert used >= 3 * BURN * 0.8, f"the instance used {used:.2f} s of CPU in {f.dt:.1f} s"
+    # Each new worker's own CPU %, on this first poll that sees it: its BURN in the interval
+    # (blank, before, until the poll after).
+    new = [w for w in f.workers if w.pid in spawned]
+    assert len(new) == 3
+    for w in new:
+        assert w.cpu_pct is not None and w.cpu_pct * f.dt / 100 >= BURN * 0.8, (w.pid, w.cpu_pct)
 
 
 def _loaded(pids: set[int], timeout: float = 30.0) -> None:
