@@ -212,7 +212,11 @@ def _interrupt(proc: subprocess.Popen[str], errors: IO[str]) -> None:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         errors.seek(0)
         sys.exit(f"watch --plain did not exit 10 s after SIGINT; its stacks:\n{errors.read()}")
 

@@ -65,21 +65,15 @@ def _rps(r: Run, sc: dict[str, Any]) -> float:
 HIST_BASE = 1.05  # tuner_bench.py's
 
 
-def p99_after(r: Run, start: float, sc: dict[str, Any] | None = None) -> float | None:
-    """The p99 (ms) of the requests that ended from `start` s on, from the per-second
-    histogram (runs made before it have none: None); pooled as `_p99_of` pools."""
-    span = max(len(m.get("latency_hist") or []) for m in (_measures(r, sc) if sc else [r]))
-    return _p99_of(r, list(range(int(start), span)), sc)
-
-
-def _p99_of(r: Run, seconds: list[int], sc: dict[str, Any] | None = None) -> float | None:
-    """The p99 (ms) of the requests that ended in `seconds`, from the per-second histogram;
-    pooled over the run's measurements that have one (rounds run in turn) given `sc`."""
-    hists = [m["latency_hist"] for m in (_measures(r, sc) if sc else [r]) if m.get("latency_hist")]
-    if not r.get("latency_hist"):
-        return None
+def _pooled(windows: list[tuple[Run, list[int]]]) -> float | None:
+    """The p99 (ms) of the requests that ended in each run's seconds, their per-second
+    histograms pooled (rounds run in turn: each round in its own window). None when a run
+    has no histogram (runs made before it) or no request ended there."""
     counts: dict[int, int] = {}
-    for hist in hists:
+    for run, seconds in windows:
+        hist = run.get("latency_hist")
+        if not hist:
+            return None
         for second in seconds:
             for bucket, n in (hist[second] if second < len(hist) else {}).items():
                 counts[int(bucket)] = counts.get(int(bucket), 0) + n
@@ -89,6 +83,17 @@ def _p99_of(r: Run, seconds: list[int], sc: dict[str, Any] | None = None) -> flo
         if seen >= 0.99 * total:
             return float(HIST_BASE**bucket)
     return None
+
+
+def _after(r: Run, start: float) -> list[int]:
+    """The seconds of a run from `start` on."""
+    return list(range(int(start), len(r.get("latency_hist") or [])))
+
+
+def _rounds(r: Run, sc: dict[str, Any]) -> list[Run]:
+    """The run's whole measurements: its rounds run in turn, else the run itself (`--again`
+    measurements keep no live workers, histograms or counts)."""
+    return [m for m in _measures(r, sc) if m.get("live")] or [r]
 
 
 def settled_seconds(sc: dict[str, Any], start: float) -> list[int]:
@@ -105,7 +110,7 @@ def settled_seconds(sc: dict[str, Any], start: float) -> list[int]:
 
 def _p99(r: Run, sc: dict[str, Any]) -> float:
     if not _stationary(sc) and _steady(r, sc):
-        settled = _p99_of(r, settled_seconds(sc, PHASED_WARMUP))
+        settled = _pooled([(m, settled_seconds(sc, PHASED_WARMUP)) for m in _rounds(r, sc)])
         if settled is not None:
             return settled
     key = "steady_p99_ms" if _steady(r, sc) else "p99_ms"
@@ -154,16 +159,10 @@ def mean_live(r: Run, after: float = 0.0) -> float:
     return fmean(pts) if pts else 0.0
 
 
-def _lived(r: Run, sc: dict[str, Any]) -> list[Run]:
-    """The run's measurements that have their live workers (`--again` ones do not)."""
-    return [m for m in _measures(r, sc) if m.get("live")]
-
-
 def live_of(r: Run, sc: dict[str, Any]) -> float:
-    """Mean live workers in the steady state, over the run's measurements (rounds run in
-    turn), each from where its own steady state starts."""
-    runs = _lived(r, sc)
-    return fmean(mean_live(m, steady_from(m, sc)) for m in runs) if runs else 0.0
+    """Mean live workers in the steady state, over the run's rounds, each from where its
+    own steady state starts."""
+    return fmean(mean_live(m, steady_from(m, sc)) for m in _rounds(r, sc))
 
 
 def converged(r: Run) -> float | None:
@@ -221,49 +220,69 @@ def _equal_algos(r: Run, sc: dict[str, Any]) -> list[Run]:
     return [a for a in _algos(sc) if _rps(a, sc) >= TOLERANCE * _rps(r, sc)]
 
 
-def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
-    best = _best(sc)
-    start = steady_from(r, sc)
+def _p99_ratio(r: Run, sc: dict[str, Any], starts: list[float]) -> float:
+    """The tuner's p99 over the grid best's, each round in its own steady window (the best's
+    round k in the tuner's round k's); from the histograms where both have them."""
+    rounds, refs = _rounds(r, sc), _rounds(_best(sc), sc)
+    own = ref = None
     if _stationary(sc):
-        own = p99_after(r, start, sc) if r["setup"] == "tuner-64" else None
-        ref = p99_after(best, float(best["warmup_s"]), sc) if own is not None else None
+        if r["setup"] == "tuner-64":
+            own = _pooled([(m, _after(m, st)) for m, st in zip(rounds, starts, strict=False)])
+            ref = _pooled([(b, _after(b, b["warmup_s"])) for b in refs])
     else:  # the steady parts of the phases, from where the tuner's steady state starts
-        own = _p99_of(r, settled_seconds(sc, start), sc)
-        ref = _p99_of(best, settled_seconds(sc, start), sc) if own is not None else None
-    p99 = own / ref if own is not None and ref else _p99(r, sc) / _p99(best, sc)
-    rps = _rps(r, sc) / _rps(best, sc)
+        own = _pooled([(m, settled_seconds(sc, st)) for m, st in zip(rounds, starts, strict=False)])
+        ref = _pooled([(b, settled_seconds(sc, st)) for b, st in zip(refs, starts, strict=False)])
+    if own is not None and ref:
+        return own / ref
+    return _p99(r, sc) / _p99(_best(sc), sc)
+
+
+def _fewer(r: Run, sc: dict[str, Any], starts: list[float]) -> tuple[str, bool]:
+    """Fewer live workers than each algorithm at equal throughput, in the steady state: the
+    same window for both, from where the tuner's starts (round k's for round k). The issue
+    marks only convergence and failed requests "whole run"; tuner-64 starts from 64
+    workers by design, the algorithms from 2 (`cheaper-initial`), so whole-run
+    worker-seconds would charge it for the start it is given."""
+    peers = _equal_algos(r, sc)
+    pairs = list(zip(_rounds(r, sc), starts, strict=False))
+    mine = fmean(mean_live(m, st) for m, st in pairs)
+    fewer = all(
+        mine < fmean(mean_live(a, st) for a, (_, st) in zip(_rounds(p, sc), pairs, strict=False))
+        for p in peers
+    )
+    label = (
+        f"fewer worker-s from {starts[0]:.0f}s than the {len(peers)} of {len(_algos(sc))} "
+        "algos at >=its rps"
+    )
+    return label, fewer
+
+
+def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
+    rounds = _rounds(r, sc)
+    starts = [steady_from(m, sc) for m in rounds]
+    p99 = _p99_ratio(r, sc, starts)
+    rps = _rps(r, sc) / _rps(_best(sc), sc)
     live = live_of(r, sc)
     out = [
         (f"rps>=95% ({rps:.1%})", rps >= 0.95),
         (f"p99<=1.2x ({p99:.2f}x)", p99 <= 1.2),
         (f"live<={live_limit(sc):g} ({live:.1f})", live <= live_limit(sc)),
+        ("0 failed", all(m["failed"] == 0 for m in rounds)),
     ]
     if r["setup"] == "tuner-64":  # every round: the slowest of them
-        conv = [converged(m) for m in _lived(r, sc)]
+        conv = [converged(m) for m in rounds]
         c = None if None in conv else max(x for x in conv if x is not None)
-        reloads = max(m["reloads"] for m in _lived(r, sc))
+        reloads = max(m["reloads"] for m in rounds)
         ok = c is not None and c <= CONVERGE_S and reloads <= 2
         out.append((f"conv<=60s, <=2 reloads ({c}s, {reloads})", ok))
     if _algos(sc):
-        # Steady state, like the other targets (the issue marks only convergence and failed
-        # requests "whole run"): the same window for the tuner and each algorithm, from
-        # where the tuner's steady state starts. tuner-64 starts from 64 workers by design,
-        # the algorithms from 2 (`cheaper-initial`): whole-run worker-seconds would charge
-        # it for the start it is given.
-        peers = _equal_algos(r, sc)
-        mine = live_of(r, sc)
-        fewer = all(mine < fmean(mean_live(m, start) for m in _lived(a, sc)) for a in peers)
-        label = (
-            f"fewer worker-s from {start:.0f}s than the {len(peers)} of {len(_algos(sc))} "
-            "algos at >=its rps"
-        )
-        out.append((label, fewer))
+        out.append(_fewer(r, sc, starts))
         equal = all(_rps(r, sc) >= TOLERANCE * _rps(a, sc) for a in _algos(sc))
         out.append(("rps >= 97% of every algo", equal))
-    if _doubles(sc):
-        rec = recovery(r, sc, 1)
+    if _doubles(sc):  # every round: the slowest of them
+        recs = [recovery(m, sc, 1) for m in rounds]
+        rec = None if None in recs else max(x for x in recs if x is not None)
         out.append((f"2x step <=30s ({rec}s)", rec is not None and rec <= 30))
-    out.append(("0 failed", all(m["failed"] == 0 for m in _lived(r, sc))))
     return out
 
 

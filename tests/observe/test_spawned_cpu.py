@@ -70,3 +70,24 @@ def test_a_respawned_workers_cpu_pct_counts_from_its_birth() -> None:
     # Not new: its 40 s of CPU are its life's, not this interval's (no rate without a
     # sample from before)
     assert pct[2] is None
+
+
+def test_a_reused_pid_in_a_respawned_slot_counts_from_birth() -> None:
+    """The pid a respawned worker got belonged to another slot's process at the last poll
+    (the kernel reuses pids): that sample is the old process's, not this one's."""
+    master = ProcSample(100, 1.0, 10 << 20, 1, 0.0)
+    tracker = Tracker("s")
+    first = document(workers=[worker(1, 11, status="busy"), worker(2, 21, status="busy")])
+    then = (master, ProcSample(11, 2.0, 30 << 20, 1, 0.5), ProcSample(21, 5.0, 30 << 20, 1, 0.5))
+    tracker.update(poll_of(first, 0, host=_host(10.0, *then)))
+    second = document(
+        workers=[
+            worker(1, 21, status="busy", respawn_count=2),  # pid 21 again: a new process
+            worker(2, 22, status="busy", respawn_count=2),
+        ]
+    )
+    now = (master, ProcSample(21, 0.2, 30 << 20, 1, 0.0), ProcSample(22, 0.1, 30 << 20, 1, 0.0))
+    f = tracker.update(poll_of(second, 2, host=_host(11.0, *now)))
+    pct = [w.cpu_pct for w in f.workers]
+    assert pct[0] is not None and math.isclose(pct[0], 0.2 / 2 * 100)
+    assert pct[1] is not None and math.isclose(pct[1], 0.1 / 2 * 100)

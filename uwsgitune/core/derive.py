@@ -153,10 +153,10 @@ class Tracker:
         for i, w in enumerate(doc.workers):
             p = prev_workers[i] if i < n_prev else None
             reset = i < n_resets and resets[i]
-            was = then.get(w.pid)
-            if was is None and p is not None and p.pid != w.pid and then:
-                was = BORN  # a process new in this slot since `prev`: all its CPU is since
-            procs = (now.get(w.pid), was)
+            # A pid new in this slot since `prev` is a process born since (uWSGI never moves
+            # one between slots; a sample under its pid then was another's): all its CPU is.
+            new = p is not None and p.pid != w.pid and bool(then)
+            procs = (now.get(w.pid), BORN if new else then.get(w.pid))
             same = p is not None and procs[0] == procs[1] and w == p  # rated, not reset
             view = kept[i] if same and i < n_kept else None
             if view is None:
