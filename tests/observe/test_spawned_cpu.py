@@ -72,8 +72,10 @@ def test_a_respawned_workers_cpu_pct_counts_from_its_birth() -> None:
     assert pct[0] is not None and math.isclose(pct[0], 0.4 / 2 * 100)
     assert pct[1] is not None and math.isclose(pct[1], 0.3 / 2 * 100)
     # Not new: its 40 s of CPU are its life's, not this interval's (no rate without a
-    # sample from before)
+    # sample from before), in its CPU % and in the instance's
     assert pct[2] is None
+    assert f.instance_cpu_cores is not None
+    assert math.isclose(f.instance_cpu_cores, (0.4 + 0.3) / 2)
 
 
 def test_a_reused_pid_in_a_respawned_slot_counts_from_birth() -> None:

@@ -34,8 +34,8 @@ from uwsgitune.core.reload import (
     slot_reset,
     slot_resets,
 )
-from uwsgitune.core.samples import BORN, Poll
-from uwsgitune.core.workerview import procs_by_pid, worker_view
+from uwsgitune.core.samples import Poll
+from uwsgitune.core.workerview import baseline, procs_by_pid, worker_view
 
 __all__ = ["Tracker", "detect_reload", "respawns_between", "slot_reset"]
 
@@ -125,7 +125,8 @@ class Tracker:
         threads = doc.threads  # a scan of every worker: once, not once per worker
         workers = self._workers(poll, doc, prev, dt if prev and dt else 0.0, resets, threads)
         frame = self._base(poll, doc, kind, dt, workers, threads)
-        fields = host_fields(frame, poll.host, prev_host, dt if prev else None, doc)
+        was = prev.doc if prev else None
+        fields = host_fields(frame, poll.host, prev_host, dt if prev else None, doc, was)
         if prev is not None and dt is not None:
             fields.update(_frame_rates(frame, prev.doc, doc, dt, resets))  # type: ignore[arg-type]
         return with_fields(frame, fields) if fields else frame  # one copy, not one per part
@@ -156,7 +157,7 @@ class Tracker:
             # A pid new in this slot since `prev` is a process born since (uWSGI never moves
             # one between slots; a sample under its pid then was another's): all its CPU is.
             new = p is not None and p.pid != w.pid and bool(then)
-            procs = (now.get(w.pid), BORN if new else then.get(w.pid))
+            procs = (now.get(w.pid), baseline(w.pid, then, new))
             same = p is not None and procs[0] == procs[1] and w == p  # rated, not reset
             view = kept[i] if same and i < n_kept else None
             if view is None:

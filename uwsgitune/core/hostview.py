@@ -13,8 +13,8 @@ import msgspec
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.model import Socket, StatsDoc
 from uwsgitune.core.redact import printable
-from uwsgitune.core.samples import BORN, HostSample
-from uwsgitune.core.workerview import procs_by_pid
+from uwsgitune.core.samples import HostSample
+from uwsgitune.core.workerview import baseline, procs_by_pid
 
 
 def socket_views(sockets: tuple[Socket, ...], host: HostSample | None) -> tuple[SocketView, ...]:
@@ -69,18 +69,28 @@ class InstanceCpu(NamedTuple):
     gil: list[float] | None
 
 
+def _pids(doc: StatsDoc | None) -> set[int]:
+    """The instance's processes in `doc`: its master and live workers."""
+    return {doc.pid} | {w.pid for w in doc.workers if w.pid > 0} if doc else set()
+
+
 def instance_cpu(
-    frame: Frame, host: HostSample, prev: HostSample, dt: float, doc: StatsDoc
+    frame: Frame, host: HostSample, prev: HostSample, dt: float, doc: StatsDoc, was: set[int]
 ) -> InstanceCpu:
+    """`was`: the instance's pids at `prev`. One not among them is new since: all its CPU
+    falls in the interval (uWSGI forks a worker for each `+`, respawn and reload). One among
+    them that `prev` could not read is left out (its CPU then is unknown)."""
     inst, runq, runq_known = 0.0, 0.0, True
-    pids = {doc.pid} | {w.pid for w in doc.workers if w.pid > 0}
+    pids = _pids(doc)
     shares = _busy_shares(frame)
     before = procs_by_pid(prev)
     gil: list[float] = []
     for p in host.procs:
         if p.pid not in pids:
             continue
-        q = before.get(p.pid, BORN)  # a process new since `prev` was born since: all its time
+        q = baseline(p.pid, before, p.pid not in was)
+        if q is None:
+            continue
         used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
         inst += used
         if p.runq_seconds is None or q.runq_seconds is None:
@@ -111,10 +121,16 @@ def _memory(frame: Frame, host: HostSample) -> dict[str, Any]:
 
 
 def host_fields(
-    frame: Frame, host: HostSample | None, prev: HostSample | None, dt: float | None, doc: StatsDoc
+    frame: Frame,
+    host: HostSample | None,
+    prev: HostSample | None,
+    dt: float | None,
+    doc: StatsDoc,
+    prev_doc: StatsDoc | None,
 ) -> dict[str, Any]:
     """The frame's fields from the host (`frame` has its workers); the CPU and listen
-    deltas need a previous sample. A dict for one `replace` of the frame per poll."""
+    deltas need a previous sample (and the document then: `prev_doc`). A dict for one
+    `replace` of the frame per poll."""
     if host is None:
         return {}
     fields = _memory(frame, host)
@@ -122,7 +138,7 @@ def host_fields(
         return fields
     total = host.cpu_total_seconds - prev.cpu_total_seconds
     busy = host.cpu_busy_seconds - prev.cpu_busy_seconds
-    cpu = instance_cpu(frame, host, prev, dt, doc)
+    cpu = instance_cpu(frame, host, prev, dt, doc, _pids(prev_doc))
     fields.update(
         host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
         host_nice_pct=_share(host.cpu_nice_seconds - prev.cpu_nice_seconds, total),

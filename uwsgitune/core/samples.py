@@ -27,10 +27,11 @@ class ProcSample(msgspec.Struct, frozen=True, gc=False):
     runq_seconds: float | None = None
 
 
-# What a process had used when it was born: one the previous sample lacks was spawned since
-# (uWSGI forks a worker for each `+`, respawn and reload; a child's CPU counts from 0), so
-# all its CPU and run-queue time fall in the interval. Counting none of it read the poll
-# after `+20` as a tenth of the CPU a request takes (drop: 0.26 ms against 2.5).
+# What a process had used when it was born: a pid new to the instance (or to its slot) since
+# the last poll was spawned since (uWSGI forks a worker for each `+`, respawn and reload; a
+# child's CPU counts from 0), so all its CPU and run-queue time fall in the interval.
+# Counting none of it read the poll after `+20` as a tenth of the CPU a request takes
+# (drop: 0.26 ms against 2.5). Used through `workerview.baseline`.
 BORN = ProcSample(0, 0.0, None, 1, 0.0)
 
 

@@ -7,13 +7,20 @@ from uwsgitune.core.frame import RequestView, WorkerView
 from uwsgitune.core.model import Core, Worker
 from uwsgitune.core.redact import printable
 from uwsgitune.core.route import route
-from uwsgitune.core.samples import HostSample, ProcSample
+from uwsgitune.core.samples import BORN, HostSample, ProcSample
 
 Procs = dict[int, ProcSample]
 
 
 def procs_by_pid(host: HostSample | None) -> Procs:
     return host.by_pid if host else {}
+
+
+def baseline(pid: int, then: Procs, new: bool) -> ProcSample | None:
+    """What a process had used at the last poll, to rate its CPU against: `BORN` for one new
+    since (all its CPU falls in the interval), else its sample then (None: not read then,
+    so not rated). The instance's CPU and each slot's CPU % both count from here."""
+    return BORN if new else then.get(pid)
 
 
 def request_views(cores: tuple[Core, ...], now: float) -> tuple[RequestView, ...]:
