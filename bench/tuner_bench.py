@@ -326,6 +326,17 @@ def _rounds(setups: list[str], repeat: int) -> list[str]:
     return [s for k in range(repeat) for s in (setups if k % 2 == 0 else setups[::-1])]
 
 
+def _rounds_count(text: str) -> int:
+    """`--repeat`: a whole number of rounds, 1 or more (argparse's one-line error else)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of rounds, e.g. --repeat 2") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: rounds must be 1 or more, e.g. --repeat 2")
+    return n
+
+
 def _store(entry: dict[str, Any], setup: str, r: Run, again: bool) -> None:
     """A single run: its row, or with `--again` a measurement of that row taken again."""
     if again and setup in entry["runs"]:
@@ -349,7 +360,7 @@ def main() -> None:
     ap.add_argument("--raw", type=Path, default=RAW)
     ap.add_argument(
         "--repeat",
-        type=int,
+        type=_rounds_count,
         default=1,
         help="rounds of the setups, in turn (A B C C B A): the report judges them together",
     )
