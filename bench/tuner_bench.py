@@ -153,6 +153,8 @@ class Run:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     failed: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # kind: count
+    failed_s: list[float] = field(default_factory=list)  # seconds into the run of each
     ok: int = 0
     phase_rps: list[float] = field(default_factory=list)
     per_second: list[int] = field(default_factory=list)  # requests finished in each second
@@ -211,7 +213,8 @@ def _observe(
         if loop is not None:
             result = loop.step(frame, rules.run(watch.window.frames(), since))
             since = result.listen_since
-            run.decisions += [n.text for n in result.notes if n.fresh]
+            at = f"{time.monotonic() - t0:5.1f}s"
+            run.decisions += [f"{at} {n.text}" for n in result.notes if n.fresh]
         stop.wait(max(0.0, watch.next_due - time.monotonic()))
 
 
@@ -220,6 +223,9 @@ def _merge(results: list[LoadResult]) -> LoadResult:
     for r in results:
         total.ok += r.ok
         total.errors += r.errors
+        total.failed_at += r.failed_at
+        for kind, n in r.error_kinds.items():
+            total.error_kinds[kind] = total.error_kinds.get(kind, 0) + n
         total.latencies += r.latencies
         total.finished += r.finished
     return total
@@ -235,6 +241,8 @@ def _pct(lat: list[float], q: float) -> float:
 def _measure(run: Run, results: list[LoadResult], warmup: float) -> None:
     total = _merge(results)
     run.rps, run.ok, run.failed = total.throughput, total.ok, total.errors
+    run.failures = dict(total.error_kinds)
+    run.failed_s = [round(t - total.started, 1) for t in total.failed_at]
     run.p50_ms, run.p99_ms = _pct(total.latencies, 0.5), _pct(total.latencies, 0.99)
     run.phase_rps = [r.throughput for r in results]
     span = int(total.ended - total.started) + 1
@@ -387,7 +395,8 @@ def main() -> None:
                 f"{name:7} {setup:14} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
                 f"steady {r.steady_rps:7.1f} phases {[round(x) for x in r.phase_rps]} "
                 f"failed {r.failed} reloads {r.reloads} fifo {r.fifo_moves} live {last} "
-                f"w-s {r.worker_seconds:.0f}",
+                f"w-s {r.worker_seconds:.0f}"
+                + (f" failures {r.failures} at {r.failed_s} s" if r.failed else ""),
                 flush=True,
             )
             if args.repeat == 1:

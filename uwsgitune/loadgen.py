@@ -31,6 +31,7 @@ class LoadResult:
     error_kinds: dict[str, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)  # seconds, successful requests
     finished: list[float] = field(default_factory=list)  # clock at each latency's end
+    failed_at: list[float] = field(default_factory=list)  # clock at each error
     started: float = 0.0
     ended: float = 0.0
 
@@ -131,6 +132,7 @@ class LoadRun:
         r = self.result
         r.errors += 1
         r.error_kinds[kind] = r.error_kinds.get(kind, 0) + 1
+        r.failed_at.append(self._clock())
 
     async def _fire(self, conn: KeepAliveConn | None = None, intended: float | None = None) -> None:
         """One request; its latency runs from `intended` (the open loop's schedule) if given."""
@@ -149,7 +151,7 @@ class LoadRun:
             r.latencies.append(end - t0)
             r.finished.append(end)
         else:
-            r.errors += 1
+            self._count_error(f"HTTP {status}")
 
     def _conn(self) -> KeepAliveConn | None:
         return KeepAliveConn(self.host, self.port, self.unix_socket) if self.keepalive else None

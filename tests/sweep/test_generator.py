@@ -56,6 +56,37 @@ def test_keepalive_reconnects_when_the_server_closes() -> None:
     assert (ok, errors) == (60, 0) and conns == 60
 
 
+def test_each_failure_is_counted_with_its_kind_and_when() -> None:
+    """A connection closed with no answer and an HTTP 500 are both failures, each with its
+    kind and the clock it came at (the tuner benchmark sets them beside its reloads)."""
+    seen = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal seen
+        seen += 1
+        await reader.readuntil(b"\r\n\r\n")
+        if seen % 3 == 1:  # accepted, then dropped unanswered (a worker that exits)
+            writer.close()
+            return
+        status = b"500 Oops" if seen % 3 == 2 else b"200 OK"
+        writer.write(b"HTTP/1.0 " + status + b"\r\nContent-Length: 3\r\n\r\n" + BODY)
+        await writer.drain()
+        writer.close()
+
+    async def go() -> tuple[int, int, dict[str, int], list[float], float, float]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            run = LoadRun(f"http://127.0.0.1:{port}/", duration=30, max_requests=9)
+            r = await run.closed_loop(1)
+        return r.ok, r.errors, r.error_kinds, r.failed_at, r.started, r.ended
+
+    ok, errors, kinds, at, started, ended = asyncio.run(go())
+    assert (ok, errors) == (3, 6)
+    assert kinds == {"ConnectionError": 3, "HTTP 500": 3}
+    assert len(at) == 6 and all(started <= t <= ended for t in at)
+
+
 def test_open_loop_latency_runs_from_the_intended_send_time() -> None:
     async def go() -> float:
         server, port = await serve(False, [])
