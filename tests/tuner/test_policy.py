@@ -319,12 +319,12 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
     after = gather(polls(4, 48, 15.6, 525.7), settings, 5.0, -1.0)
     assert after.w is not None and before.w is not None and after.w > 1.9 * before.w
     probe = Probe(2, 4, before.x or 0.0, 0.05, 0.0, 1.7)
-    st, verdict = judge(after, TunerState(probe=probe))
+    st, verdict = judge(after, TunerState(probe=probe), settings)
     assert verdict is None and st.probe is None  # kept: a tie
     assert st.plateau_up == 4 and st.plateau_down == 3  # a tie ends the climb, holds the gain
     # Throughput down beyond the noise: reverted, whatever W did.
     slower = gather(polls(4, 48, 15.6, 480.0), settings, 5.0, -1.0)
-    _, revert = judge(slower, TunerState(probe=probe))
+    _, revert = judge(slower, TunerState(probe=probe), settings)
     assert revert is not None and revert.code == "revert" and revert.desired == 2
 
 

@@ -188,7 +188,8 @@ def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidenc
     via = _route(p, f)
     x, noise = (f.x, f.noise) if f.x else (f.x_part, f.noise_part)
     cpus = f.model.cpus if f.model is not None else None
-    probe = Probe(f.live, p.desired, x, noise, f.now, cpus) if p.probe and x else None
+    hot = cpu_hot(f, s)
+    probe = Probe(f.live, p.desired, x, noise, f.now, cpus, hot) if p.probe and x else None
     nxt = replace(
         st,
         last_change=f.now,

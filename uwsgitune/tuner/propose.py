@@ -39,7 +39,7 @@ def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Pro
         st = replace(st, plateau_up=None)
     if (st.plateau_up or st.plateau_down) and st.learned_request is None:
         st = replace(st, learned_request=_request(f))  # the cost at the count it settled on
-    st, revert = judge(f, st)
+    st, revert = judge(f, st, s)
     if revert is not None:
         return st, revert
     for _name, rule in RULES:

@@ -23,6 +23,7 @@ class Probe:
     noise: float
     started: float
     cpus_before: float | None = None  # CPUs the instance could get when it started
+    cpu_bound: bool = False  # its CPUs were saturated then: throughput followed them
 
     @property
     def up(self) -> bool:
