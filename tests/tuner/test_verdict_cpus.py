@@ -58,3 +58,16 @@ def test_throughput_as_served_where_the_cpus_did_not_bound_it() -> None:
 def test_a_host_that_moved_by_more_than_a_fifth_proves_nothing() -> None:
     st, revert = judge(_after(300.0, 1.2), TunerState(probe=DOWN), S)
     assert revert is None and st.probe is None and st.plateau_up is None
+
+
+def test_a_step_records_whether_its_cpus_were_saturated() -> None:
+    """The probe a change starts remembers the CPUs' saturation then: the verdict reads
+    throughput per CPU only for a step that began CPU-bound."""
+    from uwsgitune.tuner.policy import _change
+    from uwsgitune.tuner.proposal import Proposal
+
+    step = Proposal(2, "cpu-oversubscribed", "fewer", probe=True)
+    for cpu_sat, bound in ((1.0, True), (0.5, False)):
+        d = _change(step, _after(452.7, 1.38, cpu_sat), TunerState(), S, {})
+        assert d.state.probe is not None and d.state.probe.cpu_bound is bound
+        assert d.state.probe.cpus_before == 1.38

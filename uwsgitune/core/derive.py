@@ -125,8 +125,8 @@ class Tracker:
         threads = doc.threads  # a scan of every worker: once, not once per worker
         workers = self._workers(poll, doc, prev, dt if prev and dt else 0.0, resets, threads)
         frame = self._base(poll, doc, kind, dt, workers, threads)
-        was = prev.doc if prev else None
-        fields = host_fields(frame, poll.host, prev_host, dt if prev else None, doc, was)
+        prev_doc = prev.doc if prev else None
+        fields = host_fields(frame, poll.host, prev_host, dt if prev else None, doc, prev_doc)
         if prev is not None and dt is not None:
             fields.update(_frame_rates(frame, prev.doc, doc, dt, resets))  # type: ignore[arg-type]
         return with_fields(frame, fields) if fields else frame  # one copy, not one per part
