@@ -40,6 +40,9 @@ class Plant:
     others: float | None = None  # cores other processes keep busy (None: host CPU unknown)
     threads: int = 1  # per process (the queueing arithmetic counts processes)
     host_busy: float | None = None  # cores busy on the host (None: the host's CPU unknown)
+    # A closed loop as large as the pool: a client's next request is queued before its
+    # worker shows idle, so the listen queue reads up to 2 x this (16 on 16 read ~1).
+    overlap: float = 0.0
     rng: random.Random = field(init=False)
     instance: Instance | None = field(init=False, default=None)
     last_t: float | None = field(init=False, default=None)
@@ -74,6 +77,8 @@ class Plant:
         """One second at the current count: throughput, requests in service, CPU and the
         run-queue wait of processor sharing, the listen queue."""
         x, in_service, queue = self.steady(self.live)
+        if self.overlap and self.clients == self.live:
+            queue += self.rng.uniform(0, 2 * self.overlap)
         x *= 1 + self.rng.gauss(0, self.noise)
         cores = x * self.cpu_ms_at(self.live) / 1000
         # Processor sharing: requests not waiting on IO are on a CPU or in its run queue.

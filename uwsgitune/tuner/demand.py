@@ -17,6 +17,23 @@ from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
 
 IDLE_DEMAND = 1.0  # a level below one request in the instance: the load stopped
+# Mean queued connections per thread that a closed loop reads with no shortage: a client's
+# next request arrives before its worker shows idle (16 clients on 16 workers: 0.7-1.3).
+SMALL_QUEUE = 2.0
+
+
+def small_queue(f: Facts) -> bool:
+    return (f.queue or 0.0) <= SMALL_QUEUE * max(f.latest.threads, 1)
+
+
+def queue_served(f: Facts, st: TunerState, s: TunerSettings) -> bool:
+    """A small queue at this count is no shortage: a step up from here or below took such a
+    queue into service and served no more (`QueueServed`), and the throughput is still that
+    load's. A load that grew shows in the throughput or the queue, and is sized as usual."""
+    qs, x = st.queue_served, f.x if f.x is not None else f.x_part
+    if qs is None or x is None or f.live < qs.live or not small_queue(f):
+        return False
+    return x <= qs.x * (1 + max(f.noise, s.min_noise))
 
 
 def capacity(f: Facts) -> int | None:
@@ -44,7 +61,7 @@ def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
         # Never past what the CPUs can serve (under contention L counts requests waiting
         # for a CPU); a pool at the model's count that is still short is probed instead.
         need = min(need, max(cap, f.live))
-    if need > f.live:
+    if need > f.live and not queue_served(f, st, s):
         why = f"L={l_now:.2f} in service needs {need} workers (L + {s.staffing_beta:g}√L)"
         return Proposal(need, "littles-law-up", why)
     fell = load_fell(f, s)

@@ -36,6 +36,7 @@ from uwsgitune.tuner.propose import propose
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.sizing import cpu_hot
 from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
+from uwsgitune.tuner.verdict import VERDICTS
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
 HOUR = 3600.0  # the window of `max_changes_per_hour`
@@ -109,7 +110,9 @@ def _route(p: Proposal, f: Facts) -> Via:
     # serves a shrink that keeps at least the requests in service (the peak of the window).
     held = f.l_window if p.in_service is None else p.in_service
     in_service = max(f.l_recent or 0.0, held or 0.0) / max(f.latest.threads, 1)
-    idle = f.latest.idle > 0 and not f.all_busy and p.desired >= math.ceil(in_service)
+    # L is a mean of noisy polls: a tenth of a request past the count is that noise (16
+    # clients on 16 workers read L = 16.02 at 2% noise, and a reload was sent for it).
+    idle = f.latest.idle > 0 and not f.all_busy and p.desired >= math.ceil(in_service - 0.1)
     return "fifo" if idle else "reload"
 
 
@@ -169,18 +172,20 @@ def decide(
         return _wait(
             "measuring", f"measuring {f.live} workers ({len(f.regime)} polls)", f.live, st, ev
         )
-    before = st  # kept when pacing holds a change back: its probe is judged again
+    before = st
     st, prop = propose(f, st, settings)
     prop = _bound(prop, f, settings)
+    # Pacing holds a change back: a verdict's move is judged again at the next poll; any
+    # other keeps the verdict reached now (judged later, a probe would be compared with a
+    # measurement up to a cool-down old: 64 -> 11 was judged 27 s late, and reverted).
+    held = before if prop.code in VERDICTS else st
     if prop.desired == f.live:
         return Decision("hold", prop.code, f.live, f.live, prop.reason, evidence=ev, state=st)
     if prop.probe and f.x is None and not prop.fast:
-        return _wait("measuring", f"{prop.reason}; measuring {f.live} first", f.live, before, ev)
+        return _wait("measuring", f"{prop.reason}; measuring {f.live} first", f.live, held, ev)
     why = _paced(prop, f, st, settings)
     if why:
-        return _wait(
-            "cooldown", f"wants {prop.desired} ({prop.code}) but {why}", f.live, before, ev
-        )
+        return _wait("cooldown", f"wants {prop.desired} ({prop.code}) but {why}", f.live, held, ev)
     return _change(prop, f, st, settings, ev)
 
 
@@ -189,7 +194,7 @@ def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidenc
     x, noise = (f.x, f.noise) if f.x else (f.x_part, f.noise_part)
     cpus = f.model.cpus if f.model is not None else None
     hot = cpu_hot(f, s)
-    probe = Probe(f.live, p.desired, x, noise, f.now, cpus, hot) if p.probe and x else None
+    probe = Probe(f.live, p.desired, x, noise, f.now, cpus, hot, f.queue) if p.probe and x else None
     nxt = replace(
         st,
         last_change=f.now,

@@ -31,13 +31,13 @@ def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
 def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
     # What probing learned holds for this load only: forget it when demand fell below
     # capacity, or a request's CPU or IO time moved (a new release, a slower database).
-    if (st.plateau_up or st.plateau_down) and _load_changed(f, st, s):
+    if st.learned and _load_changed(f, st, s):
         st = st.unlearned()
     elif st.plateau_up is not None and not f.saturated:
         # Demand fell below capacity: a later climb starts afresh. A descent that hurt
         # stays learned: the larger pool it came back to is rarely saturated.
         st = replace(st, plateau_up=None)
-    if (st.plateau_up or st.plateau_down) and st.learned_request is None:
+    if st.learned and st.learned_request is None:
         st = replace(st, learned_request=_request(f))  # the cost at the count it settled on
     st, revert = judge(f, st, s)
     if revert is not None:

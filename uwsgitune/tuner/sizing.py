@@ -50,7 +50,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from uwsgitune.tuner.demand import capacity, littles_law
+from uwsgitune.tuner.demand import capacity, littles_law, queue_served
 from uwsgitune.tuner.facts import Facts
 from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.proposal import Proposal
@@ -140,20 +140,9 @@ def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
 def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated or _all_served(f):
         return None
-    moving = _load_moving(f)
-    if moving is not None:
-        return moving
-    if cpu_hot(f, s):
-        gil = _gil_step(f, st)
-        if gil is not None:
-            return gil
-        return Proposal(
-            f.live, "cpu-saturated", f"saturated, CPU {f.cpu_sat:.0%} used: adding cannot help"
-        )
-    if st.plateau_up is not None and f.live >= st.plateau_up:
-        return Proposal(
-            f.live, "plateau", f"saturated, but adding above {st.plateau_up} did not help"
-        )
+    held = _load_moving(f) or _held(f, st, s)
+    if held is not None:
+        return held
     threads = max(f.latest.threads, 1)
     demand, want = _demand(f, s)
     cap = capacity(f)
@@ -175,6 +164,30 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     # judge the step against the polls there are, rather than measure the backlog longer.
     fast = queue >= f.live * threads
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
+
+
+def _held(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+    """Saturated, but adding cannot help, or was shown not to (None: a step up may)."""
+    if cpu_hot(f, s):
+        gil = _gil_step(f, st)
+        if gil is not None:
+            return gil
+        return Proposal(
+            f.live, "cpu-saturated", f"saturated, CPU {f.cpu_sat:.0%} used: adding cannot help"
+        )
+    if queue_served(f, st, s):
+        assert st.queue_served is not None
+        why = (
+            f"a queue of {f.queue or 0:.1f} at {f.live} workers: a step up from "
+            f"{st.queue_served.live} served no more at this load, so it is requests arriving "
+            "as their workers finish"
+        )
+        return Proposal(f.live, "queue-served", why)
+    if st.plateau_up is not None and f.live >= st.plateau_up:
+        return Proposal(
+            f.live, "plateau", f"saturated, but adding above {st.plateau_up} did not help"
+        )
+    return None
 
 
 def _queued(f: Facts, cap: int | None) -> float:

@@ -24,10 +24,21 @@ class Probe:
     started: float
     cpus_before: float | None = None  # CPUs the instance could get when it started
     cpu_bound: bool = False  # its CPUs were saturated then: throughput followed them
+    queue_before: float | None = None  # mean queued connections when it started
 
     @property
     def up(self) -> bool:
         return self.to_live > self.from_live
+
+
+@dataclass(frozen=True)
+class QueueServed:
+    """A step up from `live` workers took a queue of a request or two per thread into service
+    and served no more than `x` req/s: at `live` or more, such a queue is requests arriving
+    as their workers finish, not a shortage, while the throughput stays within noise of `x`."""
+
+    live: int
+    x: float
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,7 @@ class TunerState:
     probe: Probe | None = None
     plateau_up: int | None = None  # adding above this did not raise throughput
     plateau_down: int | None = None  # removing below this lowered throughput
+    queue_served: QueueServed | None = None  # a small queue there was no shortage
     learned_at: float | None = None
     learned_request: tuple[float, float] | None = None  # (cpu ms, io ms) a request took then
 
@@ -62,8 +74,18 @@ class TunerState:
 
     def unlearned(self) -> TunerState:
         return replace(
-            self, plateau_up=None, plateau_down=None, learned_at=None, learned_request=None
+            self,
+            plateau_up=None,
+            plateau_down=None,
+            queue_served=None,
+            learned_at=None,
+            learned_request=None,
         )
+
+    @property
+    def learned(self) -> bool:
+        """Probing learned something that holds for this load only."""
+        return bool(self.plateau_up or self.plateau_down or self.queue_served)
 
     def forget(self, now: float, s: TunerSettings) -> TunerState:
         """Plateaus are dropped after `reprobe_after`: loads change."""
