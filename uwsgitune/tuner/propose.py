@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from uwsgitune.tuner.demand import SMALL_QUEUE
 from uwsgitune.tuner.facts import Facts
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
@@ -28,17 +29,35 @@ def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     )
 
 
+def _demand(f: Facts) -> float:
+    return (f.l_recent or 0.0) + (f.queue or 0.0)
+
+
+def _demand_grew(f: Facts, st: TunerState, s: TunerSettings) -> bool:
+    """More requests in service and queued than when the plateaus were learned, by more than
+    a probe's step and a small queue: more clients, a new load. The ceiling of a climb held
+    for the old one (16 clients on 17 workers learned it; 32 then queued 16 behind it, for
+    the whole phase, at a throughput the pool bounded)."""
+    then = st.learned_demand
+    if then is None:
+        return False
+    grew = _demand(f) - then
+    return grew > max(SMALL_QUEUE * max(f.latest.threads, 1), s.probe_step * then)
+
+
 def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
     # What probing learned holds for this load only: forget it when demand fell below
     # capacity, or a request's CPU or IO time moved (a new release, a slower database).
     if st.learned and _load_changed(f, st, s):
         st = st.unlearned()
-    elif st.plateau_up is not None and not f.saturated:
-        # Demand fell below capacity: a later climb starts afresh. A descent that hurt
-        # stays learned: the larger pool it came back to is rarely saturated.
+    elif st.plateau_up is not None and (not f.saturated or _demand_grew(f, st, s)):
+        # Demand fell below capacity, or grew past what the climb ended at: a later climb
+        # starts afresh. A descent that hurt stays learned: the larger pool it came back to
+        # is rarely saturated.
         st = replace(st, plateau_up=None)
     if st.learned and st.learned_request is None:
-        st = replace(st, learned_request=_request(f))  # the cost at the count it settled on
+        # the cost and the demand at the count it settled on
+        st = replace(st, learned_request=_request(f), learned_demand=_demand(f))
     st, revert = judge(f, st, s)
     if revert is not None:
         return st, revert

@@ -23,9 +23,12 @@ W moves with where the queue sits, so it is not judged). A loss reverts it and r
 count as a plateau (not probed again for `reprobe_after`, or until the saturation ends); a
 step that was not worse is never undone by the opposite rule (the plateaus), so the climb
 and the capacity rule cannot ping-pong. Noise is the larger of `min_noise` and 3 standard
-errors of X. Saturated with the CPUs saturated, adding cannot help, with one exception:
-threaded processes that each hold their GIL nearly all the time, fewer than the model's
-count, are limited by the processes (one CPU each at most), so the model's count is probed.
+errors of X. A step up from a queue of a request or two that ends the saturation and serves
+no more goes back, and such a queue is then no shortage at that count for that load
+(`QueueServed`, verdict.py says why). Saturated with the CPUs saturated, adding cannot help,
+with one exception: threaded processes that each hold their GIL nearly all the time, fewer
+than the model's count, are limited by the processes (one CPU each at most), so the model's
+count is probed.
 
 Over capacity: a pool that keeps its CPUs saturated with more than the capacity plus the
 band goes straight to the capacity, saturated or not (under contention Little's L counts

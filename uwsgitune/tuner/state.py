@@ -54,6 +54,7 @@ class TunerState:
     queue_served: QueueServed | None = None  # a small queue there was no shortage
     learned_at: float | None = None
     learned_request: tuple[float, float] | None = None  # (cpu ms, io ms) a request took then
+    learned_demand: float | None = None  # requests in service and queued then
 
     def regime_start(self, s: TunerSettings) -> float:
         """Frames before this are from an earlier count, or not settled yet."""
@@ -80,6 +81,7 @@ class TunerState:
             queue_served=None,
             learned_at=None,
             learned_request=None,
+            learned_demand=None,
         )
 
     @property
