@@ -84,3 +84,20 @@ def test_what_a_small_queue_taught_holds_only_at_that_throughput() -> None:
     plant = Plant(live=16, workers_max=64, cpu_ms=1, io_ms=30, clients=16, overlap=1.0)
     d = decide(_frames(plant, 8), learned, S, now=7.0)
     assert d.action == "hold" and d.code in ("queue-served", "steady"), d.line()
+
+
+def test_only_one_thread_pools_go_back_on_a_small_queue() -> None:
+    """A threaded worker reads busy with one request of several, and uWSGI's `-` waits for
+    a whole idle worker: in the benchmark's `threads-io` (4 threads), 16 -> 20 -> 16 went
+    back only to 18, and Little's law took it to 20 again."""
+    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.verdict import judge
+
+    for threads, back in ((1, True), (4, False)):
+        plant = Plant(live=18, workers_max=64, cpu_ms=1, io_ms=30, clients=16, threads=threads)
+        f = gather(_frames(plant, 8), S, 7.0, -1.0)
+        assert f.x is not None and not f.saturated
+        probe = Probe(16, 18, f.x, 0.05, 0.0, 2.0, queue_before=0.7)
+        st, move = judge(f, TunerState(probe=probe), S)
+        assert (move is not None and move.desired == 16) is back, threads
+        assert (st.queue_served is not None) is back

@@ -17,13 +17,9 @@ from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
 
 IDLE_DEMAND = 1.0  # a level below one request in the instance: the load stopped
-# Mean queued connections per thread that a closed loop reads with no shortage: a client's
-# next request arrives before its worker shows idle (16 clients on 16 workers: 0.7-1.3).
+# Mean queued connections that a closed loop reads with no shortage: a client's next
+# request arrives before its worker shows idle (16 clients on 16 workers: 0.7-1.3).
 SMALL_QUEUE = 2.0
-
-
-def small_queue(f: Facts) -> bool:
-    return (f.queue or 0.0) <= SMALL_QUEUE * max(f.latest.threads, 1)
 
 
 def queue_served(f: Facts, st: TunerState, s: TunerSettings) -> bool:
@@ -31,7 +27,7 @@ def queue_served(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     queue into service and served no more (`QueueServed`), and the throughput is still that
     load's. A load that grew shows in the throughput or the queue, and is sized as usual."""
     qs, x = st.queue_served, f.x if f.x is not None else f.x_part
-    if qs is None or x is None or f.live < qs.live or not small_queue(f):
+    if qs is None or x is None or f.live < qs.live or (f.queue or 0.0) > SMALL_QUEUE:
         return False
     return x <= qs.x * (1 + max(f.noise, s.min_noise))
 

@@ -33,9 +33,10 @@ class Probe:
 
 @dataclass(frozen=True)
 class QueueServed:
-    """A step up from `live` workers took a queue of a request or two per thread into service
-    and served no more than `x` req/s: at `live` or more, such a queue is requests arriving
-    as their workers finish, not a shortage, while the throughput stays within noise of `x`."""
+    """A step up from `live` workers (one thread each) took a queue of a request or two into
+    service and served no more than `x` req/s: at `live` or more, such a queue is requests
+    arriving as their workers finish, not a shortage, while the throughput stays within
+    noise of `x`."""
 
     live: int
     x: float

@@ -15,7 +15,7 @@ reverted to 14 for the rest of the run; per CPU that is +5%. A move of the CPUs 
 `HOST_MOVED` proves nothing either way.
 
 A step up that ends the saturation took the queue into service. Clients that wait for a
-worker raise throughput once served; a queue of a request or two per thread that served no
+worker raise throughput once served; a queue of a request or two that served no
 more was requests arriving as their workers finished (16 clients on 16 workers read a mean
 queue of 0.7-1.3, and the step to 18-19 served 482 -> 490 req/s): the step goes back, and
 such a queue at that count is no shortage while the throughput holds (`QueueServed`). In an
@@ -72,7 +72,7 @@ def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Propo
     st = replace(st, probe=None)
     what = f"{p.from_live}->{p.to_live}: {how}({dx:+.0%}, noise {noise:.0%})"
     if not f.saturated:
-        return _unsaturated(p, f, st, better, what)
+        return _unsaturated(p, f, st, better, what, f.x)
     if worse:
         if p.up:
             st = replace(st, plateau_up=p.from_live, learned_at=f.now, learned_request=None)
@@ -93,19 +93,20 @@ def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Propo
 
 
 def _unsaturated(
-    p: Probe, f: Facts, st: TunerState, better: bool, what: str
+    p: Probe, f: Facts, st: TunerState, better: bool, what: str, x: float
 ) -> tuple[TunerState, Proposal | None]:
     """The pool is no longer saturated: the step took the queue into service, or the load
     fell. Only a step up from a small queue that served no more is judged (the module's
-    docstring says why): back, and that queue is no shortage there for this load."""
-    threads = max(f.latest.threads, 1)
-    small = p.queue_before is not None and p.queue_before <= SMALL_QUEUE * threads
-    if not p.up or not small or better:
+    docstring says why): back, and that queue is no shortage there for this load. One
+    thread per worker only: a threaded worker reads busy with one request of several, and
+    uWSGI's `-` waits for a whole idle worker (16 -> 20 -> 16 processes of 4 threads went
+    back only to 18, and Little's law took them to 20 again)."""
+    small = p.queue_before is not None and p.queue_before <= SMALL_QUEUE
+    if not p.up or not small or better or f.latest.threads > 1:
         return st, None
-    st = replace(
-        st, queue_served=QueueServed(p.from_live, p.x_before), learned_at=f.now,
-        learned_request=None,
-    )  # fmt: skip
+    # The load's throughput: the more of the two counts' (each is a noisy mean).
+    served = QueueServed(p.from_live, max(p.x_before, x))
+    st = replace(st, queue_served=served, learned_at=f.now, learned_request=None)
     why = (
         f"step {what} took a queue of {p.queue_before:.1f} into service and served no more: "
         f"requests arriving as their workers finish; back to {p.from_live}"
