@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.doctor import ini_from_proc
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import Mode, OverrideTarget, TuneLoop
+from uwsgitune.actuate.procini import ini_from_proc
 from uwsgitune.core.frame import Frame
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings

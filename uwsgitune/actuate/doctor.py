@@ -6,7 +6,6 @@ the uWSGI ini. `gather` is the thin shell that reads the stats, the FIFO, /proc 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from uwsgitune.actuate.override import (
     load_config,
     read_ini,
 )
+from uwsgitune.actuate.procini import ini_from_proc
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.sources.hostfiles import somaxconn
@@ -178,23 +178,6 @@ CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen, _access, _lock)
 
 def checks(f: DoctorFacts) -> list[Check]:
     return [check(f) for check in CHECKS]
-
-
-def ini_from_proc(pid: int, proc: Path = Path("/proc")) -> Path | None:
-    """The ini the master was started with, from its command line (relative to its cwd)."""
-    try:
-        args = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
-        cwd = Path(os.readlink(proc / str(pid) / "cwd"))
-    except OSError:
-        return None
-    words = [a.decode(errors="replace") for a in args if a]
-    for i, word in enumerate(words):
-        value = words[i + 1] if word == "--ini" and i + 1 < len(words) else None
-        value = value or (word if word.endswith(".ini") and not word.startswith("-") else None)
-        if value:
-            path = Path(value)
-            return path if path.is_absolute() else cwd / path
-    return None
 
 
 def _doc(address: StatsAddress) -> tuple[StatsDoc | None, str | None]:
