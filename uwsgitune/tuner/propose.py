@@ -29,7 +29,8 @@ def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     )
 
 
-def _demand(f: Facts) -> float:
+def _in_instance(f: Facts) -> float:
+    """Requests in service and queued: the recent polls' means."""
     return (f.l_recent or 0.0) + (f.queue or 0.0)
 
 
@@ -41,7 +42,7 @@ def _demand_grew(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     then = st.learned_demand
     if then is None:
         return False
-    grew = _demand(f) - then
+    grew = _in_instance(f) - then
     return grew > max(SMALL_QUEUE * max(f.latest.threads, 1), s.probe_step * then)
 
 
@@ -57,7 +58,7 @@ def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Pro
         st = replace(st, plateau_up=None)
     if st.learned and st.learned_request is None:
         # the cost and the demand at the count it settled on
-        st = replace(st, learned_request=_request(f), learned_demand=_demand(f))
+        st = replace(st, learned_request=_request(f), learned_demand=_in_instance(f))
     st, revert = judge(f, st, s)
     if revert is not None:
         return st, revert
