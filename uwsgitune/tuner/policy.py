@@ -36,7 +36,6 @@ from uwsgitune.tuner.propose import propose
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.sizing import cpu_hot
 from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
-from uwsgitune.tuner.verdict import VERDICTS
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
 HOUR = 3600.0  # the window of `max_changes_per_hour`
@@ -178,7 +177,7 @@ def decide(
     # Pacing holds a change back: a verdict's move is judged again at the next poll; any
     # other keeps the verdict reached now (judged later, a probe would be compared with a
     # measurement up to a cool-down old: 64 -> 11 was judged 27 s late, and reverted).
-    held = before if prop.code in VERDICTS else st
+    held = before if prop.verdict else st
     if prop.desired == f.live:
         return Decision("hold", prop.code, f.live, f.live, prop.reason, evidence=ev, state=st)
     if prop.probe and f.x is None and not prop.fast:

@@ -21,3 +21,5 @@ class Proposal:
     # requests in service the new count must hold for uWSGI's `-` to apply (None: the
     # most of the recent polls and the down window)
     in_service: float | None = None
+    # the move a probe's verdict asks for: held back by pacing, the probe is judged again
+    verdict: bool = False

@@ -34,7 +34,6 @@ from uwsgitune.tuner.sizing import cpu_hot
 from uwsgitune.tuner.state import Probe, QueueServed, TunerState
 
 HOST_MOVED = 0.2  # CPUs available to the instance changing by more: a probe proves nothing
-VERDICTS = ("revert", "queue-served")  # the codes of the moves a verdict asks for
 
 
 def _host_moved(p: Probe, f: Facts) -> bool:
@@ -79,7 +78,9 @@ def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Propo
         else:
             st = replace(st, plateau_down=p.from_live, learned_at=f.now, learned_request=None)
         why = f"step {what} made it worse; back to {p.from_live}"
-        return st, Proposal(p.from_live, "revert", why, urgent=True, past_hot_cpu=True)
+        return st, Proposal(
+            p.from_live, "revert", why, urgent=True, past_hot_cpu=True, verdict=True
+        )
     # Not worse: do not undo the step later. A climb that was not worse puts the floor of
     # later down-probes above where it came from; a descent that was not worse caps later
     # climbs; a tie ends a climb.
@@ -111,4 +112,4 @@ def _unsaturated(
         f"step {what} took a queue of {p.queue_before:.1f} into service and served no more: "
         f"requests arriving as their workers finish; back to {p.from_live}"
     )
-    return st, Proposal(p.from_live, "queue-served", why, quick=True)
+    return st, Proposal(p.from_live, "queue-served", why, quick=True, verdict=True)
