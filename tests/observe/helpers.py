@@ -133,6 +133,8 @@ class Load:
     listen_overflows: int = 0  # in the interval
     request: RequestView | None = None  # in service on core 0 of every live worker
     requests: tuple[RequestView, ...] = ()  # else: in service on core 0 of live worker k
+    # threads: requests the cores hold at the poll, filling worker 1's cores, then worker 2's
+    held: int | None = None
     avg_rt_us: int = 30_000  # uWSGI's running average, every worker
     # each live worker's share of the requests and running time (default: even)
     weights: tuple[float, ...] = ()
@@ -265,6 +267,9 @@ class Instance:
                 "vars": [f"REQUEST_METHOD={r.method}", f"PATH_INFO={r.path}"],
                 "req_info": {"request_start": t - (r.age or 0.0)},
             }
+        if load.held is not None and live:
+            for core in w["cores"][: max(0, min(load.held - k * load.threads, load.threads))]:
+                core |= {"in_request": 1, "req_info": {"request_start": t}}
         return w
 
     def _host(self, load: Load) -> HostSample:

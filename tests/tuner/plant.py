@@ -43,6 +43,9 @@ class Plant:
     # A closed loop as large as the pool: a client's next request is queued before its
     # worker shows idle, so the listen queue reads up to 2 x this (16 on 16 read ~1).
     overlap: float = 0.0
+    # Each thread is a slot (an IO-bound threaded pool): the queueing arithmetic counts
+    # threads, and the stats show the requests each worker's cores hold.
+    thread_slots: bool = False
     rng: random.Random = field(init=False)
     instance: Instance | None = field(init=False, default=None)
     last_t: float | None = field(init=False, default=None)
@@ -58,6 +61,7 @@ class Plant:
         cpu_cap = cpus / (cpu / 1000) if cpu else float("inf")
         if self.contention_above is not None and n > self.contention_above:
             cpu_cap = min(cpu_cap, self.contention_above / s * 0.95 ** (n - self.contention_above))
+        n = n * self.threads if self.thread_slots else n
         if self.clients is not None:
             in_service = float(min(n, self.clients))
             x = min(in_service / s, cpu_cap)
@@ -77,7 +81,8 @@ class Plant:
         """One second at the current count: throughput, requests in service, CPU and the
         run-queue wait of processor sharing, the listen queue."""
         x, in_service, queue = self.steady(self.live)
-        if self.overlap and self.clients == self.live:
+        slots = self.live * (self.threads if self.thread_slots else 1)
+        if self.overlap and self.clients == slots:
             queue += self.rng.uniform(0, 2 * self.overlap)
         x *= 1 + self.rng.gauss(0, self.noise)
         cores = x * self.cpu_ms_at(self.live) / 1000
@@ -87,7 +92,10 @@ class Plant:
             live=self.live,
             cheap=max(self.workers_max - self.live, 0),
             threads=self.threads,
-            busy=round(in_service),
+            busy=min(-(-round(in_service) // self.threads), self.live)
+            if self.thread_slots
+            else round(in_service),
+            held=round(in_service) if self.thread_slots else None,
             rps=x,
             in_service=in_service,
             worker_cpu=cores / self.live if self.live else 0.0,

@@ -4,7 +4,8 @@
   its CPUs wait for a CPU, and the model does not read that wait as IO.
 - A saturated CPU-bound pool of 24 workers goes to the model's count in at most two reloads
   (a `-` would stay pending on busy workers) and stays there.
-- A threaded pool is sized in processes, and says how many threads each has.
+- A threaded pool is sized in processes, and says how many threads each has; an IO-bound
+  one no larger than the requests its workers' cores hold at once.
 - A setup error (the included override missing) stops applying at once, with one line
   that names the file to create and the doctor command; nothing is retried, and the
   refused reload does not count as a reload (no "settling").
@@ -115,13 +116,36 @@ def test_a_threaded_pool_is_sized_in_processes(
     assert change is not None, "\n".join(lines)
     assert change.evidence["threads"] == 4
     # CPU-bound: the count is of processes, as many as one-thread workers would be (2 a CPU)
-    # whatever the threads. A thread
-    # waiting for its process's GIL sleeps; read as IO, that wait kept all 12 processes.
+    # whatever the threads. A thread waiting for its process's GIL sleeps; read as IO, that
+    # wait kept all 12 processes.
     # measured 0.74-1.0 on a quiet machine, 0.5-0.6 beside a busy test suite
     assert float(change.evidence["gil_busy"]) > 0.3, change.line()  # type: ignore[arg-type]
     # (an uncertain estimate, on a host busy with other work, goes to the top of its range,
     # never above a halving: 12 -> 6 at most)
     assert change.action == "down" and 2 <= change.desired <= 6, change.line()
+
+
+def test_a_threaded_io_pool_is_sized_at_the_requests_its_cores_hold(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+) -> None:
+    """16 clients waiting 50 ms on 12 processes of 4 threads: the stats' cores say 16
+    requests at once, 4 processes' worth. Square-root staffing of L = 16 alone asks for
+    6 (24 threads); the tuner goes no lower than the 4 and no higher than 5."""
+    opts = manual(tmp_path / "o.ini", processes=12, initial=12)
+    proc = uwsgi(**opts, threads=4, enable_threads=True)
+    settings = TunerSettings(
+        min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1, down_window=8
+    )
+    loop, lines = _loop(proc, tmp_path, settings)
+    th, out = _load(url(proc, "/io/50"), 16, 24)
+    decisions = _drive(loop, 22, lines)
+    th.join()
+    down = next((d for d in decisions if d.action == "down"), None)
+    assert down is not None, "\n".join(lines)
+    assert down.code == "littles-law-down" and down.evidence["threads"] == 4, down.line()
+    # 4 from the cores; 5 only if L read more than 16.4 (a busy host's noise)
+    assert 4 <= down.desired <= 5, down.line()
+    assert out and out[0].errors == 0
 
 
 def test_a_missing_override_stops_applying_at_once_and_names_the_fix(

@@ -4,6 +4,9 @@ Up at once to what the requests in service need (L + beta√L, never more than t
 serve); down only to what the *maximum* L over `down_window` needs, and only by more than
 a tenth, so a load on the boundary never oscillates. A load that fell and settled
 (`Facts.level`) goes down sooner, by at most half the pool, paced like a step up.
+Neither move goes past the most requests seen in the instance at once: spare workers past
+that never serve. Counts are processes; with threads, the requests the cores hold and the
+queue are counted in processes' worth (`level.at_once`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import math
 
 from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import workers_for
+from uwsgitune.tuner.model import workers_for, workers_holding
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
@@ -32,6 +35,24 @@ def queue_served(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     return x <= qs.x * (1 + max(f.noise, s.min_noise))
 
 
+def all_served(f: Facts) -> bool:
+    """No poll at this count saw more requests in the instance than workers (busy plus
+    queued): a worker was there for each. Every worker busy is then a closed population as
+    large as the pool, and a queue beside idle workers is accept() waiting for a CPU. More
+    workers would find no request to serve; Little's law sizes the pool instead. One
+    worker's worth over the pool at a poll, with no queue in the means, counts as served.
+    All in workers' worth (`level.at_once`): with threads, a mean queue of less than
+    `queue_min` processes' threads is no queue (64 clients on 16 processes of 4 threads
+    read a mean of 0 to 1 queued; one more process serves no more)."""
+    peak = f.served_peak
+    if peak is None:
+        return False
+    # One more than the workers at a poll, but no queue in the means: a client's next
+    # request arriving before its worker showed idle (16 clients on 16 workers read 17).
+    small = (f.queue or 0.0) < f.queue_min * max(f.latest.threads, 1)
+    return peak <= f.live or (peak == f.live + 1 and small)
+
+
 def capacity(f: Facts) -> int | None:
     """The model's count (None: unknown, or the CPUs set no bound)."""
     return f.model.workers if f.model is not None else None
@@ -43,7 +64,8 @@ def _seen(f: Facts, want: int, l_max: float, s: TunerSettings, peak: int | None)
     never serve."""
     if peak is None:
         return want
-    return min(want, max(peak, math.ceil(l_max - 1e-9), s.min_workers))
+    held = workers_holding(l_max, f.latest.threads)
+    return min(want, max(peak, held, s.min_workers))
 
 
 def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
@@ -51,7 +73,12 @@ def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     l_now = f.l_recent or 0.0
     # Up to what the load at this count needs: the window may hold a load that since fell.
     want = max(workers_for(l_now, threads, s.staffing_beta), s.min_workers)
-    need = _seen(f, want, l_now, s, f.served_peak)
+    served = f.served_peak
+    if served is not None and all_served(f):
+        # One over the pool at a poll with no queue in the means counts as served (a
+        # client's next request arriving before its worker showed idle): no more here.
+        served = min(served, f.live)
+    need = _seen(f, want, l_now, s, served)
     cap = capacity(f)
     if cap is not None:
         # Never past what the CPUs can serve (under contention L counts requests waiting
@@ -85,7 +112,7 @@ def load_fell(f: Facts, s: TunerSettings) -> Proposal | None:
     threads = max(f.latest.threads, 1)
     need = max(workers_for(lv.demand, threads, s.staffing_beta), s.min_workers)
     if lv.peak is not None:  # one spare: a worker was idle at every poll of the level
-        need = min(need, max(lv.peak + 1, math.ceil(lv.demand - 1e-9), s.min_workers))
+        need = min(need, max(lv.peak + 1, workers_holding(lv.demand, threads), s.min_workers))
     # A lull keeps half the pool for the load's return; a load that stopped (less than one
     # request in the instance at every poll of the level) leaves nothing to keep it for:
     # its return is met by the saturated step up, in one decision.

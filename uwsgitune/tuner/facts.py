@@ -51,8 +51,9 @@ class Facts:
     queue_now: float | None = None  # the latest poll's queue and busy ratio
     busy_now: float | None = None
     demand_peak: float | None = None  # most requests in service + queued, last polls
-    # most requests seen at once (busy workers + queued) at any poll of the down window;
-    # None when a poll of it had threads, an unknown queue or a full backlog
+    # most requests seen at once (busy workers + queued, in workers' worth: `level.at_once`)
+    # at any poll of the down window; None when a poll of it had an unknown queue, a full
+    # backlog, or threaded workers without their cores in the stats
     concurrency_peak: int | None = None
     # the same over the polls at this count since it settled (`regime`): what the pool
     # serves now, not what a load that since fell needed

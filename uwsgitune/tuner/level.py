@@ -16,6 +16,7 @@ risen again: bursts with lulls between them. The whole window decides then, as b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ RISE = 2  # polls in a row at the old demand that make a rise
 class Level:
     demand: float  # most requests in the instance (in service + queued) in a level poll
     in_service: float  # most requests in service (Little's L) in a level poll
-    peak: int | None  # most requests at once (busy + queued); None with threads
+    peak: int | None  # most requests at once (busy + queued), in workers' worth (`at_once`)
     fell_from: float  # the down window's peak demand
 
 
@@ -43,23 +44,41 @@ def demand(frame: Frame) -> float | None:
     return frame.littles_l + waiting
 
 
+def at_once(f: Frame) -> int | None:
+    """Requests in the instance at the poll, in workers' worth: busy workers plus queued
+    connections; with threads, the requests the cores hold plus the queued ones over a
+    process's threads, rounded up (a busy threaded worker holds 1 to `threads`). None
+    when the queue is unknown or a backlog full, or a threaded worker's cores are not in
+    the stats."""
+    waiting = waiting_unless_full(f)
+    if waiting is None:
+        return None
+    if f.threads <= 1:
+        return f.busy + waiting
+    held = 0
+    for w in f.workers:
+        if w.live:
+            if len(w.cores_requests) != f.threads:
+                return None
+            held += len(w.requests_in_flight)
+    return math.ceil((held + waiting) / f.threads)
+
+
 def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | None:
-    """The most requests in the instance at once (busy workers + queued connections) at any
-    poll since `edge`: what a pool has had to serve together. A closed population (clients
-    that wait for their answer) never exceeds its size, which square-root staffing cannot
-    know. None unless every poll since `edge` tells it, `least` polls at least: one thread
-    per worker (a busy threaded worker holds 1 to `threads` requests), a known queue and a
-    backlog not full."""
+    """The most requests in the instance at once (`at_once`) at any poll since `edge`: what
+    a pool has had to serve together. A closed population (clients that wait for their
+    answer) never exceeds its size, which square-root staffing cannot know. None unless
+    every poll since `edge` tells it, `least` polls at least."""
     peak, seen = 0, 0
     for f in reversed(frames):
         if f.mono < edge:
             break
         if not f.ok:
             continue
-        waiting = waiting_unless_full(f) if f.threads <= 1 else None
-        if waiting is None:
+        now = at_once(f)
+        if now is None:
             return None
-        peak, seen = max(peak, f.busy + waiting), seen + 1
+        peak, seen = max(peak, now), seen + 1
     return peak if seen >= least else None
 
 

@@ -31,6 +31,7 @@ from dataclasses import replace
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.tuner.facts import Facts, gather
+from uwsgitune.tuner.model import workers_holding
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.propose import propose
 from uwsgitune.tuner.settings import TunerSettings
@@ -108,10 +109,10 @@ def _route(p: Proposal, f: Facts) -> Via:
     # uWSGI's `-` cheaps only a worker idle at its check, else it stays pending: the FIFO
     # serves a shrink that keeps at least the requests in service (the peak of the window).
     held = f.l_window if p.in_service is None else p.in_service
-    in_service = max(f.l_recent or 0.0, held or 0.0) / max(f.latest.threads, 1)
-    # L is a mean of noisy polls: a tenth of a request past the count is that noise (16
-    # clients on 16 workers read L = 16.02 at 2% noise, and a reload was sent for it).
-    idle = f.latest.idle > 0 and not f.all_busy and p.desired >= math.ceil(in_service - 0.1)
+    in_service = max(f.l_recent or 0.0, held or 0.0)
+    # (a reload was once sent for 16 clients on 16 workers at L = 16.02: L's noise)
+    holding = workers_holding(in_service, f.latest.threads)
+    idle = f.latest.idle > 0 and not f.all_busy and p.desired >= holding
     return "fifo" if idle else "reload"
 
 

@@ -53,7 +53,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from uwsgitune.tuner.demand import capacity, littles_law, queue_served
+from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.facts import Facts
 from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.proposal import Proposal
@@ -141,7 +141,7 @@ def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
 
 
 def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
-    if not f.saturated or _all_served(f):
+    if not f.saturated or all_served(f):
         return None
     held = _load_moving(f) or _held(f, st, s)
     if held is not None:
@@ -228,20 +228,6 @@ def _load_moving(f: Facts) -> Proposal | None:
     lo, hi = f.load_moving
     why = f"the load is moving ({lo:.0f} to {hi:.0f} req/s over the last polls): measuring it"
     return Proposal(f.live, "load-moving", why)
-
-
-def _all_served(f: Facts) -> bool:
-    """No poll at this count saw more requests in the instance than workers (busy plus
-    queued): a worker was there for each. Every worker busy is then a closed population as
-    large as the pool, and a queue beside idle workers is accept() waiting for a CPU. More
-    workers would find no request to serve; Little's law sizes the pool instead. One
-    request over the workers at a poll, with no queue in the means, counts as served."""
-    peak = f.served_peak
-    if peak is None:
-        return False
-    # One more than the workers at a poll, but no queue in the means: a client's next
-    # request arriving before its worker showed idle (16 clients on 16 workers read 17).
-    return peak <= f.live or (peak == f.live + 1 and not f.queued)
 
 
 def _gil_step(f: Facts, st: TunerState) -> Proposal | None:
