@@ -111,7 +111,7 @@ def main() -> None:
         (f"`r` every {args.every:g} s", sitting(args, args.reloads)),
     ]
     lines = [
-        "# Failed requests per graceful reload under load\n",
+        "## Sitting\n",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; real uWSGI, `processes "
         f"{args.processes}`, {args.clients} closed-loop non-keepalive clients on `{args.path}`"
         f", {args.reloads * args.every + 3:.0f} s each; `r` every {args.every:g} s.\n",
