@@ -71,7 +71,7 @@ def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Propo
     st = replace(st, probe=None)
     what = f"{p.from_live}->{p.to_live}: {how}({dx:+.0%}, noise {noise:.0%})"
     if not f.saturated:
-        return _unsaturated(p, f, st, better, what, f.x)
+        return _unsaturated(p, f, st, better, what)
     if worse:
         if p.up:
             st = replace(st, plateau_up=p.from_live, learned_at=f.now, learned_request=None)
@@ -94,7 +94,7 @@ def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Propo
 
 
 def _unsaturated(
-    p: Probe, f: Facts, st: TunerState, better: bool, what: str, x: float
+    p: Probe, f: Facts, st: TunerState, better: bool, what: str
 ) -> tuple[TunerState, Proposal | None]:
     """The pool is no longer saturated: the step took the queue into service, or the load
     fell. Only a step up from a small queue that served no more is judged (the module's
@@ -103,10 +103,10 @@ def _unsaturated(
     uWSGI's `-` waits for a whole idle worker (16 -> 20 -> 16 processes of 4 threads went
     back only to 18, and Little's law took them to 20 again)."""
     small = p.queue_before is not None and p.queue_before <= SMALL_QUEUE
-    if not p.up or not small or better or f.latest.threads > 1:
+    if not p.up or not small or better or f.latest.threads > 1 or f.x is None:
         return st, None
     # The load's throughput: the more of the two counts' (each is a noisy mean).
-    served = QueueServed(p.from_live, max(p.x_before, x))
+    served = QueueServed(p.from_live, max(p.x_before, f.x))
     st = replace(st, queue_served=served, learned_at=f.now, learned_request=None)
     why = (
         f"step {what} took a queue of {p.queue_before:.1f} into service and served no more: "
