@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace as struct_replace
 
 from tests.tuner.plant import MiB, Plant, run
 from uwsgitune.tuner import TunerSettings, TunerState, decide
@@ -153,6 +154,17 @@ def test_stale_reload_and_unreachable_frames_get_no_action() -> None:
     assert settling.code == "settling"
     reload = replace(frames[-1], kind="reload", rps=None, littles_l=None, mono=10.0)
     assert decide([*frames, reload], TunerState(), S, now=10.0).code == "no-rates"
+
+
+def test_a_paused_instance_is_left_alone() -> None:
+    """Someone paused it (`p`): a reload would resume it, a `-` would cheap its workers."""
+    plant = Plant(live=1, workers_max=16, cpu_ms=1, io_ms=50, clients=12)
+    frames = [plant.frame(float(t)) for t in range(10)]
+    last = frames[-1]
+    paused = replace(last, workers=tuple(struct_replace(w, status="pause") for w in last.workers))
+    d = decide([*frames[:-1], paused], TunerState(), S, now=9.0)
+    assert (d.action, d.code) == ("wait", "paused")
+    assert "resume it with `p`" in d.line()
 
 
 def test_every_decision_explains_itself() -> None:

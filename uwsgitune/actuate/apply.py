@@ -33,6 +33,7 @@ from uwsgitune.actuate.override import (
     read_keys,
 )
 from uwsgitune.actuate.peer import peer_refusal
+from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
 from uwsgitune.sources.hostfiles import somaxconn
@@ -174,7 +175,10 @@ class Applier:
             return self._setup_stop(d, "a reload needs --fifo and --override")
         ov = self._override_for(d, frame)
         target = self.override
-        reloader = Reloader(self.fifo, target.path, target.user_ini, self.poll, halt=self.halt)
+        reloader = Reloader(
+            self.fifo, target.path, target.user_ini, self.poll, halt=self.halt,
+            statuses=statuses_at(self.watch.address),
+        )  # fmt: skip
         limits = Limits(  # somaxconn read now: a poll's is up to SETTINGS_SECONDS old
             somaxconn() or frame.somaxconn, frame.mem_per_worker, self.settings.memory_budget
         )

@@ -3,10 +3,11 @@
 1. Validate the configuration uWSGI would read (the user's ini, the override on top); a
    refused one is never written (a bad ini plus `r` kills the instance).
 2. Write the override atomically, keeping the previous version.
-3. Send `r`, to a vassal of the Emperor too: the Emperor watches the vassal's own ini, not
-   the files it includes (measured: an edited include is not reloaded), so without `r` the
-   override would wait for the next unrelated reload; and since the vassal's ini itself is
-   never touched, the Emperor does not reload it a second time.
+3. Send `r` (after `p` where that keeps a worker from dropping a connection it had just
+   accepted: actuate/quiesce.py), to a vassal of the Emperor too: the Emperor watches the
+   vassal's own ini, not the files it includes (measured: an edited include is not
+   reloaded), so without `r` the override would wait for the next unrelated reload; and
+   since the vassal's ini itself is never touched, the Emperor does not reload it twice.
 4. Poll until the same master is back with the new `processes` and `cheaper-initial` live
    workers, before a deadline. Otherwise restore the previous file, reload it when the
    master still reads its FIFO, and report a failure: the caller stops applying.
@@ -34,6 +35,16 @@ from uwsgitune.actuate.override import (
     restore,
     validate,
     write_atomic,
+)
+from uwsgitune.actuate.quiesce import (
+    Quiesced,
+    Statuses,
+    all_paused,
+    pause_unsafe,
+    quiesce,
+    resume,
+    statuses_of,
+    undo,
 )
 from uwsgitune.core.frame import Frame
 
@@ -74,9 +85,11 @@ def check_include(user_ini: Path, override: Path) -> None:
         )
 
 
-def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limits) -> None:
+def plan(
+    user_ini: Path | None, override_path: Path, ov: Override, limits: Limits
+) -> dict[str, str]:
     """Raise OverrideError unless writing `ov` and reloading is safe (SetupError when the
-    files themselves are wrong, which no later attempt can change)."""
+    files themselves are wrong, which no later attempt can change). The user's config."""
     if user_ini is None:
         raise SetupError("the instance's ini is unknown; pass --ini so it can be validated")
     try:
@@ -99,6 +112,7 @@ def plan(user_ini: Path | None, override_path: Path, ov: Override, limits: Limit
         mem_per_worker=limits.mem_per_worker,
         memory_budget=limits.memory_budget,
     )
+    return config
 
 
 def _live_pids(frame: Frame) -> set[int]:
@@ -129,8 +143,11 @@ class Reloader:
         sleep: Callable[[float], None] = time.sleep,
         mono: Callable[[], float] = time.monotonic,
         halt: Halt | None = None,
+        statuses: Statuses | None = None,
     ) -> None:
         self.fifo = fifo
+        self.statuses = statuses or statuses_of(poll)
+        self.said = ""  # what the last reload's wait did beside waiting
         self.halt = halt
         self.path = Path(override_path)
         self.user_ini = user_ini
@@ -150,34 +167,60 @@ class Reloader:
         """Validate, write, reload, verify. Raises OverrideError before writing anything.
         `intent()` is called once validated, just before the write (the audit's intent
         record); what it returns stops the change there, as an OverrideError."""
-        plan(self.user_ini, self.path, ov, limits)
+        config = plan(self.user_ini, self.path, ov, limits)
         self.fifo.check(before.master_pid)  # before writing: the `r` must be deliverable
         problem = intent()
         if problem:
             raise OverrideError(problem)
         write_atomic(self.path, ov.render())
-        start = self._mono()
+        start, self.said = self._mono(), ""
         vassal = under_emperor(before.master_pid)
         try:
-            self.fifo.send("r", before.master_pid)
+            paused = self.reload(before, config)
         except FifoError as exc:
             restore(self.path)
             return ReloadOutcome(False, f"`r` not delivered ({exc}); override restored", 0, True)
-        frame = self._wait(ov, before, start + deadline)
+        frame = self._wait(ov, before, start + deadline, paused is not None)
         took = self._mono() - start
         if frame is not None:
             what = f"reloaded in {took:.1f}s" + (" (an Emperor vassal)" if vassal else "")
+            what += (f"; {paused.line()}" if paused else "") + self.said
             return ReloadOutcome(True, what, took, frame=frame)
         return self._roll_back(ov, before, took, deadline)
 
-    def _wait(self, ov: Override, before: Frame, until: float) -> Frame | None:
+    def reload(self, before: Frame, config: dict[str, str] | None = None) -> Quiesced | None:
+        """`r`, the workers paused first where that protects them. Raises FifoError when
+        `r` was not delivered, once the pause is undone. `config`: the user's, if known."""
+        paused = None
+        config = config if config is not None else self._config()
+        if not pause_unsafe(config, before.master_pid):
+            paused = quiesce(self.fifo, before, self.statuses, self._nap, self._mono)
+        try:
+            self.fifo.send("r", before.master_pid)
+        except FifoError as exc:
+            if paused is None:
+                raise
+            raise FifoError(f"{exc}{undo(self.fifo, before.master_pid)}") from None
+        return paused
+
+    def _config(self) -> dict[str, str] | None:
+        try:
+            return None if self.user_ini is None else load_config(self.user_ini)
+        except (IniError, OSError):
+            return None
+
+    def _wait(self, ov: Override, before: Frame, until: float, paused: bool) -> Frame | None:
         reloaded = False
         while self._mono() < self._until(until):
-            self._pause()
+            self._nap()
             frame = self.poll()
             if frame.kind == "error":
                 continue
             reloaded = reloaded or reloaded_since(before, frame, ov.threads, ov.processes)
+            if paused and reloaded and all_paused([w.status for w in frame.workers if w.live]):
+                # New workers that start paused (`lazy` where it was not seen): resume.
+                paused = resume(self.fifo, frame.master_pid) is not None
+                self.said += "" if paused else "; the new workers started paused: resumed"
             if (
                 reloaded
                 and frame.master_pid == before.master_pid
@@ -188,11 +231,12 @@ class Reloader:
                 return frame
         return None
 
-    def _pause(self) -> None:
+    def _nap(self, seconds: float | None = None) -> None:
+        seconds = self.interval if seconds is None else seconds
         if self.halt is None:
-            self._sleep(self.interval)
+            self._sleep(seconds)
         else:
-            self.halt.pause(self.interval, self._sleep)
+            self.halt.pause(seconds, self._sleep)
 
     def _until(self, until: float) -> float:
         return until if self.halt is None else self.halt.until(until)
@@ -204,8 +248,9 @@ class Reloader:
         what = f"not back with processes={ov.processes}, {ov.cheaper_initial} live"
         halted = self.halt is not None and self.halt.is_set()
         what += f" within {deadline:g}s" if not halted else " when uwsgitune was stopped"
+        what += self.said
         try:
-            if restored:
+            if restored:  # a plain `r`: no pause whose end this path would not see
                 self.fifo.send("r", before.master_pid)
                 what += "; previous override restored and reloaded"
         except FifoError as exc:

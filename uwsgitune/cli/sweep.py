@@ -26,6 +26,7 @@ from typing import Any
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.peer import peer_refusal
+from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
@@ -107,7 +108,10 @@ def _axis(
             "uwsgitune owns, included last by it); `uwsgitune doctor` checks the setup",
             code=2,
         )
-    reloader = Reloader(GuardedFifo(args.fifo), args.override, args.ini, watch.step)
+    reloader = Reloader(
+        GuardedFifo(args.fifo), args.override, args.ini, watch.step,
+        statuses=statuses_at(watch.address),
+    )  # fmt: skip
     limits = Limits(somaxconn=frame.somaxconn)
     axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=_refusal(args, watch))
     axis.check(frame, values)

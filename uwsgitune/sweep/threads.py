@@ -117,7 +117,7 @@ class ThreadAxis:
         before = self.poll()
         self._refuse()
         write_atomic(path, o.text.decode(), keep_prev=False)
-        self.reloader.fifo.send("r", before.master_pid)
+        self.reloader.reload(before)
         deadline, seen = self.mono() + self.deadline, False
         while self.mono() < deadline:
             self.sleep(0.25)

@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 1. Guards (`GUARDS`, in order) decide whether the stats may be acted on at all: none at all,
    unreachable, stale (older than `stale_intervals` polls at the caller's `now`), an
-   Emperor, no rates yet (first poll or a reload reset the counters), settling after a
-   reload, or a change still in flight (the live count has not reached what was sent). Any
-   guard that fires gives a `wait` with its reason: no action on doubtful numbers.
+   Emperor, paused by someone (`p`: a reload would resume it), no rates yet (first poll or
+   a reload reset the counters), settling after a reload, or a change still in flight (the
+   live count has not reached what was sent). Any guard that fires gives a `wait` with its
+   reason: no action on doubtful numbers.
 2. Sizing (`sizing.RULES`) proposes a live count with a reason (see sizing.py).
 3. Bounds: never below the floor, above the ceiling, or above the memory cap when adding;
    never add while the instance's CPUs are saturated.
@@ -57,6 +58,11 @@ def _emperor(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | No
     )
 
 
+def _paused(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
+    n = sum(1 for w in f.workers if w.live and w.status == "pause")
+    return f"paused ({n} workers read `pause`): resume it with `p` on its FIFO" if n else None
+
+
 def _no_rates(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
     if f.kind != "ok" or f.rps is None or f.littles_l is None:
         return f"no rates in a '{f.kind}' poll (counters just started or reset)"
@@ -82,6 +88,7 @@ GUARDS: tuple[tuple[str, Guard], ...] = (
     ("unreachable", _unreachable),
     ("stale", _stale),
     ("emperor", _emperor),
+    ("paused", _paused),
     ("no-rates", _no_rates),
     ("settling", _settling),
     ("in-flight", _in_flight),
