@@ -188,8 +188,7 @@ def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> 
     )
     next(polls)  # the first poll has no rates
     sent: list[str] = []
-    fifo = SimpleNamespace(send=lambda cmd, pid: sent.append(cmd))
-    reloader = SimpleNamespace(path=override, fifo=fifo)
+    reloader = SimpleNamespace(path=override, reload=lambda before: sent.append("r"))
     original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
     axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: next(polls),  # type: ignore[arg-type]
                       original, sleep=lambda _s: None)  # fmt: skip

@@ -209,7 +209,9 @@ class Reloader:
         except (IniError, OSError):
             return None
 
-    def _wait(self, ov: Override, before: Frame, until: float, paused: bool) -> Frame | None:
+    def _wait(
+        self, ov: Override, before: Frame, until: float, paused: bool = False
+    ) -> Frame | None:
         reloaded = False
         while self._mono() < self._until(until):
             self._nap()
