@@ -91,14 +91,13 @@ def statuses_at(address: StatsAddress, timeout: float = 1.0) -> Statuses:
     return read
 
 
+def live_statuses(frame: Frame) -> Sequence[str] | None:
+    return None if frame.kind == "error" else [w.status for w in frame.workers if w.live]
+
+
 def statuses_of(poll: Callable[[], Frame]) -> Statuses:
     """The same from full polls (for a caller that has no address)."""
-
-    def read() -> Sequence[str] | None:
-        frame = poll()
-        return None if frame.kind == "error" else [w.status for w in frame.workers if w.live]
-
-    return read
+    return lambda: live_statuses(poll())
 
 
 def all_paused(statuses: Sequence[str] | None) -> bool:

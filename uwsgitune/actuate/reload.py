@@ -40,6 +40,7 @@ from uwsgitune.actuate.quiesce import (
     Quiesced,
     Statuses,
     all_paused,
+    live_statuses,
     pause_unsafe,
     quiesce,
     resume,
@@ -219,7 +220,7 @@ class Reloader:
             if frame.kind == "error":
                 continue
             reloaded = reloaded or reloaded_since(before, frame, ov.threads, ov.processes)
-            if paused and reloaded and all_paused([w.status for w in frame.workers if w.live]):
+            if paused and reloaded and all_paused(live_statuses(frame)):
                 # New workers that start paused (`lazy` where it was not seen): resume.
                 paused = resume(self.fifo, frame.master_pid) is not None
                 self.said += "" if paused else "; the new workers started paused: resumed"
