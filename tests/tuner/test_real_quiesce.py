@@ -1,19 +1,24 @@
 """The pause before a reload against a real uWSGI: the workers pause, the reload ends the
-pause, a long request is waited for and served, a threaded pool is not paused, and a pause
-whose `r` could not be sent is undone."""
+pause, a long request is waited for and served, a threaded pool is not paused, a pause
+whose `r` could not be sent is undone, and a pool a killed tuner left paused (its reload's
+intent in the audit log, no change after it) is resumed by the next one, in apply mode."""
 
 from __future__ import annotations
 
 import threading
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, manual, wait_for
+from tests.tuner.real import doc, drive, manual, wait_for
+from tests.tuner.test_real_scale import QUICK
 from tests.uwsgi_harness import url
+from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.quiesce import LONGEST, statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
@@ -21,6 +26,7 @@ from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, run_closed
 from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tuner.result import AuditRecord
 
 pytestmark = pytest.mark.uwsgi
 PAUSED = b"*** PAUSE"  # what uWSGI logs on `p`
@@ -42,7 +48,7 @@ def _setup(
 
 
 def _serves(proc: UwsgiProcess) -> bool:
-    """A request answered 200. False on a connection error: a plain `r` (the `lazy` test's
+    """A request answered 200. False on a connection error: a plain `r` (the resume test's
     rollback) can still reset one, which `wait_for` then tries again."""
     try:
         with urllib.request.urlopen(url(proc, "/io/1"), timeout=5) as r:
@@ -119,20 +125,13 @@ def test_a_pause_whose_reload_was_not_sent_is_undone(
     assert _serves(proc) and len(doc(proc).workers) == 4
 
 
-def test_lazy_mode_is_not_paused(uwsgi: Callable[..., UwsgiProcess], tmp_path: Path) -> None:
-    # Under `lazy`, `r` only respawns the workers, and they would start paused.
-    proc, reloader, watch = _setup(uwsgi, tmp_path, lazy=True)
-    reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=5)
-    assert PAUSED not in proc.log.read_bytes()
-    assert wait_for(lambda: _serves(proc))
-
-
 def test_new_workers_that_start_paused_are_resumed(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `lazy` set where it is not seen (here: the check turned off): the workers `r`
+    # `lazy` set where it is not seen (here: both checks turned off): the workers `r`
     # respawns start paused, and the wait resumes them.
     monkeypatch.setattr("uwsgitune.actuate.reload.pause_unsafe", lambda *a: False)
+    monkeypatch.setattr("uwsgitune.actuate.reload.lazy_where", lambda *a: None)
     proc, reloader, watch = _setup(uwsgi, tmp_path, lazy=True)
     out = reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=5)
     assert "the new workers started paused: resumed" in out.detail, out.detail
@@ -140,3 +139,36 @@ def test_new_workers_that_start_paused_are_resumed(
     assert PAUSED in log and RESUMED in log
     assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
     assert _serves(proc)
+
+
+@pytest.mark.parametrize(
+    ("mode", "ago", "resumed"),
+    [("apply", 5.0, True), ("observe", 5.0, False), ("apply", 3600.0, False)],
+)
+def test_a_pool_a_killed_reload_left_paused_is_resumed_in_apply_mode(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, mode: str, ago: float, resumed: bool
+) -> None:
+    override = tmp_path / "override.ini"
+    proc, _, watch = _setup(uwsgi, tmp_path)
+    pid = watch.step().master_pid
+    # What a tuner killed between its `p` and its `r` leaves: the intent, a paused pool.
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    audit.append(AuditRecord("intent", time.time() - ago, str(watch.address), "apply",
+                             action="down", via="reload", before=2, after=1, pid=pid))  # fmt: skip
+    MasterFifo(proc.fifo).send("p", pid)
+    assert wait_for(lambda: all(w.status == "pause" for w in doc(proc).live_workers))
+    target = OverrideTarget(override, proc.ini)
+    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, QUICK, mode, audit)  # type: ignore[arg-type]
+    lines: list[str] = []
+    drive(loop, 3, lines)
+    said = [line for line in lines if "a reload cut short left paused" in line]
+    assert len(said) == (1 if resumed else 0), "\n".join(lines)
+    if resumed:
+        assert said[0].startswith("apply: resumed (`p`)")
+        assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
+        assert RESUMED in proc.log.read_bytes() and _serves(proc)
+        assert [r.action for r in audit.records()][-1] == "resume"
+    else:
+        assert RESUMED not in proc.log.read_bytes()
+        assert all(w.status == "pause" for w in doc(proc).live_workers)
+        assert any("paused (2 workers read `pause`)" in line for line in lines), lines

@@ -14,6 +14,7 @@ from uwsgitune.actuate.access import Reader, reader_from_ini, reader_from_proc, 
 from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
 from uwsgitune.actuate.inifile import SetupError, check_directory
 from uwsgitune.actuate.lockinfo import LockInfo, lock_info
+from uwsgitune.actuate.options import lazy_where
 from uwsgitune.actuate.override import (
     DEFAULT_LISTEN,
     IniEncodingError,
@@ -59,6 +60,7 @@ class DoctorFacts:
     unreadable: tuple[tuple[str, str], ...] = ()  # (what stops it, the fix), per file
     unsafe_dir: str | None = None  # the override's directory others can write
     lock: LockInfo | None = None  # the apply lock of the FIFO, read without taking it
+    lazy: str | None = None  # where `lazy` is on (a reload then never reads the ini)
 
 
 def _stats(f: DoctorFacts) -> Check:
@@ -161,6 +163,16 @@ def _access(f: DoctorFacts) -> Check:
     return Check("access", True, f"{f.reader} can read {', '.join(f.readable)}")
 
 
+def _reload(f: DoctorFacts) -> Check:
+    """Under `lazy`, `r` only respawns the workers: the override is never read (options.py)."""
+    if f.lazy:
+        fix = "lazy-apps = true   (in place of `lazy`; then restart uWSGI)"
+        return Check("reload", False, f"{f.lazy}: a reload never reads the ini again", fix)
+    if not f.config and not f.master_pid:
+        return Check("reload", None, "ini and master unknown")
+    return Check("reload", True, "a reload reads the ini again (no `lazy`)")
+
+
 def _lock(f: DoctorFacts) -> Check:
     if f.lock is None:
         return Check("lock", None, "no FIFO, so no apply lock")
@@ -173,7 +185,7 @@ def _lock(f: DoctorFacts) -> Check:
     return Check("lock", True, f"{f.lock.path}: free")
 
 
-CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _listen, _access, _lock)
+CHECKS = (_stats, _fifo, _cheaper, _memory, _include, _reload, _listen, _access, _lock)
 
 
 def checks(f: DoctorFacts) -> list[Check]:
@@ -246,6 +258,7 @@ def gather(
         somaxconn=somaxconn(),
         backlog=next((s.max_queue for s in sockets if not s.is_unix and s.max_queue), None),
         lock=lock_info(Path(fifo)) if fifo else None,
+        lazy=lazy_where(config, pid),
         **access,
     )
 

@@ -21,6 +21,8 @@ from uwsgitune.actuate.audit import AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import RestartCommand
+from uwsgitune.actuate.quiesce import all_paused, live_statuses
+from uwsgitune.actuate.quiesce import resume as unpause
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
@@ -30,6 +32,7 @@ from uwsgitune.tuner.result import Level, NoteKind, StepResult
 
 __all__ = ["MODES", "REPEAT_SECONDS", "Mode", "OverrideTarget", "TuneLoop"]
 REPEAT_SECONDS = 30.0  # an unchanged decision is said again (a fresh note) after this long
+LEFT_PAUSED_S = 600.0  # a reload cut short this recently may have left the workers paused
 
 
 class TuneLoop(Applier):
@@ -60,6 +63,7 @@ class TuneLoop(Applier):
         self.stopped = None
         self.moves = {"fifo": 0, "reload": 0, "restart": 0}
         self.halt, self.poll = Halt(), self._poll_watch
+        self._cut_pid: int | None = None  # the master of a reload cut short (audit log)
         if audit is not None:
             self._resume(audit)
 
@@ -78,6 +82,27 @@ class TuneLoop(Applier):
                        f"ago): {cut.action} {cut.before}->{cut.after} via {cut.via} on master "
                        f"pid {cut.pid} never finished; counted against the limits, and nothing "
                        "is applied before fresh polls show the instance")  # fmt: skip
+            if cut.via == "reload" and ago <= LEFT_PAUSED_S:
+                self._cut_pid = cut.pid
+
+    def _left_paused(self, frame: Frame) -> None:
+        """A reload sends `p` before its `r` (actuate/quiesce.py): one cut short by a kill
+        in between leaves the workers paused. On the first good poll of that master, in
+        apply mode, a pool whose every live worker reads `pause` is resumed, once."""
+        pid = self._cut_pid
+        if pid is None or not frame.ok:
+            return
+        self._cut_pid = None
+        paused = all_paused(live_statuses(frame))
+        if self.mode != "apply" or frame.master_pid != pid or not paused or self.fifo is None:
+            return
+        why = unpause(self.fifo, pid)
+        detail = "the workers a reload cut short left paused" + (f": {why}" if why else "")
+        self._audit("change", action="resume", via="fifo", before=frame.live, after=frame.live,
+                    result="refused" if why else "sent", detail=detail)  # fmt: skip
+        if why:
+            return self._note("error", "resume", f"ERROR: not resumed: {detail}")
+        self._note("warning", "resume", f"apply: resumed (`p`) {detail}")
 
     def take_notes(self) -> tuple[str, ...]:
         """What the loop said outside a step (a stop resumed from the audit log), taken
@@ -90,6 +115,7 @@ class TuneLoop(Applier):
         for this poll (the caller runs the rules once per poll, on frames after the last
         result's `listen_since`)."""
         now = self._mono()
+        self._left_paused(frame)
         self._verify(frame, now)
         d = decide(self.watch.window.frames(), self.state, self.settings, now)
         advice = None

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.options import PROC, master_options
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.model import parse_stats
@@ -44,7 +45,6 @@ from uwsgitune.sources.stats import StatsError, read_stats
 
 Statuses = Callable[[], Sequence[str] | None]  # the live workers' statuses; None: unread
 
-PROC = Path("/proc")
 LONGEST = 3.0  # seconds to wait for every worker to pause; `r` goes anyway after
 INTERVAL = 0.05  # between stats reads while waiting (a read of 64 workers costs ~1 ms)
 
@@ -59,14 +59,8 @@ def pause_unsafe(config: Mapping[str, str] | None, master_pid: int, proc: Path =
     `UWSGI_<KEY>`); True when that cannot be read, so no pause."""
     if config is None or any(_unsafe(k) for k in config):
         return True
-    try:
-        words = (proc / str(master_pid) / "cmdline").read_bytes().split(b"\0")
-        env = (proc / str(master_pid) / "environ").read_bytes().split(b"\0")
-    except OSError:
-        return True
-    flags = [w.decode(errors="replace")[2:].split("=")[0] for w in words if w.startswith(b"--")]
-    keys = [e.decode(errors="replace")[6:].split("=")[0] for e in env if e.startswith(b"UWSGI_")]
-    return any(_unsafe(k) for k in flags) or any(_unsafe(k.lower().replace("_", "-")) for k in keys)
+    given = master_options(master_pid, proc)
+    return given is None or any(_unsafe(k) for k in given)
 
 
 def can_pause(frame: Frame) -> bool:

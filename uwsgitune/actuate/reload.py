@@ -24,6 +24,7 @@ from pathlib import Path
 
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.halt import Halt
+from uwsgitune.actuate.options import lazy_refusal, lazy_where
 from uwsgitune.actuate.override import (
     IniError,
     Override,
@@ -87,10 +88,11 @@ def check_include(user_ini: Path, override: Path) -> None:
 
 
 def plan(
-    user_ini: Path | None, override_path: Path, ov: Override, limits: Limits
+    user_ini: Path | None, override_path: Path, ov: Override, limits: Limits, master_pid: int = 0
 ) -> dict[str, str]:
     """Raise OverrideError unless writing `ov` and reloading is safe (SetupError when the
-    files themselves are wrong, which no later attempt can change). The user's config."""
+    setup is wrong, which no later attempt can change: the files, or `lazy` on, under which
+    a reload never reads them). The user's config."""
     if user_ini is None:
         raise SetupError("the instance's ini is unknown; pass --ini so it can be validated")
     try:
@@ -106,6 +108,9 @@ def plan(
         config = load_config(user_ini)
     except (IniError, OSError) as exc:
         raise SetupError(str(exc)) from None
+    lazy = lazy_where(config, master_pid)
+    if lazy:
+        raise SetupError(lazy_refusal(lazy))
     validate(
         config,
         ov,
@@ -168,7 +173,7 @@ class Reloader:
         """Validate, write, reload, verify. Raises OverrideError before writing anything.
         `intent()` is called once validated, just before the write (the audit's intent
         record); what it returns stops the change there, as an OverrideError."""
-        config = plan(self.user_ini, self.path, ov, limits)
+        config = plan(self.user_ini, self.path, ov, limits, before.master_pid)
         self.fifo.check(before.master_pid)  # before writing: the `r` must be deliverable
         problem = intent()
         if problem:

@@ -15,9 +15,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "doctor",
         help="check that an instance is ready to be tuned",
-        description="Check stats, FIFO, cheaper mode, memory-report, the override include and "
-        "listen, and that uWSGI's user can read its ini and the override; print the exact ini "
-        "lines to add (or the command to run) where something is missing.",
+        description="Check stats, FIFO, cheaper mode, memory-report, the override include, that "
+        "a reload reads the ini again (no `lazy`), listen, and that uWSGI's user can read its "
+        "ini and the override; print the exact ini lines to add (or the command to run) where "
+        "something is missing.",
     )
     p.add_argument("addr", metavar="ADDR", help="stats address of the instance")
     p.add_argument("--fifo", metavar="PATH", help="master FIFO (default: from the ini)")

@@ -86,7 +86,13 @@ class ThreadAxis:
             listen=as_int(config, "listen"),
         )
         for t in values:
-            plan(self.user_ini, self.reloader.path, self._override(t, frame.live), self.limits)
+            plan(
+                self.user_ini,
+                self.reloader.path,
+                self._override(t, frame.live),
+                self.limits,
+                frame.master_pid,
+            )
 
     def _override(self, threads: int, live: int) -> Override:
         o = self.original
