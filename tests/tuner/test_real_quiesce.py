@@ -151,12 +151,17 @@ def test_a_pool_a_killed_reload_left_paused_is_resumed_in_apply_mode(
     override = tmp_path / "override.ini"
     proc, _, watch = _setup(uwsgi, tmp_path)
     pid = watch.step().master_pid
-    # What a tuner killed between its `p` and its `r` leaves: the intent, a paused pool.
+    # What a tuner killed between its `p` and its `r` leaves: the intent, and a pool paused
+    # but for a worker still in a long request (it reads `busy` until that ends).
     audit = AuditLog(tmp_path / "audit.jsonl")
     audit.append(AuditRecord("intent", time.time() - ago, str(watch.address), "apply",
                              action="down", via="reload", before=2, after=1, pid=pid))  # fmt: skip
+    codes: list[int] = []
+    long = threading.Thread(target=lambda: codes.append(_status(url(proc, "/io/5000"))))
+    long.start()
+    assert wait_for(lambda: any(w.status == "busy" for w in doc(proc).live_workers))
     MasterFifo(proc.fifo).send("p", pid)
-    assert wait_for(lambda: all(w.status == "pause" for w in doc(proc).live_workers))
+    assert wait_for(lambda: [w.status for w in doc(proc).live_workers].count("pause") == 1)
     target = OverrideTarget(override, proc.ini)
     loop = TuneLoop(watch, MasterFifo(proc.fifo), target, QUICK, mode, audit)  # type: ignore[arg-type]
     lines: list[str] = []
@@ -164,11 +169,20 @@ def test_a_pool_a_killed_reload_left_paused_is_resumed_in_apply_mode(
     said = [line for line in lines if "a reload cut short left paused" in line]
     assert len(said) == (1 if resumed else 0), "\n".join(lines)
     if resumed:
-        assert said[0].startswith("apply: resumed (`p`)")
+        assert said[0].startswith("apply: resumed (`p`) the 1 workers")
         assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
         assert RESUMED in proc.log.read_bytes() and _serves(proc)
         assert [r.action for r in audit.records()][-1] == "resume"
     else:
         assert RESUMED not in proc.log.read_bytes()
-        assert all(w.status == "pause" for w in doc(proc).live_workers)
-        assert any("paused (2 workers read `pause`)" in line for line in lines), lines
+        assert any(w.status == "pause" for w in doc(proc).live_workers)
+        assert any("paused (1 workers read `pause`)" in line for line in lines), lines
+    long.join()
+    assert codes == [200]  # the long request is served either way
+    if not resumed:  # after its request, that worker pauses too
+        assert wait_for(lambda: all(w.status == "pause" for w in doc(proc).live_workers))
+
+
+def _status(address: str) -> int:
+    with urllib.request.urlopen(address, timeout=15) as r:
+        return int(r.status)

@@ -21,7 +21,7 @@ from uwsgitune.actuate.audit import AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import RestartCommand
-from uwsgitune.actuate.quiesce import all_paused, live_statuses
+from uwsgitune.actuate.quiesce import live_statuses
 from uwsgitune.actuate.quiesce import resume as unpause
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
@@ -33,6 +33,7 @@ from uwsgitune.tuner.result import Level, NoteKind, StepResult
 __all__ = ["MODES", "REPEAT_SECONDS", "Mode", "OverrideTarget", "TuneLoop"]
 REPEAT_SECONDS = 30.0  # an unchanged decision is said again (a fresh note) after this long
 LEFT_PAUSED_S = 600.0  # a reload cut short this recently may have left the workers paused
+LEFT_PAUSED_WATCH = 30.0  # seconds from the start to look for them (a request may end late)
 
 
 class TuneLoop(Applier):
@@ -64,6 +65,7 @@ class TuneLoop(Applier):
         self.moves = {"fifo": 0, "reload": 0, "restart": 0}
         self.halt, self.poll = Halt(), self._poll_watch
         self._cut_pid: int | None = None  # the master of a reload cut short (audit log)
+        self._cut_until = 0.0  # until when (monotonic) to look for its paused workers
         if audit is not None:
             self._resume(audit)
 
@@ -83,21 +85,30 @@ class TuneLoop(Applier):
                        f"pid {cut.pid} never finished; counted against the limits, and nothing "
                        "is applied before fresh polls show the instance")  # fmt: skip
             if cut.via == "reload" and ago <= LEFT_PAUSED_S:
-                self._cut_pid = cut.pid
+                self._cut_pid, self._cut_until = cut.pid, mono + LEFT_PAUSED_WATCH
 
-    def _left_paused(self, frame: Frame) -> None:
+    def _left_paused(self, frame: Frame, now: float) -> None:
         """A reload sends `p` before its `r` (actuate/quiesce.py): one cut short by a kill
-        in between leaves the workers paused. On the first good poll of that master, in
-        apply mode, a pool whose every live worker reads `pause` is resumed, once."""
+        in between leaves the workers paused. For `LEFT_PAUSED_WATCH` seconds from the
+        start, in apply mode, a poll of that master in which a worker reads `pause` has the
+        pool resumed, once. The pause is the master's: a worker still in its request reads
+        `busy` until it ends, then `pause` (measured), and one `p` resumes them all."""
         pid = self._cut_pid
         if pid is None or not frame.ok:
             return
-        self._cut_pid = None
-        paused = all_paused(live_statuses(frame))
-        if self.mode != "apply" or frame.master_pid != pid or not paused or self.fifo is None:
+        if self.mode != "apply" or self.fifo is None or frame.master_pid != pid:
+            self._cut_pid = None
             return
+        paused = (live_statuses(frame) or []).count("pause")
+        if not paused:
+            if now > self._cut_until:
+                self._cut_pid = None
+            return
+        self._cut_pid = None
         why = unpause(self.fifo, pid)
-        detail = "the workers a reload cut short left paused" + (f": {why}" if why else "")
+        detail = f"the {paused} workers a reload cut short left paused" + (
+            f": {why}" if why else ""
+        )
         self._audit("change", action="resume", via="fifo", before=frame.live, after=frame.live,
                     result="refused" if why else "sent", detail=detail)  # fmt: skip
         if why:
@@ -115,7 +126,7 @@ class TuneLoop(Applier):
         for this poll (the caller runs the rules once per poll, on frames after the last
         result's `listen_since`)."""
         now = self._mono()
-        self._left_paused(frame)
+        self._left_paused(frame, now)
         self._verify(frame, now)
         d = decide(self.watch.window.frames(), self.state, self.settings, now)
         advice = None
