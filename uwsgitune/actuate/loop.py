@@ -90,19 +90,17 @@ class TuneLoop(Applier):
     def _left_paused(self, frame: Frame, now: float) -> None:
         """A reload sends `p` before its `r` (actuate/quiesce.py): one cut short by a kill
         in between leaves the workers paused. For `LEFT_PAUSED_WATCH` seconds from the
-        start, in apply mode, a poll of that master in which a worker reads `pause` has the
-        pool resumed, once. The pause is the master's: a worker still in its request reads
+        start, a poll of that master in which a worker reads `pause` has the pool resumed,
+        once, in apply mode. The pause is the master's: a worker still in its request reads
         `busy` until it ends, then `pause` (measured), and one `p` resumes them all."""
         pid = self._cut_pid
         if pid is None or not frame.ok:
             return
-        if self.mode != "apply" or self.fifo is None or frame.master_pid != pid:
+        if now > self._cut_until or self.fifo is None or frame.master_pid != pid:
             self._cut_pid = None
             return
         paused = (live_statuses(frame) or []).count("pause")
-        if not paused:
-            if now > self._cut_until:
-                self._cut_pid = None
+        if not paused or self.mode != "apply":  # a daemon observes until it has the lock
             return
         self._cut_pid = None
         why = unpause(self.fifo, pid)
