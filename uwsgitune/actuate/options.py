@@ -5,7 +5,7 @@ Pure but for the two reads of /proc.
 `lazy` (not `lazy-apps`) is the one that matters to a reload: under it, uWSGI's `r`
 (`grace_them_all`, core/uwsgi.c) only sends each worker SIGHUP and returns. The master is
 not executed again and never reads its ini again, so an override written for a reload
-changes nothing: processes, cheaper and listen stay as they were (measured). `lazy-apps`
+changes nothing: processes and cheaper stay as they were (measured). `lazy-apps`
 loads the app in each worker the same way and reloads normally.
 """
 
@@ -57,6 +57,6 @@ def lazy_refusal(where: str) -> str:
     """The one line that refuses a reload under `lazy`, with the fix."""
     return (
         f"{where}: uWSGI's `r` then respawns the workers without reading the ini again, so "
-        "no reload can change processes, cheaper or listen; use `lazy-apps = true` in its "
+        "no reload can change processes or cheaper; use `lazy-apps = true` in its "
         "place and restart uWSGI"
     )
