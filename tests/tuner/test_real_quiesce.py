@@ -170,6 +170,8 @@ def test_a_pool_a_killed_reload_left_paused_is_resumed_in_apply_mode(
     assert len(said) == (1 if resumed else 0), "\n".join(lines)
     if resumed:
         assert said[0].startswith("apply: resumed (`p`) the 1 workers")
+        assert any("[paused] resumed after this poll" in line for line in lines), lines
+        assert not any("resume it with `p`" in line for line in lines), lines
         assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
         assert RESUMED in proc.log.read_bytes() and _serves(proc)
         assert [r.action for r in audit.records()][-1] == "resume"

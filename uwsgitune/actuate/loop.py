@@ -87,21 +87,22 @@ class TuneLoop(Applier):
             if cut.via == "reload" and ago <= LEFT_PAUSED_S:
                 self._cut_pid, self._cut_until = cut.pid, mono + LEFT_PAUSED_WATCH
 
-    def _left_paused(self, frame: Frame, now: float) -> None:
+    def _left_paused(self, frame: Frame, now: float) -> bool:
         """A reload sends `p` before its `r` (actuate/quiesce.py): one cut short by a kill
         in between leaves the workers paused. For `LEFT_PAUSED_WATCH` seconds from the
         start, a poll of that master in which a worker reads `pause` has the pool resumed,
         once, in apply mode. The pause is the master's: a worker still in its request reads
-        `busy` until it ends, then `pause` (measured), and one `p` resumes them all."""
+        `busy` until it ends, then `pause` (measured), and one `p` resumes them all. Whether
+        it resumed them (this frame then shows them as they were)."""
         pid = self._cut_pid
         if pid is None or not frame.ok:
-            return
+            return False
         if now > self._cut_until or self.fifo is None or frame.master_pid != pid:
             self._cut_pid = None
-            return
+            return False
         paused = (live_statuses(frame) or []).count("pause")
         if not paused or self.mode != "apply":  # a daemon observes until it has the lock
-            return
+            return False
         self._cut_pid = None
         why = unpause(self.fifo, pid)
         detail = f"the {paused} workers a reload cut short left paused" + (
@@ -110,8 +111,10 @@ class TuneLoop(Applier):
         self._audit("change", action="resume", via="fifo", before=frame.live, after=frame.live,
                     result="refused" if why else "sent", detail=detail)  # fmt: skip
         if why:
-            return self._note("error", "resume", f"ERROR: not resumed: {detail}")
+            self._note("error", "resume", f"ERROR: not resumed: {detail}")
+            return False
         self._note("warning", "resume", f"apply: resumed (`p`) {detail}")
+        return True
 
     def take_notes(self) -> tuple[str, ...]:
         """What the loop said outside a step (a stop resumed from the audit log), taken
@@ -124,9 +127,11 @@ class TuneLoop(Applier):
         for this poll (the caller runs the rules once per poll, on frames after the last
         result's `listen_since`)."""
         now = self._mono()
-        self._left_paused(frame, now)
+        resumed = self._left_paused(frame, now)
         self._verify(frame, now)
         d = decide(self.watch.window.frames(), self.state, self.settings, now)
+        if resumed and d.code == "paused":  # the poll before the `p`: not how to resume it
+            d = replace(d, reason="resumed after this poll; the next one measures the workers")
         advice = None
         if not d.is_change:
             self.state = d.state
