@@ -21,7 +21,6 @@ from uwsgitune.actuate.audit import AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import RestartCommand
-from uwsgitune.actuate.quiesce import live_statuses
 from uwsgitune.actuate.quiesce import resume as unpause
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
@@ -100,7 +99,7 @@ class TuneLoop(Applier):
         if now > self._cut_until or self.fifo is None or frame.master_pid != pid:
             self._cut_pid = None
             return False
-        paused = (live_statuses(frame) or []).count("pause")
+        paused = frame.paused
         if not paused or self.mode != "apply":  # a daemon observes until it has the lock
             return False
         self._cut_pid = None

@@ -65,12 +65,12 @@ def pause_unsafe(config: Mapping[str, str] | None, master_pid: int, proc: Path =
 
 def can_pause(frame: Frame) -> bool:
     """A pool the pause protects, and that nobody else has paused."""
-    live = [w for w in frame.workers if w.live]
     return (
         frame.kind != "error"
         and frame.threads == 1
-        and bool(live)
-        and all(w.status != "pause" and len(w.cores_requests) <= 1 for w in live)
+        and frame.live > 0
+        and not frame.paused
+        and all(len(w.cores_requests) <= 1 for w in frame.workers if w.live)
     )
 
 

@@ -40,8 +40,6 @@ from uwsgitune.actuate.override import (
 from uwsgitune.actuate.quiesce import (
     Quiesced,
     Statuses,
-    all_paused,
-    live_statuses,
     pause_unsafe,
     quiesce,
     resume,
@@ -225,7 +223,7 @@ class Reloader:
             if frame.kind == "error":
                 continue
             reloaded = reloaded or reloaded_since(before, frame, ov.threads, ov.processes)
-            if paused and reloaded and all_paused(live_statuses(frame)):
+            if paused and reloaded and 0 < frame.live == frame.paused:
                 # New workers that start paused (`lazy` where it was not seen): resume.
                 paused = resume(self.fifo, frame.master_pid) is not None
                 self.said += "" if paused else "; the new workers started paused: resumed"

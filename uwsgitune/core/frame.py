@@ -172,6 +172,12 @@ class Frame:
         return any(s.full for s in self.sockets)
 
     @property
+    def paused(self) -> int:
+        """Live workers that read `pause`: someone sent `p` on the FIFO. The pause is the
+        master's; a worker still in its request reads `busy` until that ends."""
+        return sum(1 for w in self.workers if w.live and w.status == "pause")
+
+    @property
     def since_reload(self) -> float | None:
         return None if self.loaded_at is None else max(0.0, self.t - self.loaded_at)
 

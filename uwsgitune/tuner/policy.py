@@ -59,7 +59,7 @@ def _emperor(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | No
 
 
 def _paused(f: Frame, st: TunerState, s: TunerSettings, now: float) -> str | None:
-    n = sum(1 for w in f.workers if w.live and w.status == "pause")
+    n = f.paused
     return f"paused ({n} workers read `pause`): resume it with `p` on its FIFO" if n else None
 
 
