@@ -27,13 +27,16 @@ def _phase(clients: int | None, seconds: int) -> dict[str, Any]:
     return {"path": "/mixed/2/12", "clients": clients, "rate": rate, "seconds": seconds}
 
 
-def _run(setup: str, counts: list[int], rps: float = 500.0) -> dict[str, Any]:
+def _run(setup: str, counts: list[int], rps: float = 500.0, p99: float = 50.0) -> dict[str, Any]:
     """One poll a second at the given live counts."""
     return {
         "setup": setup,
         "live": [[t + 0.1, n] for t, n in enumerate(counts)],
         "steady_rps": rps,
         "rps": rps,
+        "steady_p99_ms": p99,
+        "failed": 0,
+        "p99_ms": p99,
         "warmup_s": 15.0,
         "phase_rps": [rps],
         "per_second": [rps] * len(counts),
@@ -101,6 +104,28 @@ def test_worker_seconds_are_compared_where_throughput_is_equal_in_the_same_windo
     lean["per_second"] = [560.0] * 15 + [495.0] * 60  # 99% of the tuner's: a peer
     label, ok = report._fewer(tuner, sc, starts)
     assert not ok and "the 1 of 1 algos" in label
+
+
+def test_an_algorithm_that_saved_workers_by_queueing_is_compared_on_p99(
+    report: ModuleType,
+) -> None:
+    """threads-io: `backlog` served the tuner's throughput on fewer workers, with a p99 past
+    the bound the tuner is held to (1.2x the grid-best's). It is no peer for the target,
+    and is one for the extra check at any p99, which the report still prints."""
+    sc = _scenario([_phase(64, 75)], {16: 500.0, 24: 500.0})  # grid best: static-16, 50 ms
+    tuner = _run("tuner-2", [16] * 75)
+    queued = _run("backlog", [15] * 75, p99=65.0)  # 1.3x
+    sc["runs"].update({"tuner-2": tuner, "backlog": queued})
+    starts = [report.steady_from(tuner, sc)]
+    label, ok = report._fewer(tuner, sc, starts)
+    assert ok and "the 0 of 1 algos" in label
+    loose = dict(report.extras(tuner, sc))
+    strict = next(n for n in loose if n.startswith("fewer worker-s"))
+    assert not loose[strict] and "backlog 15.00 live, p99 1.30x, against 16.00" in strict
+    queued["steady_p99_ms"] = 58.0  # 1.16x: within the bound, so a peer the tuner misses
+    label, ok = report._fewer(tuner, sc, starts)
+    assert not ok and "the 1 of 1 algos" in label
+    assert "missed" in report._cell({"runs": {"tuner-2": tuner}, **sc}, "tuner-2")
 
 
 def test_rounds_cut_short_are_called_out(report: ModuleType) -> None:
