@@ -232,3 +232,51 @@ def test_root_uses_the_instance_users_directory_and_hands_the_file_over(
         [python, "-c", TAKE, str(mine.path)], user=NOBODY, capture_output=True, text=True
     )
     assert took.stdout == "took\n", took.stderr
+
+
+MARKED = """
+import sys, time
+from pathlib import Path
+from uwsgitune.actuate.lock import ApplyLock
+lock = ApplyLock(Path(sys.argv[1]), "tune", Path(sys.argv[2]))
+assert lock.acquire() is None
+lock.mark_reload(4242, 1764080000.5)
+if sys.argv[3] == "cleared":
+    lock.clear_reload()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("ending", ["killed", "cleared"])
+def test_a_reload_its_killed_holder_left_under_way_is_read_by_the_next(
+    tmp_path: Path, ending: str
+) -> None:
+    """A holder killed mid-reload (between its `p` and its `r`) leaves the mark for the next
+    holder, whatever tool that is; one whose reload ended leaves none. Others see the
+    holder's line alone."""
+    fifo, locks = tmp_path / "fifo", tmp_path / "locks"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MARKED, str(fifo), str(locks), ending], stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
+        mine = ApplyLock(fifo, "daemon", locks)
+        problem = mine.acquire()
+        assert problem is not None and problem.endswith(f"pid {proc.pid} (tune) (lock {mine.path})")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert mine.acquire() is None
+    assert mine.left_reload == ((4242, 1764080000.5) if ending == "killed" else None)
+    assert mine.path.read_text() == f"pid {os.getpid()} (daemon)\n"  # the mark is taken
+    mine.mark_reload(7, 1.0)
+    assert mine.path.read_text().splitlines()[1] == "reload master 7 at 1.000"
+    mine.clear_reload()
+    assert mine.path.read_text() == f"pid {os.getpid()} (daemon)\n"
+    mine.release()
+    assert lock.reload_mark("pid 1 (x)\nreload master 12 at 3\n") == (12, 3.0)
+    assert lock.reload_mark("pid 1 (x)\nreload master 12 at\n") is None

@@ -1,7 +1,8 @@
 """The pause before a reload against a real uWSGI: the workers pause, the reload ends the
 pause, a long request is waited for and served, a threaded pool is not paused, a pause
 whose `r` could not be sent is undone, and a pool a killed tuner left paused (its reload's
-intent in the audit log, no change after it) is resumed by the next one, in apply mode."""
+intent in the audit log, no change after it) is resumed by the next one, in apply mode,
+also when the next one is another tool with another audit log (the apply lock's mark)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from tests.tuner.real import doc, drive, manual, wait_for
 from tests.tuner.test_real_scale import QUICK
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.build import build_loop
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.quiesce import LONGEST, statuses_at
@@ -188,3 +191,43 @@ def test_a_pool_a_killed_reload_left_paused_is_resumed_in_apply_mode(
 def _status(address: str) -> int:
     with urllib.request.urlopen(address, timeout=15) as r:
         return int(r.status)
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_pool_another_tools_killed_reload_left_paused_is_resumed_from_the_lock(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    marked: bool,
+) -> None:  # fmt: skip
+    """`tune` killed between its `p` and its `r`, the daemon next: the daemon's audit log
+    holds nothing of it, but the apply lock they share says a reload of that master was
+    under way, and the daemon resumes the pool. A lock with no mark: a pause someone else
+    made, left alone."""
+    monkeypatch.setenv("UWSGITUNE_LOCK_DIR", str(tmp_path / "locks"))
+    proc, _, watch = _setup(uwsgi, tmp_path)
+    pid = watch.step().master_pid
+    killed = ApplyLock(Path(proc.fifo), "uwsgitune tune")
+    assert killed.acquire() is None
+    if marked:
+        killed.mark_reload(pid, time.time() - 5)
+    MasterFifo(proc.fifo).send("p", pid)
+    killed.release()  # what its death does: the flock dropped, the file as it was
+    assert wait_for(lambda: all(w.status == "pause" for w in doc(proc).live_workers))
+    built = build_loop(watch, watch.step(), fifo=Path(proc.fifo), override=tmp_path /
+                       "override.ini", ini=proc.ini, settings=QUICK, mode="apply",
+                       audit=AuditLog(tmp_path / "daemon.audit.jsonl"),
+                       role="uwsgitune daemon, instance app")  # fmt: skip
+    assert built.lock is not None and built.loop.lock is built.lock
+    lines: list[str] = []
+    try:
+        drive(built.loop, 3, lines)
+    finally:
+        built.lock.release()
+    said = [line for line in lines if "a reload cut short left paused" in line]
+    if marked:
+        assert len(said) == 1 and said[0].startswith("apply: resumed (`p`) the 2 workers"), lines
+        assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
+        assert RESUMED in proc.log.read_bytes() and _serves(proc)
+    else:
+        assert not said, lines
+        assert RESUMED not in proc.log.read_bytes()
+        assert all(w.status == "pause" for w in doc(proc).live_workers)

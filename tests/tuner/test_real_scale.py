@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from tests.tuner.real import live, manual
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import MasterFifo
+from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
@@ -86,9 +88,22 @@ def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_at_most_two_reload
     # from the smaller pool, is exact.
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=24, initial=24))
     loop, lines = _loop(proc, tmp_path, QUICK.model_copy(update={"cooldown_down": 6}))
+    # The apply lock says a reload is under way while one is (for a next holder with
+    # another audit log, should this one die mid-reload), and nothing once it ended.
+    loop.lock = ApplyLock(Path(proc.fifo), "test", tmp_path / "locks")
+    assert loop.lock.acquire() is None
+    marks: list[str] = []
+    step = loop.poll
+    loop.poll = lambda: (marks.append(loop.lock.path.read_text()), step())[1]  # type: ignore[union-attr]
     th, result = _load(url(proc, "/cpu/5"), 32, 32)
-    decisions = _drive(loop, 30, lines)
+    try:
+        decisions = _drive(loop, 30, lines)
+    finally:
+        loop.lock.release()
     th.join()
+    holder = f"pid {os.getpid()} (test)\n"
+    assert loop.lock.path.read_text() == holder
+    assert any(m.startswith(f"{holder}reload master ") for m in marks), marks
     log = "\n".join(lines)
     changes = [d for d in decisions if d.is_change]
     assert changes, log

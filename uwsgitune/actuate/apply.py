@@ -23,6 +23,7 @@ from uwsgitune.actuate.audit import AuditError, AuditLog
 from uwsgitune.actuate.fifo import FifoError, FifoSetupError, MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
+from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.mercy import reload_deadline_for
 from uwsgitune.actuate.override import (
     IniError,
@@ -64,6 +65,7 @@ class Applier:
     mode: Mode
     audit: AuditLog | None
     restart: RestartCommand | None
+    lock: ApplyLock | None  # held while applying: a reload under way is marked there
     instance: str
     state: TunerState
     stopped: str | None
@@ -184,15 +186,15 @@ class Applier:
         )
         deadline = reload_deadline_for(self.settings.reload_deadline, self.override.user_ini)
 
-        def intent() -> str | None:
-            return self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
-
         try:
-            out = reloader.apply(ov, frame, limits, deadline, intent)
+            out = reloader.apply(ov, frame, limits, deadline, lambda: self._reload_intent(d, frame))
         except (SetupError, FifoSetupError) as exc:
             return self._setup_stop(d, str(exc))
         except (OverrideError, FifoError, OSError) as exc:
             return self._refused(d, f"override not written: {exc}")
+        finally:
+            if self.lock is not None:
+                self.lock.clear_reload()
         self.moves["reload"] += 1
         if out.ok:
             self.state = replace(d.state.confirmed(), last_reload=self._mono())
@@ -205,6 +207,14 @@ class Applier:
         self._change(d, "failed", out.detail, ov)
         self._stop(f"reload failed: {out.detail}")
         return None
+
+    def _reload_intent(self, d: Decision, frame: Frame) -> str | None:
+        """The reload's `intent` record, and its mark in the apply lock (for a next holder
+        that keeps another audit log: actuate/lock.py); why not (None: written)."""
+        problem = self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
+        if problem is None and self.lock is not None:
+            self.lock.mark_reload(frame.master_pid, self._wall())
+        return problem
 
     def _interrupted(self, d: Decision, detail: str, ov: Override) -> None:
         """A stop came during the reload's wait: rolled back, audited; not a failure."""

@@ -57,4 +57,5 @@ def build_loop(
     if override is not None:
         target = OverrideTarget(override, ini or ini_from_proc(first.master_pid))
     loop = TuneLoop(watch, master, target, settings, mode, audit, restart=restart)
+    loop.lock = lock
     return Built(loop, fifo_problem, lock, lock_problem)

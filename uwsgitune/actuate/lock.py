@@ -26,10 +26,17 @@ that checked directory with O_NOFOLLOW, and must be a regular file with one link
 one of those uids. Root hands a lock file it creates in the service user's directory over
 to that user, so the service can take the lock after it. The holder's text is read from a
 file others may write: it is printed with its control characters escaped.
+
+The holder also writes there, under its own line, the master a reload of its is under way
+on (`mark_reload`; cleared when the reload ends). A reload pauses the workers before its
+`r`, so a holder killed in between leaves them paused: the next holder, whoever it is (the
+daemon after `tune`, or the other way round; their audit logs differ), reads the mark when
+it takes the lock (`left_reload`) and resumes that master's pool (actuate/loop.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -43,6 +50,16 @@ from uwsgitune.core.redact import printable
 RUN_DIR = Path("/run/uwsgitune")
 HOLDER_BYTES = 200
 FIX = "or set UWSGITUNE_LOCK_DIR to a directory every uwsgitune acting on this instance shares"
+
+
+MARK = re.compile(r"^reload master (\d+) at (\d+(?:\.\d+)?)$", re.MULTILINE)
+MARK_BYTES = 512
+
+
+def reload_mark(text: str) -> tuple[int, float] | None:
+    """The master pid and wall time of a reload the lock file says was under way (pure)."""
+    m = MARK.search(text)
+    return (int(m.group(1)), float(m.group(2))) if m else None
 
 
 class LockProblem(Exception):
@@ -156,7 +173,7 @@ def open_lock(path: Path, trusted: frozenset[int]) -> tuple[int, os.stat_result]
 
 def holder_text(fd: int) -> str:
     """Who holds the lock, as its file says, safe to print on one line."""
-    text = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").strip()
+    text = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").split("\n")[0].strip()
     return printable(text) or "unknown"
 
 
@@ -168,6 +185,9 @@ class ApplyLock:
         self.fifo = fifo
         self.role = role
         self.fd: int | None = None
+        self.holder = f"pid {os.getpid()} ({role})\n".encode()
+        # A reload the last holder left under way (master pid, wall time): taken by the loop.
+        self.left_reload: tuple[int, float] | None = None
 
     def acquire(self) -> str | None:
         if self.fd is not None:
@@ -185,10 +205,24 @@ class ApplyLock:
             return f"{printable(str(self.fifo))} is already tuned by {holder} (lock {self.path})"
         if euid == 0 and dir_st.st_uid != 0 and os.fstat(fd).st_uid == 0:
             os.fchown(fd, dir_st.st_uid, dir_st.st_gid)  # the service can take it after us
+        self.left_reload = reload_mark(os.pread(fd, MARK_BYTES, 0).decode(errors="replace"))
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} ({self.role})\n".encode(), 0)
+        os.pwrite(fd, self.holder, 0)
         self.fd = fd
         return None
+
+    def mark_reload(self, master_pid: int, wall: float) -> None:
+        """Say a reload of `master_pid` is under way, for the next holder should this process
+        die before it ends. Best effort: the audit log's intent is the record."""
+        if self.fd is not None:
+            mark = f"reload master {master_pid} at {wall:.3f}\n".encode()
+            with contextlib.suppress(OSError):
+                os.pwrite(self.fd, self.holder + mark, 0)
+
+    def clear_reload(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, len(self.holder))
 
     def release(self) -> None:
         if self.fd is not None:

@@ -49,7 +49,7 @@ def lock_info(fifo: Path, locks: Path = PROC_LOCKS) -> LockInfo:
         return LockInfo(str(path), problem or f"the lock {path} is not a regular file")
     try:
         pids = flock_holders(locks.read_text(), st.st_dev, st.st_ino)
-        text = path.read_bytes()[:200].decode(errors="replace").strip()
+        text = path.read_bytes()[:200].decode(errors="replace").split("\n")[0].strip()
     except OSError:
         return LockInfo(str(path))
     return LockInfo(str(path), None, pids[0] if pids else None, printable(text))

@@ -21,6 +21,7 @@ from uwsgitune.actuate.audit import AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import RestartCommand
+from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.quiesce import resume as unpause
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
@@ -65,6 +66,7 @@ class TuneLoop(Applier):
         self.halt, self.poll = Halt(), self._poll_watch
         self._cut_pid: int | None = None  # the master of a reload cut short (audit log)
         self._cut_until = 0.0  # until when (monotonic) to look for its paused workers
+        self.lock: ApplyLock | None = None  # set by whoever holds it for this loop
         if audit is not None:
             self._resume(audit)
 
@@ -93,6 +95,7 @@ class TuneLoop(Applier):
         once, in apply mode. The pause is the master's: a worker still in its request reads
         `busy` until it ends, then `pause` (measured), and one `p` resumes them all. Whether
         it resumed them (this frame then shows them as they were)."""
+        self._take_lock_mark(now)
         pid = self._cut_pid
         if pid is None or not frame.ok:
             return False
@@ -114,6 +117,19 @@ class TuneLoop(Applier):
             return False
         self._note("warning", "resume", f"apply: resumed (`p`) {detail}")
         return True
+
+    def _take_lock_mark(self, now: float) -> None:
+        """A reload the lock's last holder left under way (`ApplyLock.left_reload`): it may
+        have been another tool, with another audit log (`tune` before the daemon), so the
+        lock, which they share, says so too. Looked for as for the audit log's."""
+        left = self.lock.left_reload if self.lock is not None else None
+        if left is None:
+            return
+        assert self.lock is not None
+        self.lock.left_reload = None
+        pid, t = left
+        if self._cut_pid is None and self._wall() - t <= LEFT_PAUSED_S:
+            self._cut_pid, self._cut_until = pid, now + LEFT_PAUSED_WATCH
 
     def take_notes(self) -> tuple[str, ...]:
         """What the loop said outside a step (a stop resumed from the audit log), taken

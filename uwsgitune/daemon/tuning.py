@@ -167,7 +167,7 @@ class InstanceTuner:
         lock = ApplyLock(self.spec.fifo, f"uwsgitune daemon, instance {self.spec.name}")
         problem = lock.acquire()
         if problem is None:
-            b.lock, b.lock_problem, b.loop.mode = lock, None, "apply"
+            b.lock, b.lock_problem, b.loop.mode, b.loop.lock = lock, None, "apply", lock
             event("apply_unlocked", instance=self.spec.name, effect="applying from now on")
         else:
             self._lock_retry = time.monotonic() + LOCK_RETRY_SECONDS

@@ -31,6 +31,7 @@ class TuiTuner:
     def __init__(self, loop: TuneLoop, lock: ApplyLock) -> None:
         self.loop = loop
         self.lock = lock
+        loop.lock = lock  # marks a reload under way while `a` holds it
         self.lines: deque[str] = deque(maxlen=200)  # what the loop said, newest last
         self._request: tuple[str, int] | None = None
         self._guard = threading.Lock()
