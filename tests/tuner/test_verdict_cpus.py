@@ -46,6 +46,17 @@ def test_a_step_that_served_less_on_the_same_cpus_is_reverted() -> None:
     assert st.plateau_down == 14
 
 
+def test_a_step_that_served_more_is_not_worse_for_the_cpus_it_was_given() -> None:
+    """A CI run beside a test suite: 24 -> 5 read 355.4 -> 365.9 req/s (+3%) on 1.75 ->
+    1.91 CPUs, -6% per CPU, and went back to 24. Worse per CPU but better as served is a
+    tie: kept. Worse both ways is reverted. (Here to 4, the live count `_after` has.)"""
+    down = Probe(24, 4, 355.4, 0.05, 90.0, 1.75, cpu_bound=True)
+    st, revert = judge(_after(365.9, 1.91), TunerState(probe=down), S)
+    assert revert is None and st.probe is None and st.plateau_up == 4
+    _, revert = judge(_after(330.0, 1.91), TunerState(probe=down), S)
+    assert revert is not None and revert.desired == 24 and "per CPU (-15%" in revert.reason
+
+
 def test_throughput_as_served_where_the_cpus_did_not_bound_it() -> None:
     # Not CPU-bound when the step started, or not now: the CPUs did not set the throughput,
     # so their count does not excuse a loss.
