@@ -88,13 +88,16 @@ def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_at_most_two_reload
     # from the smaller pool, is exact.
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=24, initial=24))
     loop, lines = _loop(proc, tmp_path, QUICK.model_copy(update={"cooldown_down": 6}))
-    # The apply lock says a reload is under way while one is (for a next holder with
-    # another audit log, should this one die mid-reload), and nothing once it ended.
+    # The apply lock says a pause before a reload is under way while it is (for a next
+    # holder with another audit log, should this one die before its `r`), and nothing
+    # once the `r` went.
     loop.lock = ApplyLock(Path(proc.fifo), "test", tmp_path / "locks")
     assert loop.lock.acquire() is None
-    marks: list[str] = []
-    step = loop.poll
-    loop.poll = lambda: (marks.append(loop.lock.path.read_text()), step())[1]  # type: ignore[union-attr]
+    sent: list[tuple[str, str]] = []
+    fifo = loop.fifo
+    assert fifo is not None
+    send = fifo.send
+    fifo.send = lambda cmd, pid: (sent.append((cmd, loop.lock.path.read_text())), send(cmd, pid))[1]  # type: ignore[method-assign,union-attr]
     th, result = _load(url(proc, "/cpu/5"), 32, 32)
     try:
         decisions = _drive(loop, 30, lines)
@@ -103,7 +106,9 @@ def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_at_most_two_reload
     th.join()
     holder = f"pid {os.getpid()} (test)\n"
     assert loop.lock.path.read_text() == holder
-    assert any(m.startswith(f"{holder}reload master ") for m in marks), marks
+    marked = f"{holder}reload master {loop.watch.window.frames()[-1].master_pid} at "
+    pauses = [text for cmd, text in sent if cmd in ("p", "r")]
+    assert pauses and all(text.startswith(marked) for text in pauses), sent
     log = "\n".join(lines)
     changes = [d for d in decisions if d.is_change]
     assert changes, log

@@ -65,7 +65,7 @@ class Applier:
     mode: Mode
     audit: AuditLog | None
     restart: RestartCommand | None
-    lock: ApplyLock | None  # held while applying: a reload under way is marked there
+    lock: ApplyLock | None  # held while applying: a pause under way is marked there
     instance: str
     state: TunerState
     stopped: str | None
@@ -179,22 +179,22 @@ class Applier:
         target = self.override
         reloader = Reloader(
             self.fifo, target.path, target.user_ini, self.poll, halt=self.halt,
-            statuses=statuses_at(self.watch.address),
+            statuses=statuses_at(self.watch.address), lock=self.lock,
         )  # fmt: skip
         limits = Limits(  # somaxconn read now: a poll's is up to SETTINGS_SECONDS old
             somaxconn() or frame.somaxconn, frame.mem_per_worker, self.settings.memory_budget
         )
         deadline = reload_deadline_for(self.settings.reload_deadline, self.override.user_ini)
 
+        def intent() -> str | None:
+            return self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
+
         try:
-            out = reloader.apply(ov, frame, limits, deadline, lambda: self._reload_intent(d, frame))
+            out = reloader.apply(ov, frame, limits, deadline, intent)
         except (SetupError, FifoSetupError) as exc:
             return self._setup_stop(d, str(exc))
         except (OverrideError, FifoError, OSError) as exc:
             return self._refused(d, f"override not written: {exc}")
-        finally:
-            if self.lock is not None:
-                self.lock.clear_reload()
         self.moves["reload"] += 1
         if out.ok:
             self.state = replace(d.state.confirmed(), last_reload=self._mono())
@@ -207,14 +207,6 @@ class Applier:
         self._change(d, "failed", out.detail, ov)
         self._stop(f"reload failed: {out.detail}")
         return None
-
-    def _reload_intent(self, d: Decision, frame: Frame) -> str | None:
-        """The reload's `intent` record, and its mark in the apply lock (for a next holder
-        that keeps another audit log: actuate/lock.py); why not (None: written)."""
-        problem = self._intent(d.action, "reload", d.live, d.desired, frame.master_pid)
-        if problem is None and self.lock is not None:
-            self.lock.mark_reload(frame.master_pid, self._wall())
-        return problem
 
     def _interrupted(self, d: Decision, detail: str, ov: Override) -> None:
         """A stop came during the reload's wait: rolled back, audited; not a failure."""

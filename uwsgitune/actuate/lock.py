@@ -27,11 +27,12 @@ one of those uids. Root hands a lock file it creates in the service user's direc
 to that user, so the service can take the lock after it. The holder's text is read from a
 file others may write: it is printed with its control characters escaped.
 
-The holder also writes there, under its own line, the master a reload of its is under way
-on (`mark_reload`; cleared when the reload ends). A reload pauses the workers before its
-`r`, so a holder killed in between leaves them paused: the next holder, whoever it is (the
-daemon after `tune`, or the other way round; their audit logs differ), reads the mark when
-it takes the lock (`left_reload`) and resumes that master's pool (actuate/loop.py).
+A reload pauses the workers before its `r` (actuate/quiesce.py), so a holder killed in
+between leaves them paused. From its `p` until its `r` went, the holder writes the master's
+pid there, under its own line (`mark_reload`, `clear_reload`; the Reloader does). The next
+holder, whoever it is (the daemon after `tune`, `sweep` or the TUI's `a`, or the other way
+round; their audit logs differ), reads the mark when it takes the lock (`left_reload`) and
+resumes that master's pool (actuate/loop.py).
 """
 
 from __future__ import annotations
@@ -212,8 +213,8 @@ class ApplyLock:
         return None
 
     def mark_reload(self, master_pid: int, wall: float) -> None:
-        """Say a reload of `master_pid` is under way, for the next holder should this process
-        die before it ends. Best effort: the audit log's intent is the record."""
+        """Say `master_pid`'s workers are paused for a reload, for the next holder should
+        this process die before its `r`. Best effort: the audit log's intent is the record."""
         if self.fd is not None:
             mark = f"reload master {master_pid} at {wall:.3f}\n".encode()
             with contextlib.suppress(OSError):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.halt import Halt
+from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.options import lazy_refusal, lazy_where
 from uwsgitune.actuate.override import (
     IniError,
@@ -148,8 +149,10 @@ class Reloader:
         mono: Callable[[], float] = time.monotonic,
         halt: Halt | None = None,
         statuses: Statuses | None = None,
+        lock: ApplyLock | None = None,
     ) -> None:
         self.fifo = fifo
+        self.lock = lock  # held: marks a pause under way, for a next holder (actuate/lock.py)
         self.statuses = statuses or statuses_of(poll)
         self.said = ""  # what the last reload's wait did beside waiting
         self.halt = halt
@@ -198,6 +201,8 @@ class Reloader:
         paused = None
         config = config if config is not None else self._config()
         if not pause_unsafe(config, before.master_pid):
+            if self.lock is not None:  # killed from here to the `r`: the pool stays paused
+                self.lock.mark_reload(before.master_pid, time.time())
             paused = quiesce(self.fifo, before, self.statuses, self._nap, self._mono)
         try:
             self.fifo.send("r", before.master_pid)
@@ -205,6 +210,9 @@ class Reloader:
             if paused is None:
                 raise
             raise FifoError(f"{exc}{undo(self.fifo, before.master_pid)}") from None
+        finally:
+            if self.lock is not None:
+                self.lock.clear_reload()
         return paused
 
     def _config(self) -> dict[str, str] | None:

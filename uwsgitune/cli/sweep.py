@@ -90,7 +90,7 @@ def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame,
 
 
 def _axis(
-    args: argparse.Namespace, watch: InstanceWatch, frame: Frame
+    args: argparse.Namespace, watch: InstanceWatch, frame: Frame, lock: ApplyLock
 ) -> tuple[tuple[int, ...], ThreadAxis | None]:
     """The thread counts and the axis that reloads to them (none without --threads)."""
     if args.threads is None:
@@ -110,7 +110,7 @@ def _axis(
         )
     reloader = Reloader(
         GuardedFifo(args.fifo), args.override, args.ini, watch.step,
-        statuses=statuses_at(watch.address),
+        statuses=statuses_at(watch.address), lock=lock,
     )  # fmt: skip
     limits = Limits(somaxconn=frame.somaxconn)
     axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=_refusal(args, watch))
@@ -142,7 +142,7 @@ def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sw
         parse_threads(args.threads)  # a bad list fails before the instance is touched
     watch, frame, fifo = _instance(args, rng.top)
     _take(lock)  # before the threads' checks read the override; held until restored
-    threads, axis = _axis(args, watch, frame)
+    threads, axis = _axis(args, watch, frame, lock)
     check_url(args.url)
     clients = (
         None if args.rate else (args.concurrency or max(4, 2 * rng.top * max(threads or (1,))))
