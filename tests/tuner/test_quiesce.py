@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from msgspec.structs import replace as struct_replace
 
 from tests.tuner.plant import Plant
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.quiesce import LONGEST, Statuses, can_pause, pause_unsafe, quiesce, undo
+from uwsgitune.actuate.reload import Reloader
 from uwsgitune.core.frame import Frame
 
 
@@ -90,6 +94,36 @@ def test_resume_toggles_the_pause_back_or_says_it_is_still_paused() -> None:
     assert "undone" in undo(fifo, 123) and fifo.sent == ["p"]
     said = undo(Fifo(refuse="p"), 123)
     assert "still PAUSED" in said and "send `p` to /nonexistent/fifo" in said
+
+
+class FirstOnly(Fifo):
+    """The `p` goes; then nothing does: not the `r`, not the `p` that would undo it."""
+
+    def send(self, command: str, master_pid: int) -> None:
+        if self.sent:
+            raise FifoError(f"{self.path}: no master reads it")
+        self.sent.append(command)
+
+
+@pytest.mark.parametrize(("fifo", "left"), [(Fifo(refuse="r"), False), (FirstOnly(), True)])
+def test_the_locks_mark_stays_only_while_the_pool_may_still_be_paused(
+    tmp_path: Path, fifo: Fifo, left: bool
+) -> None:
+    """The apply lock marks the pause from the `p` to the `r`, for a next holder should
+    this one die. An `r` that fails is undone with `p`; if that fails too, the pool is
+    still paused and the mark stays (the next holder resumes it), else it goes."""
+    os.mkfifo(tmp_path / "fifo")
+    lock = ApplyLock(tmp_path / "fifo", "test", tmp_path / "locks")
+    assert lock.acquire() is None
+    clock, (_, read) = Clock(), _reads(["pause"] * 4)
+    frame = replace(_frame(), master_pid=os.getpid())  # a /proc to read: no `lazy` there
+    reloader = Reloader(fifo, tmp_path / "o.ini", None, _frame, sleep=clock.wait,
+                        mono=clock.now, statuses=read, lock=lock)  # fmt: skip
+    with pytest.raises(FifoError, match="still PAUSED" if left else "undone"):
+        reloader.reload(frame, config={})
+    assert fifo.sent[0] == "p"
+    assert ("reload master" in lock.path.read_text()) is left
+    lock.release()
 
 
 def _proc(tmp_path: Path, cmdline: list[str], env: list[str]) -> Path:

@@ -54,6 +54,9 @@ def _unsafe(key: str) -> bool:
     return key in ("lazy", "st") or key.startswith("subscribe")
 
 
+UNDONE = "; the pause sent before it was undone"  # what `undo` says when it did
+
+
 def pause_unsafe(config: Mapping[str, str] | None, master_pid: int, proc: Path = PROC) -> bool:
     """Such an option in the ini, on the master's command line or in its environment (as
     `UWSGI_<KEY>`); True when that cannot be read, so no pause."""
@@ -147,5 +150,5 @@ def undo(fifo: MasterFifo, master_pid: int) -> str:
     """After `p` and no `r`: resume, and what to say of it."""
     why = resume(fifo, master_pid)
     if why is None:
-        return "; the pause sent before it was undone"
+        return UNDONE
     return f"; the workers are still PAUSED ({why}): send `p` to {fifo.path} to resume"

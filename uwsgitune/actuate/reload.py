@@ -39,6 +39,7 @@ from uwsgitune.actuate.override import (
     write_atomic,
 )
 from uwsgitune.actuate.quiesce import (
+    UNDONE,
     Quiesced,
     Statuses,
     pause_unsafe,
@@ -198,20 +199,22 @@ class Reloader:
     def reload(self, before: Frame, config: dict[str, str] | None = None) -> Quiesced | None:
         """`r`, the workers paused first where that protects them. Raises FifoError when
         `r` was not delivered, once the pause is undone. `config`: the user's, if known."""
-        paused = None
+        paused, left = None, False
         config = config if config is not None else self._config()
-        if not pause_unsafe(config, before.master_pid):
-            if self.lock is not None:  # killed from here to the `r`: the pool stays paused
-                self.lock.mark_reload(before.master_pid, time.time())
-            paused = quiesce(self.fifo, before, self.statuses, self._nap, self._mono)
         try:
+            if not pause_unsafe(config, before.master_pid):
+                if self.lock is not None:  # killed from here to the `r`: the pool stays paused
+                    self.lock.mark_reload(before.master_pid, time.time())
+                paused = quiesce(self.fifo, before, self.statuses, self._nap, self._mono)
             self.fifo.send("r", before.master_pid)
         except FifoError as exc:
             if paused is None:
                 raise
-            raise FifoError(f"{exc}{undo(self.fifo, before.master_pid)}") from None
+            why = undo(self.fifo, before.master_pid)
+            left = why != UNDONE  # still paused: the mark stays for a next holder
+            raise FifoError(f"{exc}{why}") from None
         finally:
-            if self.lock is not None:
+            if self.lock is not None and not left:
                 self.lock.clear_reload()
         return paused
 
