@@ -172,10 +172,15 @@ def open_lock(path: Path, trusted: frozenset[int]) -> tuple[int, os.stat_result]
     return fd, dir_st
 
 
+def holder_line(data: bytes) -> str:
+    """The holder's line of a lock file's bytes (a reload's mark may follow it), safe to
+    print; "" when there is none (pure)."""
+    return printable(data[:HOLDER_BYTES].decode(errors="replace").split("\n")[0].strip())
+
+
 def holder_text(fd: int) -> str:
     """Who holds the lock, as its file says, safe to print on one line."""
-    text = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").split("\n")[0].strip()
-    return printable(text) or "unknown"
+    return holder_line(os.pread(fd, HOLDER_BYTES, 0)) or "unknown"
 
 
 class ApplyLock:

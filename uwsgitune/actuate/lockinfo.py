@@ -12,8 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from uwsgitune.actuate.lock import dir_problem, lock_path, trusted_uids
-from uwsgitune.core.redact import printable
+from uwsgitune.actuate.lock import dir_problem, holder_line, lock_path, trusted_uids
 
 PROC_LOCKS = Path("/proc/locks")
 
@@ -49,7 +48,7 @@ def lock_info(fifo: Path, locks: Path = PROC_LOCKS) -> LockInfo:
         return LockInfo(str(path), problem or f"the lock {path} is not a regular file")
     try:
         pids = flock_holders(locks.read_text(), st.st_dev, st.st_ino)
-        text = path.read_bytes()[:200].decode(errors="replace").split("\n")[0].strip()
+        text = holder_line(path.read_bytes())
     except OSError:
         return LockInfo(str(path))
-    return LockInfo(str(path), None, pids[0] if pids else None, printable(text))
+    return LockInfo(str(path), None, pids[0] if pids else None, text)
