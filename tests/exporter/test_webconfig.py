@@ -141,3 +141,28 @@ def test_basic_auth_checks_bcrypt_and_caches_only_success() -> None:
     nobody = "Basic " + base64.b64encode(f"nobody:{PASSWORD}".encode()).decode()
     assert not auth.check(nobody)
     assert credentials("Basic " + "YTpiOmM=") == ("a", "b:c")
+
+
+def _tls_with_ca(certs: Certs, auth: str) -> str:
+    return (
+        f"tls_server_config:\n  cert_file: {certs.server_crt}\n  key_file: {certs.server_key}\n"
+        f"  client_ca_file: {certs.ca}\n{auth}"
+    )
+
+
+@pytest.mark.parametrize("auth", ["", "  client_auth_type: NoClientCert\n"])
+def test_a_client_ca_without_a_client_auth_type_that_verifies_is_refused(
+    certs: Certs, tmp_path: Path, auth: str
+) -> None:
+    """Before: the CA was loaded, and verify_mode stayed CERT_NONE (no certificate asked)."""
+    path = tmp_path / "web.yml"
+    path.write_text(_tls_with_ca(certs, auth))
+    with pytest.raises(ConfigError) as info:
+        load_web_config(path)
+    (line,) = info.value.lines()
+    assert "client_ca_file: given without a client_auth_type that verifies" in line
+    assert "RequireAndVerifyClientCert" in line and "remove client_ca_file" in line
+    for verifying in ("RequireAndVerifyClientCert", "VerifyClientCertIfGiven"):
+        path.write_text(_tls_with_ca(certs, f"  client_auth_type: {verifying}\n"))
+        tls = load_web_config(path).tls
+        assert tls is not None and tls.verify_mode != ssl.CERT_NONE

@@ -157,6 +157,12 @@ def _tls(data: object, base: Path, problems: list[str]) -> tuple[ssl.SSLContext 
         )
     elif auth != "NoClientCert" and "client_ca_file" not in data:
         problems.append(f"tls_server_config.client_ca_file: required by {auth}")
+    elif auth == "NoClientCert" and "client_ca_file" in data:
+        problems.append(
+            "tls_server_config.client_ca_file: given without a client_auth_type that verifies, "
+            "so no client certificate would be asked for; set client_auth_type to "
+            "RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file"
+        )
     versions = [_version(data, k, problems) for k in ("min_version", "max_version")]
     if len(problems) > before or files["cert_file"] is None or files["key_file"] is None:
         return None, auth
