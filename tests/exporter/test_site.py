@@ -19,19 +19,20 @@ import pytest
 from tests.exporter.conftest import HASH, PASSWORD
 from tests.observe.helpers import document, fake_server, worker
 from uwsgitune.exporter.auth import BasicAuth
+from uwsgitune.exporter.http import MAX_HEAD
 from uwsgitune.exporter.probe import PROBES_AT_ONCE
-from uwsgitune.exporter.request import Request, parse_head
+from uwsgitune.exporter.request import Request, RequestParser
 from uwsgitune.exporter.site import Site, SiteConfig, deadline, each_time
 
 BODY = b"# TYPE uwsgi_up gauge\nuwsgi_up 1.0\n"
 
 
 def get(path: str, **headers: str) -> Request:
-    head = f"GET {path} HTTP/1.1\r\n" + "".join(
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\n" + "".join(
         f"{k.replace('_', '-')}: {v}\r\n" for k, v in headers.items()
     )
-    request = parse_head((head + "\r\n").encode())
-    assert request is not None
+    request = RequestParser(MAX_HEAD, (head + "\r\n").encode()).next()
+    assert isinstance(request, Request)
     return request
 
 
