@@ -39,7 +39,7 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-def _signed(d: Path, name: str, cn: str, ext: str) -> None:
+def _signed(d: Path, name: str, cn: str, ext: str, ca: str = "ca") -> None:
     _openssl(
         "req",
         "-newkey",
@@ -62,9 +62,9 @@ def _signed(d: Path, name: str, cn: str, ext: str) -> None:
         "-in",
         f"{name}.csr",
         "-CA",
-        "ca.crt",
+        f"{ca}.crt",
         "-CAkey",
-        "ca.key",
+        f"{ca}.key",
         "-CAcreateserial",
         "-out",
         f"{name}.crt",

@@ -141,3 +141,80 @@ def test_basic_auth_checks_bcrypt_and_caches_only_success() -> None:
     nobody = "Basic " + base64.b64encode(f"nobody:{PASSWORD}".encode()).decode()
     assert not auth.check(nobody)
     assert credentials("Basic " + "YTpiOmM=") == ("a", "b:c")
+
+
+def _tls_with_ca(certs: Certs, auth: str) -> str:
+    return (
+        f"tls_server_config:\n  cert_file: {certs.server_crt}\n  key_file: {certs.server_key}\n"
+        f"  client_ca_file: {certs.ca}\n{auth}"
+    )
+
+
+@pytest.mark.parametrize("auth", ["", "  client_auth_type: NoClientCert\n"])
+def test_a_client_ca_without_a_client_auth_type_that_verifies_is_refused(
+    certs: Certs, tmp_path: Path, auth: str
+) -> None:
+    """Before: the CA was loaded, and verify_mode stayed CERT_NONE (no certificate asked)."""
+    path = tmp_path / "web.yml"
+    path.write_text(_tls_with_ca(certs, auth))
+    with pytest.raises(ConfigError) as info:
+        load_web_config(path)
+    (line,) = info.value.lines()
+    assert "client_ca_file: given without a client_auth_type that verifies" in line
+    assert "RequireAndVerifyClientCert" in line and "remove client_ca_file" in line
+    for verifying in ("RequireAndVerifyClientCert", "VerifyClientCertIfGiven"):
+        path.write_text(_tls_with_ca(certs, f"  client_auth_type: {verifying}\n"))
+        tls = load_web_config(path).tls
+        assert tls is not None and tls.verify_mode != ssl.CERT_NONE
+
+
+BAD_VALUES = [
+    "deny\u2014",
+    "deny\u00e9",
+    "a\rb",
+    "a\nb",
+    "a\x00b",
+    "a\tb",
+    "a\x7fb",
+    " deny",
+    "deny ",
+]
+
+
+@pytest.mark.parametrize("bad", BAD_VALUES)
+def test_a_header_value_that_is_not_printable_ascii_is_refused(tmp_path: Path, bad: str) -> None:
+    """Before: `\\r`, NUL, tabs, spaces at the ends and any letter passed; one outside
+    Latin-1 made every answer raise, /-/healthy included."""
+    path = tmp_path / "web.yml"
+    value = bad.encode("unicode_escape").decode().replace('"', '\\"')
+    path.write_text(f'http_server_config:\n  headers:\n    X-Frame-Options: "{value}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_web_config(path)
+    (line,) = info.value.lines()
+    assert "http_server_config.headers.X-Frame-Options: the value must be printable ASCII" in line
+
+
+def test_printable_header_values_load(tmp_path: Path) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text(
+        "http_server_config:\n  headers:\n    X-Frame-Options: deny\n"
+        "    Content-Security-Policy: \"default-src 'none'; frame-ancestors 'none'\"\n"
+    )
+    headers = load_web_config(path).headers
+    assert headers["Content-Security-Policy"] == "default-src 'none'; frame-ancestors 'none'"
+
+
+def test_config_check_refuses_a_bare_client_ca_and_a_bad_header_in_one_line_each(
+    certs: Certs, tmp_path: Path
+) -> None:
+    web = tmp_path / "web.yml"
+    web.write_text(
+        _tls_with_ca(certs, "") + 'http_server_config:\n  headers:\n    X-Frame-Options: "a\\rb"\n'
+    )
+    toml = tmp_path / "u.toml"
+    toml.write_text(f'[daemon]\nweb_config_file = "{web}"\nprobe_targets = ["tcp://127.0.0.1:1"]\n')
+    out = _run("config", "check", str(toml), "--no-env")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 2 and "Traceback" not in out.stderr, out
+    assert "client_ca_file: given without" in lines[0] + lines[1]
+    assert "headers.X-Frame-Options: the value must be printable ASCII" in lines[0] + lines[1]

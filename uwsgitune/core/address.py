@@ -74,7 +74,7 @@ def _host_port(text: str, original: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port_text)
 
 
-def _unix_uri(raw: str) -> StatsAddress:
+def _unix_uri(raw: str, expand: bool) -> StatsAddress:
     path = raw[len("unix://") :]
     if not path:
         raise AddressError(f"{raw}: no path after unix://")
@@ -82,7 +82,7 @@ def _unix_uri(raw: str) -> StatsAddress:
         if len(path) == 1:
             raise AddressError(f"{raw}: no abstract socket name after '@'")
         return StatsAddress("abstract", path=path[1:], text=raw)
-    return StatsAddress("unix", path=os.path.expanduser(path), text=raw)
+    return StatsAddress("unix", path=os.path.expanduser(path) if expand else path, text=raw)
 
 
 def _http_uri(raw: str) -> StatsAddress:
@@ -103,13 +103,15 @@ def _http_uri(raw: str) -> StatsAddress:
     )
 
 
-def parse_address(text: str) -> StatsAddress:
-    """Parse one user-typed address. Raises `AddressError` with a one-line hint."""
+def parse_address(text: str, *, expand: bool = True) -> StatsAddress:
+    """Parse one user-typed address. Raises `AddressError` with a one-line hint.
+    `expand=False` keeps a leading `~` as written: for addresses a client sends (/probe),
+    where `~user` would be an NSS lookup (LDAP, NIS: the network) on the event loop."""
     raw = text.strip()
     if not raw:
         raise AddressError("empty stats address; give a socket path, @abstract or HOST:PORT")
     if raw.startswith("unix://"):
-        return _unix_uri(raw)
+        return _unix_uri(raw, expand)
     if raw.startswith("tcp://"):
         host, port = _host_port(raw[len("tcp://") :].rstrip("/"), raw)
         return StatsAddress("tcp", host=host, port=port, text=raw)
@@ -123,7 +125,8 @@ def parse_address(text: str) -> StatsAddress:
         scheme = raw.split("://", 1)[0]
         raise AddressError(f"{raw}: unknown scheme {scheme!r}; use unix://, tcp:// or http://")
     if raw.startswith(("/", ".", "~")) or ":" not in raw:
-        # `~` is the user's shell shorthand; expanding it reads $HOME, not the network.
-        return StatsAddress("unix", path=os.path.expanduser(raw), text=raw)
+        # `~` is the user's shell shorthand: `~/` reads $HOME, but `~user/` asks NSS.
+        path = os.path.expanduser(raw) if expand else raw
+        return StatsAddress("unix", path=path, text=raw)
     host, port = _host_port(raw, raw)
     return StatsAddress("tcp", host=host, port=port, text=raw)

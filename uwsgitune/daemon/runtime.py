@@ -2,11 +2,14 @@
 
 Signal handlers only record the signal and wake the main loop; the main loop does the work:
 SIGHUP re-reads the config (instances whose poll is unchanged keep their tracker, window and
-findings; the metrics socket stays open; a bad file is logged and the old config kept),
-SIGTERM/SIGINT end the loop. Shutdown is bounded: a poll in flight runs in a daemon thread
-and is abandoned, but an apply in flight (a reload or a restart waiting) is ended by its own
-thread, which audits it and releases the lock; shutdown waits for that up to
-`STOP_WAIT_SECONDS` (below the unit's TimeoutStopSec). An instance a SIGHUP removed or
+findings; the metrics socket stays open; the web config is read again and its TLS context
+built anew, so a rotated certificate, a new client CA or stricter TLS settings apply to the
+next connection; a bad file, the config's or the web config's, is logged in one line and the
+old config kept whole, never half-applied), SIGTERM/SIGINT end the loop.
+Shutdown is bounded: a poll in flight runs in a daemon thread and is abandoned, but an
+apply in flight (a reload or a restart waiting) is ended by its own thread, which audits it
+and releases the lock; shutdown waits for that up to `STOP_WAIT_SECONDS` (below the unit's
+TimeoutStopSec). An instance a SIGHUP removed or
 replaced finishes its apply first; its lock keeps a new tuner for it observing until then.
 """
 
@@ -31,7 +34,7 @@ from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.errors import UwsgituneError
 from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.endpoint import build_site, ip_loopback
+from uwsgitune.exporter.endpoint import Endpoint, build_site, ip_loopback
 from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.http import MetricsServer
 from uwsgitune.exporter.serve import prepare
@@ -156,22 +159,24 @@ class Daemon:
         self.notifier.reloading()
         try:
             new = load_config(self.config_path, self.env)
+            site = build_site(new.daemon, self.snapshots, self.ready)
         except ConfigError as exc:
-            event("reload_failed", logging.ERROR, error=str(exc), kept="the running config")
+            error = str(exc).replace("\n", "; ")
+            event("reload_failed", logging.ERROR, error=error, kept="the running config")
         else:
-            self._apply(new)
+            self._apply(new, site)
             event("reloaded", config=self.config_path, instances=len(self.runners))
         self.notifier.ready(self._status())
 
-    def _apply(self, new: DaemonConfig, first: bool = False) -> None:
+    def _apply(self, new: DaemonConfig, site: Endpoint | None = None, first: bool = False) -> None:
         old = self.config
         if (new.daemon.log_format, new.daemon.log_level) != (
             old.daemon.log_format,
             old.daemon.log_level,
         ):
             logs.setup(new.daemon.log_format, level=new.daemon.log_level)
-        if not first:
-            new = self._apply_web(new)
+        if site is not None:
+            self._apply_web(site)
         if new.daemon.metrics_listen != old.daemon.metrics_listen:
             event("metrics_listen_kept", logging.WARNING, listen=old.daemon.metrics_listen,
                   reason="a new metrics_listen takes a restart")  # fmt: skip
@@ -211,18 +216,16 @@ class Daemon:
         stop.add_done_callback(self._stopping.discard)
         stop.add_done_callback(lambda _f: self._retired.discard(runner))
 
-    def _apply_web(self, new: DaemonConfig) -> DaemonConfig:
-        """Routes, auth, probe list and export options apply now; TLS on or off, a restart."""
-        try:
-            site, tls, exposition = build_site(new.daemon, self.snapshots, self.ready)
-        except ConfigError as exc:
-            event("web_config_kept", logging.ERROR, error=str(exc).replace("\n", "; "))
-            return new.model_copy(update={"daemon": new.daemon.model_copy(
-                update={"web_config_file": self.config.daemon.web_config_file})})  # fmt: skip
+    def _apply_web(self, site: Endpoint) -> None:
+        """Routes, auth, probe list, export options and the TLS context (a rotated
+        certificate, a new CA, client_auth_type, min/max_version) apply now, to the
+        connections accepted from here on; turning TLS on or off takes a restart."""
+        handler, tls, exposition = site
         if (tls is None) != (self.server.tls is None):
             event("web_tls_kept", logging.WARNING, reason="turning TLS on or off takes a restart")
-        self.server.handler, self.exposition = site, exposition
-        return new
+        else:
+            self.server.tls = tls
+        self.server.handler, self.exposition = handler, exposition
 
     async def shutdown(self) -> None:
         self.notifier.stopping()

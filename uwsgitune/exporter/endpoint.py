@@ -16,10 +16,10 @@ from uwsgitune.exporter.selfmetrics import HandlerStats, handler_text
 from uwsgitune.exporter.site import Site, SiteConfig
 from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
+Endpoint = tuple[Site, ssl.SSLContext | None, PollExposition]  # what a web config builds
 
-def build_site(
-    daemon: DaemonSection, source: StateSource, ready: Callable[[], bool]
-) -> tuple[Site, ssl.SSLContext | None, PollExposition]:
+
+def build_site(daemon: DaemonSection, source: StateSource, ready: Callable[[], bool]) -> Endpoint:
     """The site, its TLS context and what it serves at the telemetry path (whose `prepare`
     the poll threads call). Raises ConfigError (one line per problem) when the web config
     does not load."""

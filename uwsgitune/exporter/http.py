@@ -8,9 +8,12 @@ Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its
   so idle sockets never deny a scrape; over capacity with every slot answering, the newcomer
   gets `503 Service Unavailable` with `Retry-After` (over TLS it is just closed: no
   handshake is spent on it);
-- time: the TLS handshake and the request head (at most 16 KiB) must arrive within
-  `read_timeout` (a kept-alive connection's next one, idle, within `keep_alive`), and the
-  answer must be written within `write_timeout`; past it the connection is aborted;
+- time: the TLS handshake and the request head (at most 16 KiB, else 431) must arrive
+  within `read_timeout` (a kept-alive connection's next one, idle, within `keep_alive`),
+  and the answer must be written within `write_timeout`; past it the connection is aborted;
+- requests: parsed by h11 (`request.py`); a malformed one, one with a body, or with two
+  `Host` or `Authorization` headers is a 400 after which the connection closes, so the
+  bytes of a body are never read as a request of their own;
 - memory: the answer goes out in 64 KiB slices of the one body (`wire.py`), concurrent
   scrapes share one render (`shared.py`), the scrapes of one poll share its rendered bytes
   (`exposition.py`), and the bodies being written total at most `max_held` bytes
@@ -43,25 +46,24 @@ from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.exporter.admission import Budget, Conn, Slots
 from uwsgitune.exporter.listen import split_listen
-from uwsgitune.exporter.request import Request, Response, parse_head, text
+from uwsgitune.exporter.request import Request, RequestParser, Response, text
 from uwsgitune.exporter.shared import InFlight
 from uwsgitune.exporter.text import render as render_text
 from uwsgitune.exporter.wire import (
     CHUNK,
     ERRORS,
-    HEAD_END,
     abort,
     accepted,
     bind,
     close_plain,
     nodelay,
     open_streams,
-    read_now,
-    receive_head,
+    parse_arriving,
+    parse_now,
+    parse_stream,
     refuse,
     send,
     send_plain,
-    split_head,
 )
 
 MAX_HEAD = 16 * 1024
@@ -165,20 +167,18 @@ class MetricsServer:
         Between requests the connection is idle again: it gives way to a new one."""
         if self.tls is not None:
             return await self._serve_tls(conn, client)
-        clean, got, timeout = True, b"", self.read_timeout
+        clean, rest, timeout = True, b"", self.read_timeout
         try:
             nodelay(client)
             while True:
-                got = read_now(client, MAX_HEAD + 1, got)
-                if HEAD_END in got or len(got) > MAX_HEAD:
-                    head, got = split_head(got, MAX_HEAD)
-                else:  # not all there yet: wait for the rest, within the deadline
-                    waiting = receive_head(client, MAX_HEAD, got)
-                    head, got = await asyncio.wait_for(waiting, timeout)
+                parser = RequestParser(MAX_HEAD, rest)  # `rest`: a pipelined request
+                got = parse_now(client, parser)
+                if got is None:  # not all there yet: wait for the rest, within the deadline
+                    got = await asyncio.wait_for(parse_arriving(client, parser), timeout)
+                rest = parser.rest
                 conn.idle, clean = False, False
-                request = text(431, "request head too large") if head is None else head
                 sent, keep = await self._respond(
-                    request, lambda h, body: send_plain(client, (h, *body), self.write_timeout)
+                    got, lambda h, body: send_plain(client, (h, *body), self.write_timeout)
                 )
                 if not (sent and keep):
                     clean = sent
@@ -191,10 +191,12 @@ class MetricsServer:
             close_plain(client, clean)
 
     async def _respond(
-        self, got: bytes | Response, write: Callable[[bytes, tuple[bytes, ...]], Awaitable[bool]]
+        self,
+        got: Request | Response,
+        write: Callable[[bytes, tuple[bytes, ...]], Awaitable[bool]],
     ) -> tuple[bool, bool]:
-        """Answer a request head (or a ready answer): whether it all went out, and whether
-        the connection may stay open for another request."""
+        """Answer a request (or a ready answer): whether it all went out, and whether the
+        connection may stay open for another request."""
         answer, request = await self._answer(got)
         if not self.budget.take(answer.body):
             self.budget.refused += 1
@@ -230,22 +232,17 @@ class MetricsServer:
 
     async def _receive(
         self, client: socket.socket, opened: list[asyncio.StreamWriter]
-    ) -> bytes | Response:
-        """The request head, the TLS handshake first if any (within `read_timeout`)."""
+    ) -> Request | Response:
+        """The request, the TLS handshake first if any (within `read_timeout`)."""
         reader, writer = await open_streams(client, self.tls, MAX_HEAD, self.read_timeout)
         opened.append(writer)
-        try:
-            return await reader.readuntil(b"\r\n\r\n")
-        except asyncio.LimitOverrunError:
-            return text(431, "request head too large")
+        return await parse_stream(reader, RequestParser(MAX_HEAD))
 
-    async def _answer(self, got: bytes | Response) -> tuple[Response, Request | None]:
-        """The answer, and the request it answers (None: the head was not one)."""
+    async def _answer(self, got: Request | Response) -> tuple[Response, Request | None]:
+        """The answer, and the request it answers (None: what came was refused)."""
         if isinstance(got, Response):
             return got, None
-        request = parse_head(got)
-        if request is None:
-            return text(400, "bad request line"), None
+        request = got
         try:
             answer = await self.handler(request)
         except Exception:  # a collector bug must not take the endpoint down

@@ -19,6 +19,13 @@ class InFlight(Generic[T]):
     def __init__(self) -> None:
         self._running: dict[Hashable, asyncio.Future[T]] = {}
 
+    def __len__(self) -> int:
+        """Works running, abandoned by their waiters or not: threads taken."""
+        return len(self._running)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._running
+
     async def run(self, key: Hashable, work: Callable[[], T]) -> T:
         """`work()` in a thread, or the result of the same `key`'s work already running.
         Cancelling a waiter (its deadline) leaves the shared work to the others."""

@@ -2,7 +2,9 @@
 
 - `/` a landing page linking to the metrics (unless the metrics are at `/`);
 - the telemetry path (`/metrics`): every instance's latest snapshot, gzip when asked;
-- `/probe?target=URI`: one read of an allow-listed instance (`probe.py`); 404 when off;
+- `/probe?target=URI`: one read of an allow-listed instance (`probe.py`), shared by the
+  probes of that target that arrive while it runs; 404 when off; 503 past
+  `PROBES_AT_ONCE` targets being read;
 - `/-/healthy` (the process answers) and `/-/ready` (every instance polled at least once);
 - anything else 404, methods other than GET and HEAD 405.
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import html
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -26,7 +28,7 @@ from uwsgitune import __version__
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.exposition import Encoded
-from uwsgitune.exporter.probe import AllowList, probe_text
+from uwsgitune.exporter.probe import PROBES_AT_ONCE, AllowList, probe_text
 from uwsgitune.exporter.request import Request, Response, text
 from uwsgitune.exporter.selfmetrics import HandlerStats
 from uwsgitune.exporter.shared import InFlight
@@ -68,12 +70,16 @@ Render = Callable[[bool], Encoded]  # gzip or not -> the body as (shared part, o
 Kept = Callable[[bool], Encoded | None]  # the same, None if it is not ready without a render
 
 
+def _gzip(body: bytes) -> bytes:
+    return gzip.compress(body, compresslevel=1, mtime=0)
+
+
 def each_time(render: Callable[[], bytes]) -> Render:
     """A `Render` that renders the whole text at every call (the probe), compressed here."""
 
     def encoded(gzipped: bool) -> Encoded:
         body = render()
-        return (gzip.compress(body, compresslevel=1, mtime=0) if gzipped else body), b""
+        return (_gzip(body) if gzipped else body), b""
 
     return encoded
 
@@ -97,6 +103,7 @@ class Site:
         self.ready = ready
         self.allow = AllowList(self.config.probe_targets)
         self._renders: InFlight[Encoded] = InFlight()
+        self._probes: InFlight[bytes] = InFlight()  # by target: one read each at a time
 
     async def __call__(self, request: Request) -> Response:
         answer = await self._route(request)
@@ -135,28 +142,29 @@ class Site:
                 answer = Response(200, ready[0], CONTENT_TYPE_PLAIN_0_0_4,
                                   _encoding(request), ready[1])  # fmt: skip
             else:
-                answer = await self._scrape(request, self.render, shared=True)
+                answer = await self._scrape(request, self._rendered)
         finally:
             self.stats.in_flight -= 1
         codes = self.stats.codes
         codes[answer.status] = codes.get(answer.status, 0) + 1
         return answer
 
-    async def _scrape(self, request: Request, render: Render, shared: bool = False) -> Response:
-        """`render` within the scrape's deadline; `shared`: scrapes that arrive while one
-        render (of the same encoding) runs share its body (`shared.py`)."""
+    def _rendered(self, gzipped: bool) -> Awaitable[Encoded]:
+        """The telemetry path's body: scrapes that arrive while one render (of the same
+        encoding) runs share its body (`shared.py`)."""
+        return self._renders.run(gzipped, lambda: self.render(gzipped))
+
+    async def _scrape(
+        self, request: Request, run: Callable[[bool], Awaitable[Encoded]]
+    ) -> Response:
+        """`run(gzipped)`'s body within the scrape's deadline."""
         try:
             seconds = deadline(request, self.config.timeout_offset)
         except ValueError:
             return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
         gzipped = wants_gzip(request)
-
-        def work() -> Encoded:
-            return render(gzipped)
-
-        running = self._renders.run(gzipped, work) if shared else asyncio.to_thread(work)
         try:
-            body, tail = await asyncio.wait_for(running, seconds)
+            body, tail = await asyncio.wait_for(run(gzipped), seconds)
         except asyncio.TimeoutError:
             return text(503, f"scrape took longer than its {seconds:g} s deadline")
         return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, _encoding(request), tail)
@@ -170,15 +178,25 @@ class Site:
         addr = self.allow.find(target)
         if addr is None:
             return text(403, f"target {target!r} is not in probe_targets (the allow-list)")
+        if addr.uri not in self._probes and len(self._probes) >= PROBES_AT_ONCE:
+            busy = f"{PROBES_AT_ONCE} probe targets are being read; retry later"
+            return text(503, busy, ("Retry-After", "5"))
         try:
             seconds = deadline(request, self.config.timeout_offset)
         except ValueError:
             return text(400, "X-Prometheus-Scrape-Timeout-Seconds: not a number of seconds")
         read_timeout = max(0.05, min(seconds, 10.0) * 0.9)
         options = self.config.options
-        return await self._scrape(
-            request, each_time(lambda: probe_text(addr, read_timeout, options))
-        )
+
+        def read() -> bytes:
+            return probe_text(addr, read_timeout, options)
+
+        async def shared(gzipped: bool) -> Encoded:
+            """The read of `addr` running, or a new one; compressed for this probe alone."""
+            body = await self._probes.run(addr.uri, read)
+            return (await asyncio.to_thread(_gzip, body) if gzipped else body), b""
+
+        return await self._scrape(request, shared)
 
     def _landing(self) -> Response:
         path = html.escape(self.config.telemetry_path, quote=True)

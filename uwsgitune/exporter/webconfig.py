@@ -19,6 +19,10 @@ whole: every problem is one line (`key: reason; the fix`), and `config check` re
 all. Keys of the toolkit that uwsgitune does not implement (ciphers, curves, SAN lists,
 inline PEM, rate limits, the two client-auth types that skip verification) are refused by
 name rather than ignored: a security setting that silently does nothing is worse than none.
+For the same reason a `client_ca_file` without a `client_auth_type` that verifies is refused,
+as exporter-toolkit refuses it: the CA would be loaded and no client certificate asked for,
+while the operator believes mTLS is on. Header values are printable ASCII, so that every
+answer can be written and none can be split.
 """
 
 from __future__ import annotations
@@ -132,11 +136,27 @@ def _headers(value: object, problems: list[str]) -> dict[str, str]:
             problems.append(f"http_server_config.{key}: not supported; remove it")
             continue
         for name, text in item.items():
-            if name not in HEADERS or not isinstance(text, str) or "\n" in text:
-                problems.append(f"http_server_config.headers.{name}: not an allowed header")
+            if name not in HEADERS:
+                problems.append(
+                    f"http_server_config.headers.{name}: not an allowed header; "
+                    f"use one of {', '.join(sorted(HEADERS))}"
+                )
+            elif not isinstance(text, str) or not _printable(text):
+                problems.append(
+                    f"http_server_config.headers.{name}: the value must be printable ASCII "
+                    "(no control characters, no non-ASCII letters, no space at either end); "
+                    "fix the value"
+                )
             elif text:
                 out[str(name)] = text
     return out
+
+
+def _printable(value: str) -> bool:
+    """A header value every client reads the same: printable ASCII (0x20-0x7e), no space
+    at either end. A CR or LF would split the answer; a non-Latin-1 letter cannot be
+    written at all, and failed every answer (`/-/healthy` too) until this check."""
+    return all(" " <= c <= "~" for c in value) and value == value.strip(" ")
 
 
 def _tls(data: object, base: Path, problems: list[str]) -> tuple[ssl.SSLContext | None, str]:
@@ -157,6 +177,12 @@ def _tls(data: object, base: Path, problems: list[str]) -> tuple[ssl.SSLContext 
         )
     elif auth != "NoClientCert" and "client_ca_file" not in data:
         problems.append(f"tls_server_config.client_ca_file: required by {auth}")
+    elif auth == "NoClientCert" and "client_ca_file" in data:
+        problems.append(
+            "tls_server_config.client_ca_file: given without a client_auth_type that verifies, "
+            "so no client certificate would be asked for; set client_auth_type to "
+            "RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file"
+        )
     versions = [_version(data, k, problems) for k in ("min_version", "max_version")]
     if len(problems) > before or files["cert_file"] is None or files["key_file"] is None:
         return None, auth

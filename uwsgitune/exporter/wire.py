@@ -1,5 +1,6 @@
 """The socket side of the endpoint: listening sockets, a connection's streams (TLS included)
-built only once it was admitted, a refusal, and an answer written in bounded pieces.
+built only once it was admitted, a request read into its parser (`request.py`) at most
+`room` bytes at a time, a refusal, and an answer written in bounded pieces.
 
 Memory: the body is written as `memoryview` slices of `CHUNK` bytes, each after the
 transport's buffer drained below its low-water mark, so a client that reads slowly (or not
@@ -16,8 +17,9 @@ import socket
 import ssl
 import struct
 
+from uwsgitune.exporter.request import Request, RequestParser, Response
+
 CHUNK = 64 * 1024
-HEAD_END = b"\r\n\r\n"
 BACKLOG = 128
 SNDBUF = 256 * 1024  # the kernel doubles it for its bookkeeping
 LINGER_0 = struct.pack("ii", 1, 0)
@@ -108,45 +110,48 @@ async def _send(writer: asyncio.StreamWriter, head: bytes, body: tuple[bytes, ..
     await writer.wait_closed()  # the rest flushed and the connection closed
 
 
-def read_now(sock: socket.socket, limit: int, got: bytes = b"") -> bytes:
-    """`got` and what has arrived on a non-blocking socket, up to `limit` bytes in all.
-    Raises IncompleteReadError when the peer closed first."""
-    while len(got) < limit:
-        try:
-            chunk = sock.recv(limit - len(got))
-        except BlockingIOError:
-            return got
-        if not chunk:
-            raise asyncio.IncompleteReadError(got, None)
-        got += chunk
-        if HEAD_END in got:
-            return got
+def recv_now(sock: socket.socket, limit: int) -> bytes:
+    """What has arrived on a non-blocking socket, up to `limit` bytes (b"": nothing yet).
+    Raises IncompleteReadError when the peer closed."""
+    try:
+        chunk = sock.recv(limit)
+    except BlockingIOError:
+        return b""
+    if not chunk:
+        raise asyncio.IncompleteReadError(b"", None)
+    return chunk
+
+
+def parse_now(sock: socket.socket, parser: RequestParser) -> Request | Response | None:
+    """The next request from what has arrived, read and parsed without a turn of the event
+    loop; None when it is not all there yet."""
+    while (got := parser.next()) is None:
+        data = recv_now(sock, parser.room)
+        if not data:
+            return None
+        parser.feed(data)
     return got
 
 
-def split_head(got: bytes, limit: int) -> tuple[bytes | None, bytes]:
-    """The head in `got` up to its blank line (None if the first `limit` bytes hold none),
-    and what follows it: a pipelined next request."""
-    end = got.find(HEAD_END, 0, limit + len(HEAD_END))
-    if 0 <= end <= limit - len(HEAD_END):
-        return got[: end + len(HEAD_END)], got[end + len(HEAD_END) :]
-    return None, b""
-
-
-async def receive_head(
-    sock: socket.socket, limit: int, got: bytes = b""
-) -> tuple[bytes | None, bytes]:
-    """`split_head` of what arrives; what has arrived is read without a turn of the loop,
-    which waits only when nothing has."""
+async def parse_arriving(sock: socket.socket, parser: RequestParser) -> Request | Response:
+    """`parse_now`, waiting for what has not arrived (the caller bounds the wait)."""
     loop = asyncio.get_running_loop()
-    while True:
-        got = read_now(sock, limit + 1, got)
-        if HEAD_END in got or len(got) > limit:
-            return split_head(got, limit)
-        chunk = await loop.sock_recv(sock, limit + 1 - len(got))
-        if not chunk:
-            raise asyncio.IncompleteReadError(got, None)
-        got += chunk
+    while (got := parse_now(sock, parser)) is None:
+        data = await loop.sock_recv(sock, parser.room)
+        if not data:
+            raise asyncio.IncompleteReadError(b"", None)
+        parser.feed(data)
+    return got
+
+
+async def parse_stream(reader: asyncio.StreamReader, parser: RequestParser) -> Request | Response:
+    """The request from a stream (TLS), read as it arrives (the caller bounds the wait)."""
+    while (got := parser.next()) is None:
+        data = await reader.read(parser.room)
+        if not data:
+            raise asyncio.IncompleteReadError(b"", None)
+        parser.feed(data)
+    return got
 
 
 def send_now(sock: socket.socket, parts: tuple[bytes, ...]) -> list[memoryview]:
@@ -190,7 +195,9 @@ def close_plain(sock: socket.socket, sent: bool) -> None:
         if not sent:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
         else:
-            read_now(sock, 64 * 1024)
+            left = 64 * 1024
+            while left > 0 and (chunk := recv_now(sock, left)):
+                left -= len(chunk)
     sock.close()
 
 
