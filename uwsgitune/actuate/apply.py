@@ -91,6 +91,11 @@ class Applier:
     def _poll_watch(self) -> Frame:
         return self.watch.step()
 
+    def _peer_refused(self) -> str | None:
+        """Why nothing may be written now: the stats are not proved to be the master's
+        (actuate/peer.py), checked before every change and every resume."""
+        return peer_refusal(self.instance, self.watch.last_poll)
+
     def _intent(self, what: str, via: str, before: int | None, after: int, pid: int) -> str | None:
         """The `intent` record, before a reload or a restart acts; why not (None: written)."""
         rec = AuditRecord("intent", self._wall(), self.instance, self.mode, action=what,
@@ -136,7 +141,7 @@ class Applier:
     def _apply(self, d: Decision, frame: Frame, now: float) -> None:
         if self.halt.is_set():
             return self._note("warning", "apply", f"stopping: not applying {d.line()}")
-        refused = peer_refusal(self.instance, self.watch.last_poll)
+        refused = self._peer_refused()
         if refused:
             return self._setup_stop(d, refused)
         if d.via == "fifo":
@@ -253,7 +258,7 @@ class Applier:
         changes = (*last_hour(self.state.changes, now), now)
         self.state = replace(self.state, last_change=now, changes=changes)
         head = f"listen {wish.current} -> {target}"
-        refused = peer_refusal(self.instance, self.watch.last_poll)
+        refused = self._peer_refused()
         if refused:  # paced like a restart: said once per attempt, not at every poll
             self._note("error", "listen", f"ERROR: {head} [refused] {refused}")
             return self._listen_change(wish, target, "refused", refused)
