@@ -10,7 +10,10 @@ Like every actor, a sweep holds the instance's apply lock (`uwsgitune.actuate.lo
 "uwsgitune sweep") from its checks until the instance is restored: it refuses to start
 beside a daemon, `tune --mode apply` or the TUI that applies, and they see it as the holder.
 It also refuses to act, as the tuner does, when the stats socket is served by another uid
-than the master's (`uwsgitune.actuate.peer`): checked first, then before every write.
+than the master's (`uwsgitune.actuate.peer`): checked first, then before every write. Once it
+holds the lock, and before anything else, it resumes a pool the lock's mark says a reload cut
+short left paused (`uwsgitune.actuate.leftpaused`, as the daemon and `tune` do); one it
+cannot resume ends the sweep, the mark kept.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
+from uwsgitune.actuate.leftpaused import LeftPaused, Resume
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.peer import peer_refusal
 from uwsgitune.actuate.quiesce import statuses_at
@@ -136,12 +140,28 @@ def _take(lock: ApplyLock) -> None:
         raise UserError(f"{problem}; not sweeping")
 
 
+def _resume_left(args: argparse.Namespace, watch: InstanceWatch, lock: ApplyLock) -> None:
+    """A pool a reload cut short left paused (the lock's mark), resumed before anything
+    else; exit 1 when it cannot be (the mark stays for the next holder)."""
+    left = LeftPaused(GuardedFifo(args.fifo), refusal=_refusal(args, watch))
+    said = left.settle(lock, watch.step, say=_say_resume)
+    refused = next((r for r in said if r.kind == "refused"), None)
+    if refused is not None:
+        raise UserError(f"{refused.text}; not sweeping")
+
+
+def _say_resume(r: Resume) -> None:
+    if r.kind != "refused":  # that one ends the sweep, in one line
+        print(f"sweep: {r.text}", flush=True)
+
+
 def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sweep]:
     rng = plan.parse_workers(args.workers)  # PlanError: exit 2
     if args.threads is not None:
         parse_threads(args.threads)  # a bad list fails before the instance is touched
     watch, frame, fifo = _instance(args, rng.top)
     _take(lock)  # before the threads' checks read the override; held until restored
+    _resume_left(args, watch, lock)
     threads, axis = _axis(args, watch, frame, lock)
     check_url(args.url)
     clients = (
