@@ -33,7 +33,7 @@ from uwsgitune.actuate.override import (
     as_int,
     read_keys,
 )
-from uwsgitune.actuate.peer import peer_refusal
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
@@ -66,6 +66,7 @@ class Applier:
     audit: AuditLog | None
     restart: RestartCommand | None
     lock: ApplyLock | None  # held while applying: a pause under way is marked there
+    peer: PeerCheck  # whether the stats are proved to be the master's (and the opt-in)
     instance: str
     state: TunerState
     stopped: str | None
@@ -94,7 +95,7 @@ class Applier:
     def _peer_refused(self) -> str | None:
         """Why nothing may be written now: the stats are not proved to be the master's
         (actuate/peer.py), checked before every change and every resume."""
-        return peer_refusal(self.instance, self.watch.last_poll)
+        return self.peer.refusal(self.watch.address, self.watch.last_poll)
 
     def _intent(self, what: str, via: str, before: int | None, after: int, pid: int) -> str | None:
         """The `intent` record, before a reload or a restart acts; why not (None: written)."""

@@ -23,6 +23,7 @@ from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.leftpaused import LEFT_PAUSED_S, STOPS, LeftPaused, Resume
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
@@ -45,12 +46,14 @@ class TuneLoop(Applier):
         audit: AuditLog | None = None,
         *,
         restart: RestartCommand | None = None,
+        peer: PeerCheck | None = None,
         mono: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.watch, self.fifo, self.override = watch, fifo, override
         self.settings, self.mode, self.audit = settings, mode, audit
         self.restart = restart
+        self.peer = peer or PeerCheck()
         self._mono, self._wall = mono, wall
         self._said: tuple[tuple[str, str, int, int], float] | None = None
         self._listen_said: tuple[int, int | None] | None = None

@@ -9,8 +9,9 @@ Writes a table to stdout and sweep.json + sweep.svg to --out.
 Like every actor, a sweep holds the instance's apply lock (`uwsgitune.actuate.lock`, role
 "uwsgitune sweep") from its checks until the instance is restored: it refuses to start
 beside a daemon, `tune --mode apply` or the TUI that applies, and they see it as the holder.
-It also refuses to act, as the tuner does, when the stats socket is served by another uid
-than the master's (`uwsgitune.actuate.peer`): checked first, then before every write. Once it
+It also refuses to act, as the tuner does, when the stats are not proved to be the master's
+(`uwsgitune.actuate.peer`: a unix socket another uid serves, a TCP or HTTP listener the master
+does not hold, unless --trust-tcp-stats): checked first, then before every write. Once it
 holds the lock, and before anything else, it resumes a pool the lock's mark says a reload cut
 short left paused (`uwsgitune.actuate.leftpaused`, as the daemon and `tune` do); one it
 cannot resume ends the sweep, the mark kept.
@@ -29,7 +30,7 @@ from typing import Any
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
 from uwsgitune.actuate.leftpaused import LeftPaused, Resume
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.peer import peer_refusal
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.cli.common import addresses
@@ -64,8 +65,10 @@ def register(sub: Any) -> None:
 
 
 def _refusal(args: argparse.Namespace, watch: InstanceWatch) -> Callable[[], str | None]:
-    """Why acting is refused now: the latest poll's stats socket is another uid's."""
-    return lambda: peer_refusal(args.stats, watch.last_poll)
+    """Why acting is refused now: the latest poll's stats are not proved the master's (a unix
+    socket another uid serves, a TCP listener not the master's, unless --trust-tcp-stats)."""
+    check = PeerCheck(trust_tcp=args.trust_tcp_stats)
+    return lambda: check.refusal(watch.address, watch.last_poll)
 
 
 def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame, MasterFifo]:
