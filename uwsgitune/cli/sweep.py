@@ -10,11 +10,8 @@ Like every actor, a sweep holds the instance's apply lock (`uwsgitune.actuate.lo
 "uwsgitune sweep") from its checks until the instance is restored: it refuses to start
 beside a daemon, `tune --mode apply` or the TUI that applies, and they see it as the holder.
 It also refuses to act, as the tuner does, when the stats are not proved to be the master's
-(`uwsgitune.actuate.peer`: a unix socket another uid serves, a TCP or HTTP listener the master
-does not hold, unless --trust-tcp-stats): checked first, then before every write. Once it
-holds the lock, and before anything else, it resumes a pool the lock's mark says a reload cut
-short left paused (`uwsgitune.actuate.leftpaused`, as the daemon and `tune` do); one it
-cannot resume ends the sweep, the mark kept.
+(`uwsgitune.actuate.peer`): checked first, then before every write. Taking the lock, it first
+resumes a pool a killed holder left paused (cli/sweep_hold.py).
 """
 
 from __future__ import annotations
@@ -23,16 +20,14 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
-from uwsgitune.actuate.leftpaused import LeftPaused, Resume
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.cli import sweep_hold
 from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
@@ -64,13 +59,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _refusal(args: argparse.Namespace, watch: InstanceWatch) -> Callable[[], str | None]:
-    """Why acting is refused now: the latest poll's stats are not proved the master's (a unix
-    socket another uid serves, a TCP listener not the master's, unless --trust-tcp-stats)."""
-    check = PeerCheck(trust_tcp=args.trust_tcp_stats)
-    return lambda: check.refusal(watch.address, watch.last_poll)
-
-
 def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame, MasterFifo]:
     """The instance, checked: sweepable to `top`, its stats served by its master's uid, its
     FIFO held by its master, not production."""
@@ -82,11 +70,11 @@ def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame,
         raise UserError(problem)
     time.sleep(0.5)
     frame = watch.step()  # a second poll: the traffic it serves before we load it
-    refused = _refusal(args, watch)()
+    refused = sweep_hold.refusal(args, watch)()
     if refused is not None:
         raise UserError(refused)
     check_target(args.url, address, frame.rps, args.yes)
-    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=_refusal(args, watch))
+    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=sweep_hold.refusal(args, watch))
     try:
         fifo.check()
     except FifoError as exc:
@@ -120,7 +108,8 @@ def _axis(
         statuses=statuses_at(watch.address), lock=lock,
     )  # fmt: skip
     limits = Limits(somaxconn=frame.somaxconn)
-    axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=_refusal(args, watch))
+    refusal = sweep_hold.refusal(args, watch)
+    axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=refusal)
     axis.check(frame, values)
     return values, axis
 
@@ -136,35 +125,12 @@ def _generator(args: argparse.Namespace, spec: LoadSpec, live: LiveCount) -> Gen
     return Builtin(spec, live.stop)
 
 
-def _take(lock: ApplyLock) -> None:
-    """The instance's apply lock, or exit 1 naming its holder (a daemon, tune, the TUI)."""
-    problem = lock.acquire()
-    if problem is not None:
-        raise UserError(f"{problem}; not sweeping")
-
-
-def _resume_left(args: argparse.Namespace, watch: InstanceWatch, lock: ApplyLock) -> None:
-    """A pool a reload cut short left paused (the lock's mark), resumed before anything
-    else; exit 1 when it cannot be (the mark stays for the next holder)."""
-    left = LeftPaused(GuardedFifo(args.fifo), refusal=_refusal(args, watch))
-    said = left.settle(lock, watch.step, say=_say_resume)
-    refused = next((r for r in said if r.kind == "refused"), None)
-    if refused is not None:
-        raise UserError(f"{refused.text}; not sweeping")
-
-
-def _say_resume(r: Resume) -> None:
-    if r.kind != "refused":  # that one ends the sweep, in one line
-        print(f"sweep: {r.text}", flush=True)
-
-
 def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sweep]:
     rng = plan.parse_workers(args.workers)  # PlanError: exit 2
     if args.threads is not None:
         parse_threads(args.threads)  # a bad list fails before the instance is touched
     watch, frame, fifo = _instance(args, rng.top)
-    _take(lock)  # before the threads' checks read the override; held until restored
-    _resume_left(args, watch, lock)
+    sweep_hold.take(args, watch, lock)  # before the threads' checks read the override
     threads, axis = _axis(args, watch, frame, lock)
     check_url(args.url)
     clients = (
