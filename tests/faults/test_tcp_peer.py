@@ -315,9 +315,8 @@ def test_the_proof_on_injected_tables(tmp_path: Path) -> None:
     assert said is not None and said.startswith(f"127.0.0.1:9191: cannot read {proc}/44/fd (")
     daemon = PeerCheck(proc=proc, listeners=lambda: [stranger], opt_in="set trust_tcp_stats")
     said = daemon.refusal("http://127.0.0.1:9191", poll)
-    assert said is not None and said.endswith(
-        "or set trust_tcp_stats to trust whoever answers on that port"
-    )
+    assert said is not None and "; not applying over HTTP: " in said
+    assert said.endswith("or set trust_tcp_stats to trust whoever answers on that port")
     # Observing, a unix socket (SO_PEERCRED), a replay: not this check's.
     assert PeerCheck(listeners=broken).refusal("127.0.0.1:9191", None) is None
     assert PeerCheck(listeners=broken).refusal("/run/stats.sock", poll) is None

@@ -149,8 +149,8 @@ class PeerCheck:
     def _tcp(self, addr: StatsAddress, address: str, pid: int) -> str | None:
         """The listener proved to be master `pid`'s, else why not."""
         fix = (
-            f"; not applying over TCP: use a unix stats socket, or {self.opt_in} to trust "
-            "whoever answers on that port"
+            f"; not applying over {addr.kind.upper()}: use a unix stats socket, or "
+            f"{self.opt_in} to trust whoever answers on that port"
         )
         where = _join(addr.host, addr.port)
         try:
