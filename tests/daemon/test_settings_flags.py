@@ -6,9 +6,11 @@ import argparse
 
 import pytest
 
+from uwsgitune.cli.daemon import load
 from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.main import build_parser
 from uwsgitune.cli.tune import _restart, settings_from
+from uwsgitune.daemon.config import validate
 from uwsgitune.tuner.settings import TunerSettings
 
 
@@ -81,3 +83,41 @@ def test_daemon_flags_are_validated_by_the_config() -> None:
     assert (args.min_workers, args.max_workers, args.interval) == (None, None, None)
     args = parse("daemon", "--stats", "/x.sock", "--min-workers", "2", "--interval", "0.5")
     assert (args.min_workers, args.interval) == (2, "0.5")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("tune", "/x.sock", "--fifo", "/f"),
+        ("watch", "/x.sock", "--fifo", "/f"),
+        (
+            "sweep",
+            "--url",
+            "http://127.0.0.1:1/",
+            "--stats",
+            "/x",
+            "--fifo",
+            "/f",
+            "--workers",
+            "1",
+        ),
+    ],
+)
+def test_the_tcp_opt_in_is_one_switch_from_its_declaration(argv: tuple[str, ...]) -> None:
+    assert parse(*argv).trust_tcp_stats is False
+    assert parse(*argv, "--trust-tcp-stats").trust_tcp_stats is True
+    text = build_parser()._subparsers._group_actions[0].choices[argv[0]].format_help()  # type: ignore[union-attr]
+    assert "--trust-tcp-stats" in " ".join(text.split())
+    assert "proved to be the master's" in " ".join(text.split())
+
+
+def test_the_daemons_tcp_opt_in_is_an_instance_key_flag_and_variable() -> None:
+    config = load(parse("daemon", "--stats", "127.0.0.1:9191"))
+    assert config.instance[0].trust_tcp_stats is False
+    config = load(parse("daemon", "--stats", "127.0.0.1:9191", "--trust-tcp-stats"))
+    assert config.instance[0].trust_tcp_stats is True
+    data = {"instance": [{"name": "app", "stats": "127.0.0.1:9191"}]}
+    env = {"UWSGITUNE_INSTANCE_APP_TRUST_TCP_STATS": "true"}
+    assert validate(data, "test", env).instance[0].trust_tcp_stats is True
+    data = {"instance": [{"name": "app", "stats": "127.0.0.1:9191", "trust_tcp_stats": True}]}
+    assert validate(data, "test").instance[0].trust_tcp_stats is True

@@ -242,7 +242,7 @@ lock = ApplyLock(Path(sys.argv[1]), "tune", Path(sys.argv[2]))
 assert lock.acquire() is None
 lock.mark_reload(4242, 1764080000.5)
 if sys.argv[3] == "cleared":
-    lock.clear_reload()
+    lock.clear_reload(4242)
 print("held", flush=True)
 time.sleep(60)
 """
@@ -271,12 +271,26 @@ def test_a_reload_its_killed_holder_left_under_way_is_read_by_the_next(
         if proc.stdout is not None:
             proc.stdout.close()
     assert mine.acquire() is None
-    assert mine.left_reload == ((4242, 1764080000.5) if ending == "killed" else None)
-    assert mine.path.read_text() == f"pid {os.getpid()} (daemon)\n"  # the mark is taken
+    left = {4242: 1764080000.5} if ending == "killed" else {}
+    assert mine.left == left and mine.take_left() == left and mine.left == {}
+    me = f"pid {os.getpid()} (daemon)\n"
+    # Taking the lock keeps the mark: it goes only once a holder has acted on it.
+    kept = "reload master 4242 at 1764080000.500\n" if left else ""
+    assert mine.path.read_text() == me + kept
     mine.mark_reload(7, 1.0)
-    assert mine.path.read_text().splitlines()[1] == "reload master 7 at 1.000"
-    mine.clear_reload()
-    assert mine.path.read_text() == f"pid {os.getpid()} (daemon)\n"
+    assert mine.path.read_text() == me + "reload master 7 at 1.000\n" + kept
+    mine.clear_reload(7)  # its own `r` went: the other master's mark stays
+    assert mine.path.read_text() == me + kept
+    mine.clear_reload(4242)  # acted on
+    assert mine.path.read_text() == me
     mine.release()
-    assert lock.reload_mark("pid 1 (x)\nreload master 12 at 3\n") == (12, 3.0)
-    assert lock.reload_mark("pid 1 (x)\nreload master 12 at\n") is None
+
+
+def test_the_marks_are_parsed_one_per_master_and_the_newest_kept() -> None:
+    assert lock.reload_marks("pid 1 (x)\nreload master 12 at 3\n") == {12: 3.0}
+    assert lock.reload_marks("pid 1 (x)\nreload master 12 at\n") == {}
+    text = "pid 1 (x)\nreload master 12 at 3\nreload master 12 at 5\nreload master 9 at 4\n"
+    assert lock.reload_marks(text) == {12: 5.0, 9: 4.0}
+    many = {pid: float(pid) for pid in range(1, lock.MARKS + 5)}
+    rendered = lock.render_marks(many).decode()
+    assert lock.reload_marks(rendered) == {p: t for p, t in many.items() if p > 4}

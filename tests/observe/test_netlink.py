@@ -118,6 +118,11 @@ def test_parse_inet_messages_v4_v6_and_done() -> None:
     data += struct.pack("=IHHII", 20, netlink.NLMSG_DONE, 2, 1, 0) + b"\0\0\0\0"
     entries, done = netlink.parse_inet_messages(data)
     assert entries == [("127.0.0.1", 9000, 5, 4), ("::", 9001, 0, 128)] and done
+    listeners, done = netlink.parse_inet_listeners(data)  # with owner uid 0 and inode 9
+    assert listeners == [
+        netlink.TcpListener("127.0.0.1", 9000, 5, 4, 0, 9),
+        netlink.TcpListener("::", 9001, 0, 128, 0, 9),
+    ]
 
 
 def test_match_tcp_names_as_uwsgi_writes_them() -> None:

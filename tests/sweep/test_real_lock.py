@@ -1,6 +1,8 @@
 """Issue 14.3 and 14.4 for `sweep`, against real uWSGI: a sweep and `tune --mode apply` exclude
 each other through the one apply lock (each names the other as the holder), and a sweep
-touches nothing when the stats socket is served by another uid than the master's."""
+touches nothing when the stats socket is served by another uid than the master's. Issue 36.7:
+a sweep that takes the lock after a `tune` killed between its reload's `p` and `r` resumes
+the pool first."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from subprocess import PIPE, STDOUT
 import pytest
 
 from tests.sweep.test_real import SHORT, _lines, live, one_line_error, sweep_cmd, wait_for_line
+from tests.tuner.real import doc, kill_mid_reload, wait_for
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.stats import read_stats
@@ -138,3 +141,23 @@ def test_sweep_refuses_a_stats_socket_served_by_another_uid(
     one_line_error(res, f"served by uid {NOBODY}", f"(pid {proc.pid}) runs as uid 0")
     assert res.returncode == 1 and "step 1" not in res.stdout and not out.exists()
     assert live(proc) == 2
+
+
+def test_sweep_resumes_first_a_pool_a_killed_tune_left_paused(uwsgi: Start, tmp_path: Path) -> None:
+    """`tune` SIGKILLed between its reload's `p` and `r`, then a sweep: it resumes the pool
+    before anything else (uWSGI logs it), the mark goes, and the sweep runs on a live app."""
+    proc = uwsgi(processes=4, cheaper=1, cheaper_algo="manual", cheaper_initial=2)
+    kill_mid_reload(proc, tmp_path / "locks")
+    cmd = sweep_cmd(proc, "/io/20", "1..2", tmp_path / "out", "--concurrency", "4", *SHORT)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path), timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    resumed = "sweep: resumed (`p`) the 2 workers a reload cut short left paused"
+    assert resumed in lines and lines.index(resumed) < lines.index(
+        next(line for line in lines if line.startswith("sweep: workers 1, 2"))
+    ), res.stdout
+    assert b"resuming workers" in proc.log.read_bytes()
+    assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
+    assert "step 2:" in res.stdout and "errors 0" in res.stdout
+    lock_text = "".join(f.read_text() for f in (tmp_path / "locks").glob("*.lock"))
+    assert "reload master" not in lock_text  # acted on: the mark went

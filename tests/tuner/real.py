@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -106,3 +108,38 @@ class PidfileUwsgi:
         frame = self.watch().step()
         found = [s.backlog for s in frame.sockets if s.backlog]
         return found[0] if frame.ok and found else None
+
+
+MID_RELOAD = """
+import sys, time
+from pathlib import Path
+from uwsgitune.actuate.fifo import MasterFifo
+from uwsgitune.actuate.lock import ApplyLock
+fifo, locks, pid = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+lock = ApplyLock(fifo, "uwsgitune tune", locks)
+assert lock.acquire() is None
+lock.mark_reload(pid, time.time())  # what the Reloader does before its `p` (reload.py)
+MasterFifo(fifo).send("p", pid)
+print("paused", flush=True)
+time.sleep(120)
+"""
+
+
+def kill_mid_reload(proc: UwsgiProcess, locks: Path) -> None:
+    """A `tune` SIGKILLed between its reload's `p` and its `r`: it took the apply lock in
+    `locks`, marked the reload there as the Reloader does, sent `p`, and died. The pool is
+    left paused (every live worker reads `pause` when this returns), the mark in the lock."""
+    pid = doc(proc).pid
+    holder = subprocess.Popen(
+        [sys.executable, "-c", MID_RELOAD, str(proc.fifo), str(locks), str(pid)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"paused\n"
+    finally:
+        holder.kill()  # the holder this helper started, by its handle: SIGKILL
+        holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert wait_for(lambda: all(w.status == "pause" for w in doc(proc).live_workers))
+    assert f"reload master {pid} at" in "".join(p.read_text() for p in locks.glob("*.lock"))

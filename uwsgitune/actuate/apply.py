@@ -33,7 +33,7 @@ from uwsgitune.actuate.override import (
     as_int,
     read_keys,
 )
-from uwsgitune.actuate.peer import peer_refusal
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.frame import Frame
@@ -66,6 +66,7 @@ class Applier:
     audit: AuditLog | None
     restart: RestartCommand | None
     lock: ApplyLock | None  # held while applying: a pause under way is marked there
+    peer: PeerCheck  # whether the stats are proved to be the master's (and the opt-in)
     instance: str
     state: TunerState
     stopped: str | None
@@ -90,6 +91,11 @@ class Applier:
 
     def _poll_watch(self) -> Frame:
         return self.watch.step()
+
+    def _peer_refused(self) -> str | None:
+        """Why nothing may be written now: the stats are not proved to be the master's
+        (actuate/peer.py), checked before every change and every resume."""
+        return self.peer.refusal(self.watch.address, self.watch.last_poll)
 
     def _intent(self, what: str, via: str, before: int | None, after: int, pid: int) -> str | None:
         """The `intent` record, before a reload or a restart acts; why not (None: written)."""
@@ -136,7 +142,7 @@ class Applier:
     def _apply(self, d: Decision, frame: Frame, now: float) -> None:
         if self.halt.is_set():
             return self._note("warning", "apply", f"stopping: not applying {d.line()}")
-        refused = peer_refusal(self.instance, self.watch.last_poll)
+        refused = self._peer_refused()
         if refused:
             return self._setup_stop(d, refused)
         if d.via == "fifo":
@@ -253,7 +259,7 @@ class Applier:
         changes = (*last_hour(self.state.changes, now), now)
         self.state = replace(self.state, last_change=now, changes=changes)
         head = f"listen {wish.current} -> {target}"
-        refused = peer_refusal(self.instance, self.watch.last_poll)
+        refused = self._peer_refused()
         if refused:  # paced like a restart: said once per attempt, not at every poll
             self._note("error", "listen", f"ERROR: {head} [refused] {refused}")
             return self._listen_change(wish, target, "refused", refused)

@@ -14,6 +14,7 @@ from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.loop import Mode, OverrideTarget, TuneLoop
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.actuate.procini import ini_from_proc
 from uwsgitune.core.frame import Frame
 from uwsgitune.sources.watcher import InstanceWatch
@@ -40,6 +41,7 @@ def build_loop(
     audit: AuditLog | None,
     role: str,
     restart: RestartCommand | None = None,
+    peer: PeerCheck | None = None,
 ) -> Built:
     master = MasterFifo(fifo)
     fifo_problem = None
@@ -56,6 +58,6 @@ def build_loop(
     target = None
     if override is not None:
         target = OverrideTarget(override, ini or ini_from_proc(first.master_pid))
-    loop = TuneLoop(watch, master, target, settings, mode, audit, restart=restart)
+    loop = TuneLoop(watch, master, target, settings, mode, audit, restart=restart, peer=peer)
     loop.lock = lock
     return Built(loop, fifo_problem, lock, lock_problem)

@@ -28,11 +28,14 @@ to that user, so the service can take the lock after it. The holder's text is re
 file others may write: it is printed with its control characters escaped.
 
 A reload pauses the workers before its `r` (actuate/quiesce.py), so a holder killed in
-between leaves them paused. From its `p` until its `r` went, the holder writes the master's
-pid there, under its own line (`mark_reload`, `clear_reload`; the Reloader does). The next
-holder, whoever it is (the daemon after `tune`, `sweep` or the TUI's `a`, or the other way
-round; their audit logs differ), reads the mark when it takes the lock (`left_reload`) and
-resumes that master's pool (actuate/loop.py).
+between leaves them paused. From its `p` until its `r` went, the holder writes a mark naming
+the master's pid there, under its own line (`mark_reload`, `clear_reload`; the Reloader
+does). The next holder, whoever it is (the daemon after `tune`, `sweep` or the TUI's `a`, or
+the other way round; their audit logs differ), finds the marks when it takes the lock
+(`left`) and resumes that master's pool before anything else (actuate/leftpaused.py). Taking
+the lock keeps the marks in the file: one goes only when a holder has acted on it
+(`clear_reload`), so a holder that could not resume the pool, or that sees another master,
+leaves it for the next. A mark per master; at most `MARKS` are kept, the newest.
 """
 
 from __future__ import annotations
@@ -54,13 +57,23 @@ FIX = "or set UWSGITUNE_LOCK_DIR to a directory every uwsgitune acting on this i
 
 
 MARK = re.compile(r"^reload master (\d+) at (\d+(?:\.\d+)?)$", re.MULTILINE)
-MARK_BYTES = 512
+MARK_BYTES = 1024
+MARKS = 8  # marks kept in the file at most (one per master; the newest)
 
 
-def reload_mark(text: str) -> tuple[int, float] | None:
-    """The master pid and wall time of a reload the lock file says was under way (pure)."""
-    m = MARK.search(text)
-    return (int(m.group(1)), float(m.group(2))) if m else None
+def reload_marks(text: str) -> dict[int, float]:
+    """{master pid: wall time} of the reloads the lock file says were under way (pure)."""
+    marks: dict[int, float] = {}
+    for m in MARK.finditer(text):
+        pid, t = int(m.group(1)), float(m.group(2))
+        marks[pid] = max(t, marks.get(pid, t))
+    return marks
+
+
+def render_marks(marks: Mapping[int, float]) -> bytes:
+    """The mark lines for `marks`, the newest `MARKS` (pure)."""
+    newest = sorted(marks.items(), key=lambda m: m[1])[-MARKS:]
+    return "".join(f"reload master {pid} at {t:.3f}\n" for pid, t in newest).encode()
 
 
 class LockProblem(Exception):
@@ -192,8 +205,11 @@ class ApplyLock:
         self.role = role
         self.fd: int | None = None
         self.holder = f"pid {os.getpid()} ({role})\n".encode()
-        # A reload the last holder left under way (master pid, wall time): taken by the loop.
-        self.left_reload: tuple[int, float] | None = None
+        # {master pid: wall time}: the reloads the file marks as under way, ours and those
+        # earlier holders left, until acted on (`clear_reload`)
+        self.marks: dict[int, float] = {}
+        # the marks found when the lock was taken, not yet handed to a resumer (`take_left`)
+        self.left: dict[int, float] = {}
 
     def acquire(self) -> str | None:
         if self.fd is not None:
@@ -211,24 +227,36 @@ class ApplyLock:
             return f"{printable(str(self.fifo))} is already tuned by {holder} (lock {self.path})"
         if euid == 0 and dir_st.st_uid != 0 and os.fstat(fd).st_uid == 0:
             os.fchown(fd, dir_st.st_uid, dir_st.st_gid)  # the service can take it after us
-        self.left_reload = reload_mark(os.pread(fd, MARK_BYTES, 0).decode(errors="replace"))
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self.holder, 0)
+        self.marks = reload_marks(os.pread(fd, MARK_BYTES, 0).decode(errors="replace"))
+        self.left = dict(self.marks)
         self.fd = fd
+        self._write()  # our line, the marks kept under it
         return None
+
+    def take_left(self) -> dict[int, float]:
+        """The marks found when the lock was taken, once: for the holder to act on (each
+        stays in the file until `clear_reload`)."""
+        left, self.left = self.left, {}
+        return left
 
     def mark_reload(self, master_pid: int, wall: float) -> None:
         """Say `master_pid`'s workers are paused for a reload, for the next holder should
         this process die before its `r`. Best effort: the audit log's intent is the record."""
-        if self.fd is not None:
-            mark = f"reload master {master_pid} at {wall:.3f}\n".encode()
-            with contextlib.suppress(OSError):
-                os.pwrite(self.fd, self.holder + mark, 0)
+        self.marks[master_pid] = wall
+        self._write()
 
-    def clear_reload(self) -> None:
+    def clear_reload(self, master_pid: int) -> None:
+        """`master_pid`'s pool is no longer paused by a reload (its `r` went, or a holder
+        resumed it): its mark goes; any other master's stays."""
+        if self.marks.pop(master_pid, None) is not None:
+            self._write()
+
+    def _write(self) -> None:
         if self.fd is not None:
+            data = self.holder + render_marks(self.marks)
             with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, len(self.holder))
+                os.pwrite(self.fd, data, 0)
+                os.ftruncate(self.fd, len(data))
 
     def release(self) -> None:
         if self.fd is not None:

@@ -20,20 +20,19 @@ from uwsgitune.actuate.apply import MODES, Applier, Mode, OverrideTarget
 from uwsgitune.actuate.audit import AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
+from uwsgitune.actuate.leftpaused import LEFT_PAUSED_S, STOPS, LeftPaused, Resume
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.quiesce import resume as unpause
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
 from uwsgitune.tuner.listen import ListenDecision, ListenGate, ListenWish, decide_listen
-from uwsgitune.tuner.result import Level, NoteKind, StepResult
+from uwsgitune.tuner.result import Level, NoteKind, Outcome, Result, StepResult
 
 __all__ = ["MODES", "REPEAT_SECONDS", "Mode", "OverrideTarget", "TuneLoop"]
 REPEAT_SECONDS = 30.0  # an unchanged decision is said again (a fresh note) after this long
-LEFT_PAUSED_S = 600.0  # a reload cut short this recently may have left the workers paused
-LEFT_PAUSED_WATCH = 30.0  # seconds from the start to look for them (a request may end late)
 
 
 class TuneLoop(Applier):
@@ -47,12 +46,14 @@ class TuneLoop(Applier):
         audit: AuditLog | None = None,
         *,
         restart: RestartCommand | None = None,
+        peer: PeerCheck | None = None,
         mono: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.watch, self.fifo, self.override = watch, fifo, override
         self.settings, self.mode, self.audit = settings, mode, audit
         self.restart = restart
+        self.peer = peer or PeerCheck()
         self._mono, self._wall = mono, wall
         self._said: tuple[tuple[str, str, int, int], float] | None = None
         self._listen_said: tuple[int, int | None] | None = None
@@ -64,8 +65,8 @@ class TuneLoop(Applier):
         self.stopped = None
         self.moves = {"fifo": 0, "reload": 0, "restart": 0}
         self.halt, self.poll = Halt(), self._poll_watch
-        self._cut_pid: int | None = None  # the master of a reload cut short (audit log)
-        self._cut_until = 0.0  # until when (monotonic) to look for its paused workers
+        # pools a reload cut short may have left paused (the audit log, the lock's marks)
+        self.left = LeftPaused(fifo, refusal=self._peer_refused)
         self.lock: ApplyLock | None = None  # set by whoever holds it for this loop
         if audit is not None:
             self._resume(audit)
@@ -85,51 +86,64 @@ class TuneLoop(Applier):
                        f"ago): {cut.action} {cut.before}->{cut.after} via {cut.via} on master "
                        f"pid {cut.pid} never finished; counted against the limits, and nothing "
                        "is applied before fresh polls show the instance")  # fmt: skip
-            if cut.via == "reload" and ago <= LEFT_PAUSED_S:
-                self._cut_pid, self._cut_until = cut.pid, mono + LEFT_PAUSED_WATCH
+            if cut.via == "reload" and cut.pid is not None and ago <= LEFT_PAUSED_S:
+                self.left.expect(cut.pid, mono)
 
     def _left_paused(self, frame: Frame, now: float) -> bool:
         """A reload sends `p` before its `r` (actuate/quiesce.py): one cut short by a kill
-        in between leaves the workers paused. For `LEFT_PAUSED_WATCH` seconds from the
-        start, a poll of that master in which a worker reads `pause` has the pool resumed,
-        once, in apply mode. The pause is the master's: a worker still in its request reads
-        `busy` until it ends, then `pause` (measured), and one `p` resumes them all. Whether
-        it resumed them (this frame then shows them as they were)."""
-        self._take_lock_mark(now)
-        pid = self._cut_pid
-        if pid is None or not frame.ok:
-            return False
-        if now > self._cut_until or self.fifo is None or frame.master_pid != pid:
-            self._cut_pid = None
-            return False
-        paused = frame.paused
-        if not paused or self.mode != "apply":  # a daemon observes until it has the lock
-            return False
-        self._cut_pid = None
-        why = unpause(self.fifo, pid)
-        detail = f"the {paused} workers a reload cut short left paused" + (
-            f": {why}" if why else ""
+        in between leaves the workers paused. The marks the lock's last holder left (it may
+        have been another tool, with another audit log) and the audit log's own cut reload
+        are watched, and the pool resumed in apply mode, as `LeftPaused` rules (the same
+        code `sweep` and the TUI's `a` run). Whether it resumed them (this frame then shows
+        them as they were)."""
+        said = self.left.take(self.lock, now, self._wall())
+        said += self.left.on_frame(frame, now, self.lock, acting=self.mode == "apply")
+        for r in said:
+            self._say_resume(r)
+        return any(r.kind == "resumed" for r in said)
+
+    def resume_left(self) -> bool:
+        """For a holder that has just taken the lock and acts at once (the TUI's `a`): the
+        marks its earlier holders left, acted on before anything else, waiting for the
+        workers to read `pause` (`LeftPaused.settle`). True when a pool was resumed or
+        could not be: the step's outcome then says so, and nothing else is applied."""
+        said = self.left.settle(
+            self.lock,
+            self.poll,
+            say=self._say_resume,
+            wait=self._resume_wait,
+            mono=self._mono,
+            wall=self._wall,
+            halted=self.halt.is_set,
         )
-        self._audit("change", action="resume", via="fifo", before=frame.live, after=frame.live,
-                    result="refused" if why else "sent", detail=detail)  # fmt: skip
-        if why:
-            self._note("error", "resume", f"ERROR: not resumed: {detail}")
+        stop = next((r for r in said if r.kind in STOPS), None)
+        if stop is None:
             return False
-        self._note("warning", "resume", f"apply: resumed (`p`) {detail}")
+        if stop.kind == "resumed":
+            self._outcome = Outcome("sent", f"{stop.text}; the advice comes from the next poll")
+        else:
+            self._outcome = Outcome("refused", stop.text)
         return True
 
-    def _take_lock_mark(self, now: float) -> None:
-        """A reload the lock's last holder left under way (`ApplyLock.left_reload`): it may
-        have been another tool, with another audit log (`tune` before the daemon), so the
-        lock, which they share, says so too. Looked for as for the audit log's."""
-        left = self.lock.left_reload if self.lock is not None else None
-        if left is None:
-            return
-        assert self.lock is not None
-        self.lock.left_reload = None
-        pid, t = left
-        if self._cut_pid is None and self._wall() - t <= LEFT_PAUSED_S:
-            self._cut_pid, self._cut_until = pid, now + LEFT_PAUSED_WATCH
+    def _resume_wait(self, seconds: float) -> None:
+        self.halt.pause(seconds, time.sleep)
+
+    def _say_resume(self, r: Resume) -> None:
+        """A note, and for a `p` sent or not sent, an audit record."""
+        if r.kind in STOPS:
+            result: Result = "sent" if r.kind == "resumed" else "refused"
+            self._audit(
+                "change",
+                action="resume",
+                via="fifo",
+                before=r.live,
+                after=r.live,
+                result=result,
+                detail=r.detail,
+                pid=r.pid,
+            )
+        head = {"resumed": "apply: ", "waiting": "apply: ", "refused": "ERROR: "}
+        self._note(r.level, "resume", head.get(r.kind, "WARNING: ") + r.text)
 
     def take_notes(self) -> tuple[str, ...]:
         """What the loop said outside a step (a stop resumed from the audit log), taken
@@ -172,10 +186,11 @@ class TuneLoop(Applier):
         """The TUI's apply key (after its confirmation): decide afresh on the latest frame
         and apply a change through the same guards, whatever the mode. With `expect`
         (the action and count the user confirmed), a different fresh decision is not
-        applied. A result without a decision: no frame yet."""
-        frame = self.watch.frame
-        if frame is None:
+        applied. A result without a decision: no frame yet, or a pool a reload cut short
+        left paused was resumed first (or could not be): its outcome says which."""
+        if self.watch.frame is None or self.resume_left():
             return self._result(None)
+        frame = self.watch.frame
         now = self._mono()
         d = decide(self.watch.window.frames(), self.state, self.settings, now)
         wanted = expect is None or (d.action, d.desired) == expect

@@ -199,23 +199,27 @@ class Reloader:
     def reload(self, before: Frame, config: dict[str, str] | None = None) -> Quiesced | None:
         """`r`, the workers paused first where that protects them. Raises FifoError when
         `r` was not delivered, once the pause is undone. `config`: the user's, if known."""
-        paused, left = None, False
+        paused, left, sent = None, False, False
+        pid = before.master_pid
+        # a mark an earlier holder left for this master, not yet acted on: only an `r` ends it
+        had = self.lock is not None and pid in self.lock.marks
         config = config if config is not None else self._config()
         try:
-            if not pause_unsafe(config, before.master_pid):
+            if not pause_unsafe(config, pid):
                 if self.lock is not None:  # killed from here to the `r`: the pool stays paused
-                    self.lock.mark_reload(before.master_pid, time.time())
+                    self.lock.mark_reload(pid, time.time())
                 paused = quiesce(self.fifo, before, self.statuses, self._nap, self._mono)
-            self.fifo.send("r", before.master_pid)
+            self.fifo.send("r", pid)
+            sent = True
         except FifoError as exc:
             if paused is None:
                 raise
-            why = undo(self.fifo, before.master_pid)
+            why = undo(self.fifo, pid)
             left = why != UNDONE  # still paused: the mark stays for a next holder
             raise FifoError(f"{exc}{why}") from None
         finally:
-            if self.lock is not None and not left:
-                self.lock.clear_reload()
+            if self.lock is not None and (sent or not (left or had)):
+                self.lock.clear_reload(pid)
         return paused
 
     def _config(self) -> dict[str, str] | None:

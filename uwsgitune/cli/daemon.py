@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.settings import add_flag
@@ -41,6 +42,7 @@ def register(sub: Any) -> None:
     add_flag(one, TunerSettings, "max_workers", default=None)
     add_flag(one, TunerSettings, "interval", type=str, default=None, metavar="SECONDS")
     one.add_argument("--timeout", default=None, metavar="SECONDS")
+    add_flag(one, PeerSettings, "trust_tcp_stats", default=None)
     p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
                    help=f"metrics endpoint (default {DEFAULT_LISTEN})")  # fmt: skip
     p.add_argument("--log-format", choices=["text", "json"], default=None)
@@ -53,7 +55,16 @@ def _stats(args: argparse.Namespace) -> list[str]:
 
 
 def _from_flags(args: argparse.Namespace) -> DaemonConfig:
-    keys = ("fifo", "override", "mode", "min_workers", "max_workers", "interval", "timeout")
+    keys = (
+        "fifo",
+        "override",
+        "mode",
+        "min_workers",
+        "max_workers",
+        "interval",
+        "timeout",
+        "trust_tcp_stats",
+    )
     stats = _stats(args)
     common = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if len(stats) > 1 and {"fifo", "override"} & set(common):

@@ -9,8 +9,9 @@ Writes a table to stdout and sweep.json + sweep.svg to --out.
 Like every actor, a sweep holds the instance's apply lock (`uwsgitune.actuate.lock`, role
 "uwsgitune sweep") from its checks until the instance is restored: it refuses to start
 beside a daemon, `tune --mode apply` or the TUI that applies, and they see it as the holder.
-It also refuses to act, as the tuner does, when the stats socket is served by another uid
-than the master's (`uwsgitune.actuate.peer`): checked first, then before every write.
+It also refuses to act, as the tuner does, when the stats are not proved to be the master's
+(`uwsgitune.actuate.peer`): checked first, then before every write. Taking the lock, it first
+resumes a pool a killed holder left paused (cli/sweep_hold.py).
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.peer import peer_refusal
 from uwsgitune.actuate.quiesce import statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.cli import sweep_hold
 from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
@@ -59,11 +59,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _refusal(args: argparse.Namespace, watch: InstanceWatch) -> Callable[[], str | None]:
-    """Why acting is refused now: the latest poll's stats socket is another uid's."""
-    return lambda: peer_refusal(args.stats, watch.last_poll)
-
-
 def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame, MasterFifo]:
     """The instance, checked: sweepable to `top`, its stats served by its master's uid, its
     FIFO held by its master, not production."""
@@ -75,11 +70,11 @@ def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame,
         raise UserError(problem)
     time.sleep(0.5)
     frame = watch.step()  # a second poll: the traffic it serves before we load it
-    refused = _refusal(args, watch)()
+    refused = sweep_hold.refusal(args, watch)()
     if refused is not None:
         raise UserError(refused)
     check_target(args.url, address, frame.rps, args.yes)
-    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=_refusal(args, watch))
+    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=sweep_hold.refusal(args, watch))
     try:
         fifo.check()
     except FifoError as exc:
@@ -113,7 +108,8 @@ def _axis(
         statuses=statuses_at(watch.address), lock=lock,
     )  # fmt: skip
     limits = Limits(somaxconn=frame.somaxconn)
-    axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=_refusal(args, watch))
+    refusal = sweep_hold.refusal(args, watch)
+    axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=refusal)
     axis.check(frame, values)
     return values, axis
 
@@ -129,19 +125,12 @@ def _generator(args: argparse.Namespace, spec: LoadSpec, live: LiveCount) -> Gen
     return Builtin(spec, live.stop)
 
 
-def _take(lock: ApplyLock) -> None:
-    """The instance's apply lock, or exit 1 naming its holder (a daemon, tune, the TUI)."""
-    problem = lock.acquire()
-    if problem is not None:
-        raise UserError(f"{problem}; not sweeping")
-
-
 def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sweep]:
     rng = plan.parse_workers(args.workers)  # PlanError: exit 2
     if args.threads is not None:
         parse_threads(args.threads)  # a bad list fails before the instance is touched
     watch, frame, fifo = _instance(args, rng.top)
-    _take(lock)  # before the threads' checks read the override; held until restored
+    sweep_hold.take(args, watch, lock)  # before the threads' checks read the override
     threads, axis = _axis(args, watch, frame, lock)
     check_url(args.url)
     clients = (

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli.common import positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.address import StatsAddress
+from uwsgitune.core.settings import add_flag
 from uwsgitune.loadgen import LoadRun, one_request
 
 OTHER_TRAFFIC_RPS = 1.0  # before the sweep: more than this is someone else's traffic
@@ -28,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", required=True, metavar="ADDR", help="the instance's stats address")
     p.add_argument("--fifo", required=True, metavar="PATH", help="the instance's master FIFO")
     p.add_argument("--workers", required=True, metavar="RANGE", help="1..32 or 1,2,4,8")
+    add_flag(p, PeerSettings, "trust_tcp_stats")
     _load_flags(p)
     _grid_flags(p)
     _outcome_flags(p)

@@ -26,6 +26,7 @@ from uwsgitune.actuate.build import Built, build_loop
 from uwsgitune.actuate.fifo import fifo_inode
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.loop import MODES, Mode, TuneLoop
+from uwsgitune.actuate.peer import PeerCheck, PeerSettings
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.watch import MAX_WORKERS_HELP
@@ -68,6 +69,7 @@ def register(sub: Any) -> None:
         "way listen is applied, since a reload keeps the bound socket; needs --override",
     )
     p.add_argument("--resume-apply", action="store_true", help="clear a stop after a failed reload")
+    add_flag(p, PeerSettings, "trust_tcp_stats")
     p.set_defaults(func=run)
 
 
@@ -95,9 +97,9 @@ def open_tuner(
     role: str,
     restart: RestartCommand | None = None,
 ) -> Built:
-    """The TuneLoop for `args` (--fifo, --override, --ini, --audit) on a first poll of
-    `watch`; a FIFO that is not one, or stats that do not answer, end in one line. What the
-    loop says on start (a stop resumed from the audit log) goes to `log`."""
+    """The TuneLoop for `args` (--fifo, --override, --ini, --audit, --trust-tcp-stats) on a
+    first poll of `watch`; a FIFO that is not one, or stats that do not answer, end in one
+    line. What the loop says on start (a stop resumed from the audit log) goes to `log`."""
     fifo_inode(Path(args.fifo))  # FifoError: exit 2
     first = watch.step()
     if first.kind == "error":
@@ -113,6 +115,7 @@ def open_tuner(
         audit=AuditLog(args.audit or state_dir() / "audit.jsonl"),
         role=role,
         restart=restart,
+        peer=PeerCheck(trust_tcp=args.trust_tcp_stats),
     )
     for line in built.loop.take_notes():
         log(line)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.derive import Tracker
@@ -61,6 +62,7 @@ def register(sub: Any) -> None:
     add_flag(t, TunerSettings, "min_workers")
     add_flag(t, TunerSettings, "max_workers", default=None, help=MAX_WORKERS_HELP)
     t.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
+    add_flag(t, PeerSettings, "trust_tcp_stats")
     p.set_defaults(func=run)
 
 
@@ -162,10 +164,13 @@ def _tui(pipelines: list[InstancePipeline], args: argparse.Namespace) -> int:
 
 def _tuners(pipelines: list[InstancePipeline], args: argparse.Namespace) -> dict[int, Any]:
     """With --fifo: the tuner beside the TUI (recommend mode; `a` applies, confirmed)."""
-    tuning = (args.override, args.ini, args.audit)
+    tuning = (args.override, args.ini, args.audit, args.trust_tcp_stats or None)
     if args.fifo is None:
         if any(v is not None for v in tuning):
-            raise UserError("--override, --ini and --audit need --fifo (the tuner's FIFO)", 2)
+            raise UserError(
+                "--override, --ini, --audit and --trust-tcp-stats need --fifo (the tuner's FIFO)",
+                2,
+            )
         return {}
     if len(pipelines) != 1:
         raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)

@@ -86,14 +86,18 @@ def flag_name(key: str) -> str:
 
 def add_flag(parser: Any, model: type[BaseModel], key: str, **kwargs: Any) -> Any:
     """`--key-name` for the setting `key` of `model`: its help, and unless given, its type,
-    default and metavar from the one declaration (`kwargs` keep a flag's historic form)."""
+    default and metavar from the one declaration (`kwargs` keep a flag's historic form).
+    A boolean setting is a switch (`store_true`)."""
     field = model.model_fields[key]
+    kwargs.setdefault("help", (field.description or "").rstrip("."))
+    if field.annotation is bool:
+        kwargs.setdefault("default", field.default)
+        return parser.add_argument(flag_name(key), action="store_true", **kwargs)
     kind = int if field.annotation in (int, int | None) else float
     kwargs.setdefault("type", kind)
     if "default" not in kwargs and field.default is not None:
         kwargs["default"] = field.default
     kwargs.setdefault("metavar", "N" if kind is int else "VALUE")
-    kwargs.setdefault("help", (field.description or "").rstrip("."))
     return parser.add_argument(flag_name(key), **kwargs)
 
 

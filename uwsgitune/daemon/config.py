@@ -18,6 +18,7 @@ min_workers = 2
 max_workers = 16
 interval = 1.0
 # restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
+# trust_tcp_stats = false           # apply over a TCP stats address not proved the master's
 
 [instance.tuner]                    # any tuner setting (uwsgitune.tuner.settings)
 cooldown_down = 60
@@ -54,6 +55,7 @@ from pydantic import (
     model_validator,
 )
 
+from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
 from uwsgitune.daemon.errors import ConfigError, describe_errors
@@ -135,6 +137,7 @@ class InstanceConfig(_Frozen):
     timeout: float | None = Field(None, gt=0, le=60)
     # argv that restarts the instance (a fresh bind): the only way `listen` is applied
     restart_command: tuple[str, ...] | None = None
+    trust_tcp_stats: bool = field_of(PeerSettings, "trust_tcp_stats")
     tuner: TunerTable = TunerTable()  # [instance.tuner]: any tuner setting
     rules: RuleSettings = RuleSettings()  # [instance.rules]: any rule setting
 

@@ -28,6 +28,7 @@ from uwsgitune.actuate.audit import AuditError, AuditLog
 from uwsgitune.actuate.build import Built, build_loop
 from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
+from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.logs import event
@@ -145,7 +146,7 @@ class InstanceTuner:
                            settings=settings, mode=mode, audit=audit if readable else None,
                            role=f"uwsgitune daemon, instance {spec.name}",
                            restart=RestartCommand(spec.restart_command)
-                           if spec.restart_command else None)  # fmt: skip
+                           if spec.restart_command else None, peer=_peer(spec))  # fmt: skip
         if self.poll is not None:
             built.loop.poll = self.poll
         if built.fifo_problem:
@@ -185,6 +186,12 @@ class InstanceTuner:
                 level = logging.WARNING if _loud(note) else logging.INFO
                 event("tuner", level, instance=self.spec.name, action=d.action, code=d.code,
                       live=d.live, desired=d.desired, line=note.text)  # fmt: skip
+
+
+def _peer(spec: InstanceConfig) -> PeerCheck:
+    """The stats' proof, and how a refusal names this instance's opt-in."""
+    opt_in = f"set trust_tcp_stats = true for instance {spec.name} (--trust-tcp-stats)"
+    return PeerCheck(trust_tcp=spec.trust_tcp_stats, opt_in=opt_in)
 
 
 def _readable(audit: EventAudit) -> bool:

@@ -7,7 +7,9 @@ waiting for accept() and `wqueue` the backlog.
 
 For TCP, uWSGI's figures are right but old: its master samples them about once a second.
 `ss -lt` asks inet_diag for TCP sockets in LISTEN, whose `idiag_rqueue` is the accept queue
-now and `idiag_wqueue` the backlog. This is a minimal client for those dumps.
+now and `idiag_wqueue` the backlog. The same answer gives each listener's owner uid and
+inode, which `/proc/<pid>/fd` names (`socket:[INODE]`): who holds a TCP stats port
+(actuate/peer.py). This is a minimal client for those dumps.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import socket
 import struct
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from uwsgitune.core.address import split_host_port
 
@@ -120,10 +122,21 @@ def build_inet_request(family: int, seq: int = 1) -> bytes:
 TcpEntry = tuple[str, int, int, int]  # (address, port, queue, backlog)
 
 
-def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
-    """Parse one recv() worth of inet_diag messages. Returns (entries, done)."""
+class TcpListener(NamedTuple):
+    """A listening TCP socket, as inet_diag gives it."""
+
+    address: str  # as inet_ntop writes it: "127.0.0.1", "::", "::ffff:127.0.0.1"
+    port: int
+    queue: int
+    backlog: int
+    uid: int  # the socket's owner
+    inode: int  # what /proc/<pid>/fd of a holder names (`socket:[INODE]`)
+
+
+def parse_inet_listeners(data: bytes) -> tuple[list[TcpListener], bool]:
+    """Parse one recv() worth of inet_diag messages. Returns (listeners, done)."""
     messages, done = _walk(data)
-    out: list[TcpEntry] = []
+    out: list[TcpListener] = []
     for start, end in messages:
         if end - start < _INET_DIAG_MSG_SIZE:
             continue
@@ -135,9 +148,15 @@ def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
             if family == socket.AF_INET
             else socket.inet_ntop(socket.AF_INET6, raw)
         )
-        rqueue, wqueue = struct.unpack_from("=II", data, start + 56)
-        out.append((addr, port, rqueue, wqueue))
+        rqueue, wqueue, uid, inode = struct.unpack_from("=IIII", data, start + 56)
+        out.append(TcpListener(addr, port, rqueue, wqueue, uid, inode))
     return out, done
+
+
+def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
+    """Parse one recv() worth of inet_diag messages. Returns (entries, done)."""
+    listeners, done = parse_inet_listeners(data)
+    return [(t.address, t.port, t.queue, t.backlog) for t in listeners], done
 
 
 class Diag:
@@ -184,6 +203,16 @@ class Diag:
         out: list[TcpEntry] = []
         for family in families:
             out += self.dump(build_inet_request(family), parse_inet_messages)
+        return out
+
+    def tcp_listeners(
+        self, families: tuple[int, ...] = (socket.AF_INET, socket.AF_INET6)
+    ) -> list[TcpListener]:
+        """Every listening TCP socket of `families` on the host (this netns), with its owner
+        and inode."""
+        out: list[TcpListener] = []
+        for family in families:
+            out += self.dump(build_inet_request(family), parse_inet_listeners)
         return out
 
     def unix(self) -> dict[str, tuple[int, int]]:

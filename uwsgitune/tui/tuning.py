@@ -7,6 +7,9 @@ opens a confirmation with that decision; `y` asks the poll thread to apply it. T
 thread then decides afresh on fresh stats (a stale frame, a cool-down or a change in flight
 still refuse), applies only if the fresh decision is still the one confirmed, under the same
 apply lock as the daemon, and reports the outcome as a note of kind `apply` in the result.
+Once it holds the lock, and before anything else, it resumes a pool the lock's mark says a
+reload cut short left paused (`TuneLoop.resume_left`, actuate/leftpaused.py): that is then
+the outcome, and nothing else is applied until the user asks again on fresh advice.
 Everything runs in the poll thread; the UI thread only sets a request.
 """
 
@@ -112,8 +115,12 @@ def applied(result: StepResult) -> str | None:
 def _outcome(result: StepResult, expect: tuple[str, int]) -> str:
     """What became of an apply request, in one line for the screen."""
     d = result.decision
-    if d is None:
-        return "not applied: no stats yet"
+    if d is None:  # a pool a reload cut short left paused, seen to first (or no stats yet)
+        return (
+            f"not applied: {result.outcome.detail}"
+            if result.outcome
+            else "not applied: no stats yet"
+        )
     if (d.action, d.desired) != expect:
         return f"not applied: the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
     if result.outcome is None:
