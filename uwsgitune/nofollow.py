@@ -118,7 +118,8 @@ class Directory:
     def refusal(self, name: str, why: str, fix: str) -> UnsafeFile:
         return UnsafeFile(f"{printable(str(self.path / name))} {why}: refused; {fix}")
 
-    def _link_why(self, name: str) -> str:
+    def link_why(self, name: str) -> str:
+        """`is a symlink (to TARGET)`, for a message."""
         try:
             target = os.readlink(name, dir_fd=self.fd)
         except OSError:
@@ -141,7 +142,7 @@ class Directory:
             fd = os.open(name, flags | FILE_FLAGS, mode, dir_fd=self.fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise self.refusal(name, self._link_why(name), fix) from None
+                raise self.refusal(name, self.link_why(name), fix) from None
             if exc.errno == errno.ENXIO:  # a FIFO no one reads, opened for writing
                 raise self.refusal(name, "is not a regular file (a FIFO)", fix) from None
             raise
