@@ -219,3 +219,35 @@ def open_dir(path: Path, *, follow: bool = True, fix: str = "") -> Directory:
         why = "is a symlink" if stat.S_ISLNK(st.st_mode) else f"is {kind(st)}"
         raise UnsafeFile(f"{printable(str(path))} {why}: refused; {fix}") from None
     return Directory(path, fd)
+
+
+def own_dir_problem(st: os.stat_result, euid: int) -> str | None:
+    """Why the directory `st` (lstat or fstat) is not one only we write, or None (pure):
+    a link, not a directory, another owner, group or other write (sticky or not)."""
+    if not stat.S_ISDIR(st.st_mode):
+        return f"is {kind(st)}"
+    if st.st_uid != euid:
+        return f"belongs to uid {st.st_uid}, not to uid {euid}"
+    if writable_by_others(st):
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def own_dir(path: Path, *, fix: str) -> Directory:
+    """The existing directory `path`, opened with O_NOFOLLOW|O_DIRECTORY and checked on the
+    fd (`own_dir_problem`): a real directory we own that nobody else can write. UnsafeFile
+    naming it and `fix` otherwise; OSError (FileNotFoundError) as raised."""
+    d = open_dir(path, follow=False, fix=fix)
+    problem = own_dir_problem(d.stat, os.geteuid())
+    if problem is not None:
+        d.close()
+        raise UnsafeFile(f"{printable(str(path))} {problem}: refused; {fix}")
+    return d
+
+
+def new_dir(path: Path, *, fix: str, mode: int = 0o700) -> Directory:
+    """A directory made now at `path` (mode 0700: nobody else can enter it), opened and
+    checked as `own_dir` (a name swapped in between is refused). FileExistsError when any
+    name is there already."""
+    os.mkdir(path, mode)
+    return own_dir(path, fix=fix)
