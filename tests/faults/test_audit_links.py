@@ -40,10 +40,11 @@ def state() -> Iterator[Path]:
 
 
 def _line(path: Path, why: str) -> str:
+    who = f"uid {os.geteuid()} or root" if os.geteuid() else "root"
     return (
         f"audit log {path} {why}: refused; it must be a regular file with one name, owned by "
-        f"uid {os.geteuid()} or root (a link could make uwsgitune write anywhere): give the "
-        "real file as the audit log, or move it away to start a new history"
+        f"{who} (a link could make uwsgitune write anywhere): give the real file as the "
+        "audit log, or move it away to start a new history"
     )
 
 

@@ -87,10 +87,11 @@ class AuditLog:
 
     @property
     def fix(self) -> str:
+        who = f"uid {os.geteuid()} or root" if os.geteuid() else "root"
         return (
-            f"it must be a regular file with one name, owned by uid {os.geteuid()} or root "
-            "(a link could make uwsgitune write anywhere): give the real file as the audit "
-            "log, or move it away to start a new history"
+            f"it must be a regular file with one name, owned by {who} (a link could make "
+            "uwsgitune write anywhere): give the real file as the audit log, or move it away "
+            "to start a new history"
         )
 
     def records(self, instance: str | None = None) -> Iterator[AuditRecord]:
