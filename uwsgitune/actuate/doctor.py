@@ -6,14 +6,13 @@ the uWSGI ini. `gather` is the thin shell that reads the stats, the FIFO, /proc 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.access import Reader, reader_from_ini, reader_from_proc, why_unreadable
 from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
-from uwsgitune.actuate.inifile import SetupError, check_directory, check_override
+from uwsgitune.actuate.inifile import override_refusal
 from uwsgitune.actuate.lockinfo import LockInfo, lock_info
 from uwsgitune.actuate.options import lazy_where
 from uwsgitune.actuate.override import (
@@ -278,9 +277,11 @@ def _access_facts(
 ) -> dict[str, Any]:
     """Who uWSGI runs as, which of its ini and override it can read, and what a write of
     the override would refuse (its directory, a link or a second name)."""
-    unsafe = {"unsafe_dir": _refusal(check_directory, override)}
-    if unsafe["unsafe_dir"] is None:
-        unsafe["unsafe_file"] = _refusal(check_override, override)
+    where, why = override_refusal(Path(override)) if override else (None, None)
+    unsafe = {
+        "unsafe_dir": why if where == "dir" else None,
+        "unsafe_file": why if where == "file" else None,
+    }
     reader: Reader | None = (reader_from_proc(pid) if pid else None) or reader_from_ini(config)
     if reader is None:
         return unsafe
@@ -292,17 +293,3 @@ def _access_facts(
         "readable": tuple(name for name, why in problems.items() if why is None),
         "unreadable": tuple(why for why in problems.values() if why is not None),
     }
-
-
-def _refusal(check: Callable[[Path], None], override: str | None) -> str | None:
-    """What `check` refuses about the override, as the tuner would say it; None if nothing
-    (or no override, or no directory yet: the include check names the file to create)."""
-    if not override:
-        return None
-    try:
-        check(Path(override))
-    except SetupError as exc:
-        return str(exc)
-    except OSError:
-        pass
-    return None

@@ -163,6 +163,20 @@ def check_override(path: Path) -> None:
                 os.close(fd)
 
 
+def override_refusal(path: Path) -> tuple[str | None, str | None]:
+    """What a write of the override would refuse, as the tuner says it (for doctor):
+    ("dir", line) for its directory, ("file", line) for the override or `.prev`, (None,
+    None) for nothing, or no directory yet (the include check names the file to create)."""
+    for where, check in (("dir", check_directory), ("file", check_override)):
+        try:
+            check(path)
+        except SetupError as exc:
+            return where, str(exc)
+        except OSError:
+            break
+    return None, None
+
+
 def override_bytes(path: Path) -> bytes | None:
     """The override's bytes, never through a link (SetupError); None when it is missing."""
     with override_dir(path, writing=False) as d:
