@@ -148,9 +148,13 @@ def check_directory(path: Path) -> None:
         pass
 
 
+def _fix(name: str) -> str:
+    return PREV_FIX if name.endswith(".prev") else OVERRIDE_FIX
+
+
 def _read(d: Directory, name: str) -> tuple[bytes, os.stat_result] | None:
     """The override (or `.prev`) and its own fstat, never through a link; None if missing."""
-    return d.read(name, fix=PREV_FIX if name.endswith(".prev") else OVERRIDE_FIX)
+    return d.read(name, fix=_fix(name))
 
 
 def check_override(path: Path) -> None:
@@ -159,7 +163,7 @@ def check_override(path: Path) -> None:
     with override_dir(path) as d:
         for name in (path.name, path.name + ".prev"):
             if d.lstat(name) is not None:
-                fd, _ = d.open(name, os.O_RDONLY, fix=PREV_FIX if ".prev" in name else OVERRIDE_FIX)
+                fd, _ = d.open(name, os.O_RDONLY, fix=_fix(name))
                 os.close(fd)
 
 
@@ -202,6 +206,7 @@ def write_atomic(path: Path, text: str, *, keep_prev: bool = True) -> None:
 
 
 def decode_or_refuse(data: bytes, path: Path) -> str:
+    """The text of the ini `path` (its bytes `data`); IniEncodingError unless UTF-8."""
     try:
         return decode_ini(data, str(path))
     except NotUtf8 as exc:
@@ -216,10 +221,11 @@ def clean_temps(path: Path) -> None:
 
 
 def _clean_temps(d: Directory, base: str) -> None:
+    names = d.names()
     for name in (base, base + ".prev"):
-        for found in d.names():
+        for found in names:
             if found.startswith(f".{name}.") and len(found) == len(name) + 10:
-                d.unlink(found)
+                d.unlink(found)  # 8 random characters, as `Directory.temp` makes them
 
 
 def _write_all(fd: int, data: bytes) -> None:
