@@ -67,7 +67,11 @@ PR_SET_PDEATHSIG = 1
 
 
 class UwsgiProcess:
-    """One uWSGI master started from an ini we write into `workdir`."""
+    """One uWSGI master started from an ini we write into `workdir`.
+
+    Its files (the ini, the log) are written by path: `workdir` must be a directory only we
+    write (the demo's is a new `mkdtemp`, 0700), never one another user controls
+    (uwsgitune/nofollow.py is for those)."""
 
     def __init__(
         self,

@@ -97,3 +97,19 @@ def test_reader_of_a_real_master(
     nobody = Reader(NOBODY, frozenset({NOBODY}), "test")
     why = why_unreadable(tmp_path / "ov.ini", nobody)  # tmp_path's parents are 0700
     assert why is not None and "cannot enter" in why[0]
+
+
+@pytest.mark.parametrize("how", ["symlink", "hard link"])
+def test_a_linked_override_fails_with_the_tuners_own_line(
+    site: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """Before the first reload, doctor says what the tuner would refuse (issue 36, 1)."""
+    ov, real = site / "ov.ini", site / "managed.ini"
+    ov.rename(real)
+    ov.symlink_to(real) if how == "symlink" else os.link(real, ov)
+    code, out = _doctor(site, capsys)
+    why = f"is a symlink (to {real})" if how == "symlink" else "has 2 hard links"
+    line = next(x for x in out if x.startswith("FAIL access: "))
+    assert line.startswith(f"FAIL access: {ov} {why}"), out
+    assert "refused; the override must be a regular file with one name" in line
+    assert code == 1 and "access" in out[-1]

@@ -12,6 +12,14 @@ it counts as a change (it may have happened), and the tuner says so once.
 A log that cannot be read, or written in full, is an `AuditError`: one line naming the
 file and the fix. Applying never starts from a history it could not read (the hourly and
 listen limits would silently reset).
+
+The daemon keeps the log in its state directory, which may belong to uWSGI's user (the
+unit's `StateDirectory=`), and runs as root: a link planted there would have root append
+JSON to whatever it points at (a sudoers drop-in, and sudo breaks). So the log is opened
+relative to its directory's fd with O_NOFOLLOW (uwsgitune/nofollow.py), and read or written
+only when it is a regular file with one link, owned by uwsgitune's user or root; anything
+else is refused in one line, for reading too (a history someone else wrote is not ours to
+resume from).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from uwsgitune.errors import UwsgituneError
+from uwsgitune.nofollow import UnsafeFile, open_dir
 from uwsgitune.tuner.policy import HOUR
 from uwsgitune.tuner.result import AuditRecord
 from uwsgitune.tuner.state import TunerState
@@ -52,7 +61,9 @@ class AuditLog:
         line = json.dumps(record.to_json(), sort_keys=True, default=str) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            with open_dir(self.path.parent) as d:
+                flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+                fd, _ = d.open(self.path.name, flags, fix=self.fix, owners=self.owners, mode=0o640)
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -61,12 +72,27 @@ class AuditLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        except UnsafeFile as exc:
+            raise AuditError(f"audit log {exc}") from None
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise AuditError(
                 f"audit log {self.path}: cannot write ({why}); free space or fix the "
                 "permissions of its directory"
             ) from None
+
+    @property
+    def owners(self) -> frozenset[int]:
+        return frozenset({os.geteuid(), 0})
+
+    @property
+    def fix(self) -> str:
+        who = f"uid {os.geteuid()} or root" if os.geteuid() else "root"
+        return (
+            f"it must be a regular file with one name, owned by {who} (a link could make "
+            "uwsgitune write anywhere): give the real file as the audit log, or move it away "
+            "to start a new history"
+        )
 
     def records(self, instance: str | None = None) -> Iterator[AuditRecord]:
         """Every readable record (a torn last line, or one that is not a record, is
@@ -82,9 +108,12 @@ class AuditLog:
 
     def _lines(self) -> list[str]:
         try:
-            data = self.path.read_bytes()
+            with open_dir(self.path.parent) as d:
+                found = d.read(self.path.name, fix=self.fix, owners=self.owners)
         except FileNotFoundError:
             return []
+        except UnsafeFile as exc:
+            raise AuditError(f"audit log {exc}") from None
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise AuditError(
@@ -92,6 +121,9 @@ class AuditLog:
                 "uwsgitune (or move it away to start a new history): applying resumes its "
                 "hourly and listen limits from it"
             ) from None
+        if found is None:
+            return []
+        data = found[0]
         # Lines are ASCII JSON; a line that is not UTF-8 is not a record (skipped, like a
         # torn one), and never costs the records around it.
         return [line.decode("utf-8", "replace") for line in data.split(b"\n")]

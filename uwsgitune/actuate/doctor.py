@@ -12,7 +12,7 @@ from typing import Any
 
 from uwsgitune.actuate.access import Reader, reader_from_ini, reader_from_proc, why_unreadable
 from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
-from uwsgitune.actuate.inifile import SetupError, check_directory
+from uwsgitune.actuate.inifile import override_refusal
 from uwsgitune.actuate.lockinfo import LockInfo, lock_info
 from uwsgitune.actuate.options import lazy_where
 from uwsgitune.actuate.override import (
@@ -59,6 +59,7 @@ class DoctorFacts:
     readable: tuple[str, ...] = ()  # the files uWSGI re-reads at a reload that it can read
     unreadable: tuple[tuple[str, str], ...] = ()  # (what stops it, the fix), per file
     unsafe_dir: str | None = None  # the override's directory others can write
+    unsafe_file: str | None = None  # the override or .prev a link, or with a second name
     lock: LockInfo | None = None  # the apply lock of the FIFO, read without taking it
     lazy: str | None = None  # where `lazy` is on (a reload then never reads the ini)
 
@@ -155,6 +156,8 @@ def _access(f: DoctorFacts) -> Check:
     if f.unsafe_dir:
         where = Path(f.override or ".").parent
         return Check("access", False, f.unsafe_dir, f"chmod go-w {where}", "run")
+    if f.unsafe_file:  # the line names the fix: a regular file there, or the link's target
+        return Check("access", False, f.unsafe_file)
     if f.unreadable:
         why, fix = f.unreadable[0]
         return Check("access", False, f"{f.reader}: {why}", fix, "run")
@@ -272,22 +275,20 @@ def _included(ini: Path | None, include: str | None) -> str | None:
 def _access_facts(
     pid: int, config: dict[str, str], ini: Path | None, override: str | None
 ) -> dict[str, Any]:
-    """Who uWSGI runs as, and which of its ini and override it can read."""
-    unsafe = None
-    if override:
-        try:
-            check_directory(Path(override))
-        except SetupError as exc:
-            unsafe = str(exc)
-        except OSError:
-            pass  # no directory: the include check names the file to create
+    """Who uWSGI runs as, which of its ini and override it can read, and what a write of
+    the override would refuse (its directory, a link or a second name)."""
+    where, why = override_refusal(Path(override)) if override else (None, None)
+    unsafe = {
+        "unsafe_dir": why if where == "dir" else None,
+        "unsafe_file": why if where == "file" else None,
+    }
     reader: Reader | None = (reader_from_proc(pid) if pid else None) or reader_from_ini(config)
     if reader is None:
-        return {"unsafe_dir": unsafe}
+        return unsafe
     files = [str(p) for p in (ini, override) if p]
     problems = {name: why_unreadable(Path(name), reader) for name in files}
     return {
-        "unsafe_dir": unsafe,
+        **unsafe,
         "reader": f"uid {reader.uid} ({reader.source})",
         "readable": tuple(name for name, why in problems.items() if why is None),
         "unreadable": tuple(why for why in problems.values() if why is not None),

@@ -30,7 +30,9 @@ from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.override import (
     IniError,
     OverrideError,
+    decode_or_refuse,
     load_config,
+    override_bytes,
     problems,
     read_keys,
     render_keys,
@@ -96,8 +98,8 @@ class ListenApplier:
         problem = intent()
         if problem:
             raise OverrideError(problem)
-        existed = self.path.exists()
-        old_text = self.path.read_text() if existed else render_keys({})
+        old = override_bytes(self.path)  # never through a link (SetupError)
+        old_text = decode_or_refuse(old, self.path) if old is not None else render_keys({})
         write_atomic(self.path, render_keys(keys))
         start = self._mono()
         ran = self._run(target)  # bounded by the command's own timeout

@@ -3,29 +3,27 @@
 Two daemons, a daemon and `uwsgitune tune --mode apply`, the TUI's `a` key, or `sweep` acting
 on the same master would fight (each sees the other's `+`/`-` as the load moving). Whoever
 applies holds an exclusive, non-blocking `flock` on `<lock dir>/<sanitised real FIFO
-path>.lock` and writes its pid and role there; the kernel drops the lock when the holder
-dies, so a stale file never blocks anyone.
+path>~<hash>.lock` and writes its pid and role there; the kernel drops the lock when the
+holder dies, so a stale file never blocks anyone.
 
-Every actor must see the same file, so the directory never depends on a private /tmp
-(systemd's `PrivateTmp=yes`) or on the session's environment. It is, in this order:
+The name is the FIFO's real path with every character but `A-Za-z0-9._-` made `_`, its last
+200 characters, then `~` and 16 hex digits of the SHA-256 of the whole real path: two FIFOs
+whose sanitised names meet (`a b.fifo` and `a_b.fifo`, or the same last 200 characters)
+get two locks. Before that hash, the name was `<sanitised>.lock` (the legacy name; `~` is
+never in one, so no new name is ever an old one). An older uwsgitune (a daemon not yet
+restarted after an upgrade) takes only the legacy name, exclusively; so a holder also
+takes the legacy name's lock, shared (`LOCK_SH`): an old actor's exclusive lock and ours
+exclude each other either way, while two new actors on FIFOs whose legacy names collide
+both get their shared lock and are told apart by the hashed name. Both files get the
+holder's line (an old actor names us from the legacy one), both get a reload's mark, and
+the marks of both are read and kept: an old `tune` killed mid-reload
+leaves its mark in the legacy file only. Both are released together.
 
-1. `$UWSGITUNE_LOCK_DIR`, when set;
-2. `/run/uwsgitune`, when it exists (the unit's `RuntimeDirectory=uwsgitune`, owned by the
-   service's user and kept with `RuntimeDirectoryPreserve=yes`) or when running as root
-   (created 0755, root's);
-3. `/tmp/uwsgitune-<uid>`: one user's actors on an instance of their own, with no service.
-
-`$XDG_RUNTIME_DIR` is not used: a login shell has it, cron and `sudo -u` do not, so two
-actors of one user could pick different directories.
-
-A lock directory another user can write would let them swap the lock file (two holders),
-or plant a link that makes us truncate a file of theirs. So the directory must belong to us,
-to root or to the FIFO's owner (the instance's user, who controls the instance anyway), and
-must not be writable by group or others unless sticky. The lock file is opened relative to
-that checked directory with O_NOFOLLOW, and must be a regular file with one link, owned by
-one of those uids. Root hands a lock file it creates in the service user's directory over
-to that user, so the service can take the lock after it. The holder's text is read from a
-file others may write: it is printed with its control characters escaped.
+The directory, and why it is trusted: actuate/lockdir.py. The lock file is opened relative
+to that checked directory with O_NOFOLLOW, and must be a regular file with one link, owned
+by us, root or the FIFO's owner. Root hands a lock file it creates in the service user's
+directory over to that user, so the service can take the lock after it. The holder's text
+is read from a file others may write: it is printed with its control characters escaped.
 
 A reload pauses the workers before its `r` (actuate/quiesce.py), so a holder killed in
 between leaves them paused. From its `p` until its `r` went, the holder writes a mark naming
@@ -43,17 +41,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from uwsgitune.actuate.lockdir import FIX as FIX
+from uwsgitune.actuate.lockdir import RUN_DIR as RUN_DIR
+from uwsgitune.actuate.lockdir import LockProblem as LockProblem
+from uwsgitune.actuate.lockdir import dir_problem as dir_problem
+from uwsgitune.actuate.lockdir import lock_dir as lock_dir
+from uwsgitune.actuate.lockdir import open_dir
+from uwsgitune.actuate.lockdir import private_lock_dir as private_lock_dir
+from uwsgitune.actuate.lockdir import resolve_dir as resolve_dir
+from uwsgitune.actuate.lockdir import trusted_uids as trusted_uids
 from uwsgitune.core.redact import printable
 
-RUN_DIR = Path("/run/uwsgitune")
 HOLDER_BYTES = 200
-FIX = "or set UWSGITUNE_LOCK_DIR to a directory every uwsgitune acting on this instance shares"
 
 
 MARK = re.compile(r"^reload master (\d+) at (\d+(?:\.\d+)?)$", re.MULTILINE)
@@ -76,62 +82,18 @@ def render_marks(marks: Mapping[int, float]) -> bytes:
     return "".join(f"reload master {pid} at {t:.3f}\n" for pid, t in newest).encode()
 
 
-class LockProblem(Exception):
-    """The lock cannot be used safely; `str()` names the path and the fix."""
+def lock_name(real: str, *, legacy: bool = False) -> str:
+    """The lock file's name for the FIFO's real path (pure): see the module docstring."""
+    name = (re.sub(r"[^A-Za-z0-9._-]", "_", real.strip("/")) or "root")[-200:]
+    if legacy:
+        return f"{name}.lock"
+    return f"{name}~{hashlib.sha256(os.fsencode(real)).hexdigest()[:16]}.lock"
 
 
-def resolve_dir(env: Mapping[str, str], euid: int, run_dir_exists: bool) -> Path:
-    """The lock directory (pure): the order in the module docstring."""
-    given = env.get("UWSGITUNE_LOCK_DIR")
-    if given:
-        return Path(given)
-    if run_dir_exists or euid == 0:
-        return RUN_DIR
-    return Path(f"/tmp/uwsgitune-{euid}")
-
-
-def private_lock_dir(env: Mapping[str, str], directory: Path) -> str | None:
-    """Under systemd (INVOCATION_ID set), a lock in /tmp is in the unit's PrivateTmp, where
-    `tune`, the TUI's `a` key and `sweep` cannot see it: that directory, then (pure)."""
-    if env.get("INVOCATION_ID") and directory.is_relative_to("/tmp"):
-        return str(directory)
-    return None
-
-
-def lock_dir() -> Path:
-    return resolve_dir(os.environ, os.geteuid(), RUN_DIR.is_dir())
-
-
-def lock_path(fifo: Path, directory: Path | None = None) -> Path:
-    real = os.path.realpath(fifo)
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", real.strip("/")) or "root"
-    return (directory or lock_dir()) / f"{name[-200:]}.lock"
-
-
-def trusted_uids(fifo: Path, euid: int) -> frozenset[int]:
-    """Who may own the lock directory and file: us, root and the FIFO's owner."""
-    try:
-        return frozenset({euid, 0, os.stat(fifo).st_uid})
-    except OSError:
-        return frozenset({euid, 0})
-
-
-def dir_problem(path: Path, st: os.stat_result, trusted: frozenset[int]) -> str | None:
-    """Why `path` (stat `st`) is not a safe lock directory, or None."""
-    if not stat.S_ISDIR(st.st_mode):
-        return f"the lock directory {path} is not a directory: remove it, {FIX}"
-    if st.st_uid not in trusted:
-        return (
-            f"the lock directory {path} belongs to uid {st.st_uid}, not to you, root or the "
-            f"instance's user, who could swap the lock file: chown it, {FIX}"
-        )
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o022 and not mode & stat.S_ISVTX:
-        return (
-            f"the lock directory {path} is writable by group or others (mode {mode:04o}), "
-            f"who could swap the lock file: chmod go-w {path}, {FIX}"
-        )
-    return None
+def lock_path(fifo: Path, directory: Path | None = None, *, legacy: bool = False) -> Path:
+    """The lock file of `fifo` (`legacy`: the name an older uwsgitune takes)."""
+    name = lock_name(os.path.realpath(fifo), legacy=legacy)
+    return (directory or lock_dir()) / name
 
 
 def file_problem(path: Path, st: os.stat_result, trusted: frozenset[int]) -> str | None:
@@ -147,25 +109,9 @@ def file_problem(path: Path, st: os.stat_result, trusted: frozenset[int]) -> str
     return f"the lock {path} {why}: remove it, {FIX}"
 
 
-def _open_dir(directory: Path, trusted: frozenset[int]) -> tuple[int, os.stat_result]:
-    try:
-        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise LockProblem(
-            f"cannot use the lock directory {directory} ({exc.strerror}): {FIX}"
-        ) from None
-    st = os.fstat(dfd)
-    problem = dir_problem(directory, st, trusted)
-    if problem:
-        os.close(dfd)
-        raise LockProblem(problem)
-    return dfd, st
-
-
 def open_lock(path: Path, trusted: frozenset[int]) -> tuple[int, os.stat_result]:
     """The lock file, opened and checked, and its directory's stat; else LockProblem."""
-    dfd, dir_st = _open_dir(path.parent, trusted)
+    dfd, dir_st = open_dir(path.parent, trusted)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path.name, flags, 0o644, dir_fd=dfd)
@@ -201,9 +147,11 @@ class ApplyLock:
 
     def __init__(self, fifo: Path, role: str, directory: Path | None = None) -> None:
         self.path = lock_path(fifo, directory)
+        self.legacy = lock_path(fifo, directory, legacy=True)  # an older uwsgitune's name
         self.fifo = fifo
         self.role = role
         self.fd: int | None = None
+        self.legacy_fd: int | None = None
         self.holder = f"pid {os.getpid()} ({role})\n".encode()
         # {master pid: wall time}: the reloads the file marks as under way, ours and those
         # earlier holders left, until acted on (`clear_reload`)
@@ -211,25 +159,41 @@ class ApplyLock:
         # the marks found when the lock was taken, not yet handed to a resumer (`take_left`)
         self.left: dict[int, float] = {}
 
-    def acquire(self) -> str | None:
-        if self.fd is not None:
-            return None
-        euid = os.geteuid()
+    def _take(self, path: Path, how: int, trusted: frozenset[int]) -> int | str:
+        """`path` opened, checked and flocked (`how`), or why not (the holder, named)."""
         try:
-            fd, dir_st = open_lock(self.path, trusted_uids(self.fifo, euid))
+            fd, dir_st = open_lock(path, trusted)
         except LockProblem as exc:
             return str(exc)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
         except OSError:
             holder = holder_text(fd)
             os.close(fd)
-            return f"{printable(str(self.fifo))} is already tuned by {holder} (lock {self.path})"
-        if euid == 0 and dir_st.st_uid != 0 and os.fstat(fd).st_uid == 0:
+            return f"{printable(str(self.fifo))} is already tuned by {holder} (lock {path})"
+        if os.geteuid() == 0 and dir_st.st_uid != 0 and os.fstat(fd).st_uid == 0:
             os.fchown(fd, dir_st.st_uid, dir_st.st_gid)  # the service can take it after us
-        self.marks = reload_marks(os.pread(fd, MARK_BYTES, 0).decode(errors="replace"))
+        return fd
+
+    def acquire(self) -> str | None:
+        if self.fd is not None:
+            return None
+        trusted = trusted_uids(self.fifo, os.geteuid())
+        fd = self._take(self.path, fcntl.LOCK_EX, trusted)
+        if isinstance(fd, str):
+            return fd
+        legacy = self._take(self.legacy, fcntl.LOCK_SH, trusted)  # an old actor's, shared
+        if isinstance(legacy, str):
+            os.close(fd)
+            return legacy
+        self.marks = {}
+        for f in (legacy, fd):  # an old `tune` killed mid-reload marks the legacy file only
+            for pid, t in reload_marks(
+                os.pread(f, MARK_BYTES, 0).decode("ascii", "replace")
+            ).items():
+                self.marks[pid] = max(t, self.marks.get(pid, t))
         self.left = dict(self.marks)
-        self.fd = fd
+        self.fd, self.legacy_fd = fd, legacy
         self._write()  # our line, the marks kept under it
         return None
 
@@ -241,7 +205,8 @@ class ApplyLock:
 
     def mark_reload(self, master_pid: int, wall: float) -> None:
         """Say `master_pid`'s workers are paused for a reload, for the next holder should
-        this process die before its `r`. Best effort: the audit log's intent is the record."""
+        this process die before its `r` (in both files: an old daemon reads the legacy
+        one). Best effort: the audit log's intent is the record."""
         self.marks[master_pid] = wall
         self._write()
 
@@ -251,17 +216,20 @@ class ApplyLock:
         if self.marks.pop(master_pid, None) is not None:
             self._write()
 
+    def _fds(self) -> tuple[int, ...]:
+        return tuple(f for f in (self.fd, self.legacy_fd) if f is not None)
+
     def _write(self) -> None:
-        if self.fd is not None:
-            data = self.holder + render_marks(self.marks)
+        data = self.holder + render_marks(self.marks)
+        for fd in self._fds():
             with contextlib.suppress(OSError):
-                os.pwrite(self.fd, data, 0)
-                os.ftruncate(self.fd, len(data))
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
 
     def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing drops the flock; the file stays (harmless)
-            self.fd = None
+        for fd in self._fds():
+            os.close(fd)  # closing drops the flock; the files stay (harmless)
+        self.fd = self.legacy_fd = None
 
     @property
     def held(self) -> bool:

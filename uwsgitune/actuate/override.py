@@ -18,7 +18,10 @@ from uwsgitune.actuate.inifile import IniEncodingError as IniEncodingError
 from uwsgitune.actuate.inifile import IniError as IniError
 from uwsgitune.actuate.inifile import OverrideError as OverrideError
 from uwsgitune.actuate.inifile import SetupError as SetupError
+from uwsgitune.actuate.inifile import check_override as check_override
 from uwsgitune.actuate.inifile import clean_temps as clean_temps
+from uwsgitune.actuate.inifile import decode_or_refuse as decode_or_refuse
+from uwsgitune.actuate.inifile import override_bytes as override_bytes
 from uwsgitune.actuate.inifile import read_ini as read_ini
 from uwsgitune.actuate.inifile import restore as restore
 from uwsgitune.actuate.inifile import write_atomic as write_atomic
@@ -154,13 +157,14 @@ def validate(user_config: Mapping[str, str], override: Override, **limits: int |
 
 
 def read_keys(path: Path) -> dict[str, str]:
-    """Every key the override file sets ({} when it is missing or unreadable). Raises
-    IniEncodingError when it is not UTF-8 (a rewrite would lose what it holds)."""
+    """Every key the override file sets ({} when it is missing or unreadable, or is a link
+    or a second name, which the next write refuses). Raises IniEncodingError when it is not
+    UTF-8 (a rewrite would lose what it holds)."""
     try:
-        text = read_ini(path)
-    except OSError:
+        data = override_bytes(path)
+    except (OSError, SetupError):
         return {}
-    return dict(parse_ini(text))
+    return {} if data is None else dict(parse_ini(decode_or_refuse(data, path)))
 
 
 def read_override(path: Path) -> Override | None:

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from uwsgitune.actuate.override import (
     Override,
     OverrideError,
     SetupError,
+    check_override,
     last_include,
     load_config,
     read_ini,
@@ -99,11 +101,15 @@ def plan(
         check_include(user_ini, override_path)
     except OSError as exc:
         raise SetupError(f"{user_ini}: cannot read ({exc.strerror})") from None
-    if not override_path.exists():
+    if not os.path.lexists(override_path):
         raise SetupError(
             f"{override_path} is included by {user_ini} but missing; create it with "
             f"`printf '[uwsgi]\\n' > {override_path}` (owned by uWSGI's user)"
         )
+    try:
+        check_override(override_path)  # not a link, one name, a directory none can swap
+    except OSError as exc:
+        raise SetupError(f"{override_path}: cannot read ({exc.strerror})") from None
     try:
         config = load_config(user_ini)
     except (IniError, OSError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import stat
 import sys
@@ -13,6 +14,7 @@ from typing import IO, Any
 from uwsgitune.cli.common import addresses, duration_seconds, positive_float
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.samples import Poll
+from uwsgitune.nofollow import Directory, open_dir, writable_by_others
 from uwsgitune.sources.recording import RecordingWriter
 from uwsgitune.sources.watcher import InstanceWatch
 
@@ -35,16 +37,34 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+PRIVATE_FIX = (
+    "a recording with request vars (cookies, auth headers) goes only to a new file or to a "
+    "regular file of yours with one name (another owner could read it, whatever its mode): "
+    "remove it, or give a new name"
+)
+PLAIN_FIX = "remove it, or give a new name"
+
+
 def open_output(path: Path, *, private: bool) -> IO[str]:
-    """The recording's file. With request vars (cookies, auth headers) it is created 0600,
-    and an existing file is made 0600 before a byte is written; else the umask decides."""
+    """The recording's file, opened relative to its directory (uwsgitune/nofollow.py).
+
+    With request vars (`private`): a new file is created 0600 (O_CREAT|O_EXCL|O_NOFOLLOW);
+    an existing one is used only when it is a regular file of ours with one name, made 0600
+    and emptied before a byte is written. Anything else (a link, someone else's file, a
+    second name) is refused: its owner could read the cookies whatever its mode.
+
+    Without: the umask decides a new file's mode and an existing file keeps its own, as for
+    any output. A symlink is followed only when it and its directory belong to us or root
+    and nobody else can write that directory (`-o /dev/stdout` works; a link planted in
+    /tmp does not), and a regular file with a second name is refused."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600 if private else 0o666)
+        with open_dir(path.parent) as d:
+            fd = _private(d, path.name) if private else _plain(d, path.name)
     except OSError as exc:
         raise UserError(f"{path}: cannot write ({exc.strerror})", code=2) from None
     try:
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        if private and regular and os.fstat(fd).st_mode & 0o077:
+        if private and os.fstat(fd).st_mode & 0o077:
             os.fchmod(fd, 0o600)  # an existing file: private before it holds anything
         if regular:
             os.ftruncate(fd, 0)
@@ -56,6 +76,39 @@ def open_output(path: Path, *, private: bool) -> IO[str]:
             code=2,
         ) from None
     return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def _private(d: Directory, name: str) -> int:
+    try:
+        return d.create(name, os.O_WRONLY, 0o600)
+    except FileExistsError:
+        fd, _ = d.open(name, os.O_WRONLY, fix=PRIVATE_FIX, owners={os.geteuid()})
+        return fd
+
+
+def _plain(d: Directory, name: str) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+    st = d.lstat(name)
+    if st is None or not stat.S_ISLNK(st.st_mode) or not _trusted_link(d, st):
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(name, flags, 0o666, dir_fd=d.fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            why = f"{d.link_why(name)} another user could have planted or could swap"
+            raise d.refusal(name, why, PLAIN_FIX) from None
+        raise
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink != 1:
+        os.close(fd)
+        raise d.refusal(name, f"has {st.st_nlink} hard links", PLAIN_FIX)
+    return fd
+
+
+def _trusted_link(d: Directory, link: os.stat_result) -> bool:
+    """A link only we or root could have made, in a directory nobody else can write."""
+    ours = (0, os.geteuid())
+    return link.st_uid in ours and d.stat.st_uid in ours and not writable_by_others(d.stat)
 
 
 def run(args: argparse.Namespace) -> int:

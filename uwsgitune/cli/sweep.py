@@ -4,7 +4,8 @@ Steps the live worker count through the master FIFO (cheaper-algo = manual), dri
 load (wrk or the built-in generator), measures each step, and restores the original count at
 the end and on Ctrl-C. With `--threads` it sweeps a processes x threads grid, changing threads
 through the override ini and a validated reload (`--allow-reload`), and restores them too.
-Writes a table to stdout and sweep.json + sweep.svg to --out.
+Writes a table to stdout and sweep.json + sweep.svg to --out, a new directory or an empty
+one only we write (`uwsgitune.sweep.outdir`).
 
 Like every actor, a sweep holds the instance's apply lock (`uwsgitune.actuate.lock`, role
 "uwsgitune sweep") from its checks until the instance is restored: it refuses to start
@@ -33,7 +34,7 @@ from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
 from uwsgitune.core.frame import Frame
 from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.sweep import grid, plan, report
+from uwsgitune.sweep import grid, outdir, plan, report
 from uwsgitune.sweep.analysis import Criteria
 from uwsgitune.sweep.chart import render_svg
 from uwsgitune.sweep.fifo import FifoError, MasterFifo
@@ -188,14 +189,16 @@ def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> None:
     )
 
 
-def _write(out_dir: Path, doc: dict[str, Any], svg: str) -> None:
+def _write(out: Path | None, doc: dict[str, Any], svg: str) -> None:
+    """sweep.json and sweep.svg, new files in a directory only we write (sweep/outdir.py)."""
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (out_dir / "sweep.svg").write_text(svg)
+        with outdir.open_out(out) as d:
+            outdir.write(d, "sweep.json", json.dumps(doc, indent=2) + "\n")
+            outdir.write(d, "sweep.svg", svg)
     except OSError as exc:
-        raise UserError(f"--out {out_dir}: {exc.strerror}; pick a writable directory") from None
-    print(f"wrote {out_dir / 'sweep.json'} and {out_dir / 'sweep.svg'}")
+        where = exc.filename or out or Path.cwd()
+        raise UserError(f"--out {where}: {exc.strerror}; pick a writable directory") from None
+    print(f"wrote {d.path / 'sweep.json'} and {d.path / 'sweep.svg'}")
 
 
 def _meta(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> dict[str, Any]:
@@ -260,8 +263,7 @@ def _results(
 def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> int:
     doc, svg = _results(cfg, out, _meta(cfg, out, args))
     _warnings(out)
-    out_dir = args.out or Path(f"uwsgitune-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
-    _write(out_dir, doc, svg)
+    _write(args.out, doc, svg)
     if out.interrupted:
         return 130
     if out.failure is not None:
@@ -270,6 +272,7 @@ def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> in
 
 
 def run(args: argparse.Namespace) -> int:
+    outdir.check(args.out)  # a --out it could not write into: said before anything moves
     lock = ApplyLock(Path(args.fifo), "uwsgitune sweep")
     try:
         cfg, sweep = _prepare(args, lock)

@@ -121,7 +121,8 @@ def _outcome_flags(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="for sweep.json and sweep.svg (./uwsgitune-sweep-TIME)",
+        help="for sweep.json and sweep.svg: a new directory (made 0700) or an empty one of "
+        "yours nobody else can write (default: a new ./uwsgitune-sweep-TIME)",
     )
 
 

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from uwsgitune.actuate.mercy import reload_deadline
-from uwsgitune.actuate.override import Override, as_int, load_config, read_ini, write_atomic
+from uwsgitune.actuate.override import (
+    Override,
+    as_int,
+    check_override,
+    decode_or_refuse,
+    load_config,
+    override_bytes,
+    write_atomic,
+)
 from uwsgitune.actuate.reload import Limits, Reloader, plan, reloaded_since
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import SweepError
@@ -68,7 +76,9 @@ class ThreadAxis:
     def check(self, frame: Frame, values: tuple[int, ...]) -> None:
         """Raise (before anything changes) unless every value can be reloaded safely."""
         config = load_config(self.user_ini)
-        read_ini(self.reloader.path)  # an override not in UTF-8 is refused now, not mid-sweep
+        check_override(self.reloader.path)  # a link or a second name: refused now
+        text = override_bytes(self.reloader.path) or b""
+        decode_or_refuse(text, self.reloader.path)  # not UTF-8: refused now, not mid-sweep
         self.deadline = reload_deadline(RELOAD_DEADLINE, config)
         on = config.get("enable-threads", "false").strip().lower() in TRUE
         if not on and (as_int(config, "threads", 1) or 1) <= 1:
@@ -78,7 +88,7 @@ class ThreadAxis:
                 "another setup"
             )
         self.original = Original(
-            text=self.reloader.path.read_bytes(),
+            text=text,
             threads=frame.threads,
             processes=frame.workers_max,
             cheaper=as_int(config, "cheaper", 1) or 1,
@@ -118,7 +128,7 @@ class ThreadAxis:
         """The original override back, reloaded, with the original threads; None if unchanged."""
         o = self.original
         path = self.reloader.path
-        if o is None or path.read_bytes() == o.text:
+        if o is None or override_bytes(path) == o.text:
             return None
         before = self.poll()
         self._refuse()
