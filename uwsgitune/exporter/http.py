@@ -3,7 +3,8 @@ alive between requests (`keep_alive` seconds idle), as Prometheus reuses its con
 over TLS each connection answers one request and closes.
 
 Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its memory:
-- connections: at most `max_clients` at once and `max_per_peer` from one IP address
+- connections: at most `max_clients` at once and `max_per_peer` from one peer (an IPv4
+  address, an IPv6 /64), with room kept for peers that logged in with basic auth
   (`admission.py`). A connection still waiting for its request head gives way to a new one,
   so idle sockets never deny a scrape; over capacity with every slot answering, the newcomer
   gets `503 Service Unavailable` with `Retry-After` (over TLS it is just closed: no
@@ -41,7 +42,7 @@ from typing import Any
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
-from uwsgitune.exporter.admission import Budget, Conn, Slots
+from uwsgitune.exporter.admission import CURRENT, Budget, Conn, Slots
 from uwsgitune.exporter.listen import split_listen
 from uwsgitune.exporter.request import Request, Response, parse_head, text
 from uwsgitune.exporter.shared import InFlight
@@ -163,6 +164,7 @@ class MetricsServer:
         Prometheus scrapes: one connection, reused). A request that has arrived is read,
         and an answer the kernel takes at once is written, without a turn of the event loop.
         Between requests the connection is idle again: it gives way to a new one."""
+        CURRENT.set(conn)  # this task's own: the handler reads the connection's standing
         if self.tls is not None:
             return await self._serve_tls(conn, client)
         clean, got, timeout = True, b"", self.read_timeout
