@@ -37,6 +37,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -76,6 +77,10 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def _nothing() -> None:
     pass
+
+
+def _closed(sock: socket.socket, _task: asyncio.Task[None]) -> None:
+    sock.close()  # a no-op when the connection's task closed it
 
 
 class MetricsServer:
@@ -157,6 +162,7 @@ class MetricsServer:
                 refuse(client, None if self.tls else self._busy)
                 continue
             task = self._spawn(self._serve(conn, client))
+            task.add_done_callback(partial(_closed, client))  # evicted before it ran, too
             conn.abort = task.cancel
 
     async def _serve(self, conn: Conn, client: socket.socket) -> None:
