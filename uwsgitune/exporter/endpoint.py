@@ -1,5 +1,7 @@
 """The daemon's endpoint from its `[daemon]` settings: the site (routes, auth, probe) and the
-TLS context, both built from one checked web config."""
+TLS context, both built from one checked web config. Every site of the process checks
+passwords through one `auth.Checker`, so a SIGHUP's new site and the old one still run one
+bcrypt at a time, and remembered verdicts outlive the reload (their keys carry the hash)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,21 @@ from collections.abc import Callable
 from functools import partial
 
 from uwsgitune.daemon.config import DaemonSection
-from uwsgitune.exporter.auth import BasicAuth
+from uwsgitune.exporter.auth import BasicAuth, Checker
 from uwsgitune.exporter.collector import ExportOptions, StateSource, polled_registry
 from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.selfmetrics import HandlerStats, handler_text
 from uwsgitune.exporter.site import Site, SiteConfig
 from uwsgitune.exporter.webconfig import WebConfig, load_web_config
+
+_CHECKER: list[Checker] = []  # the process's one, made on first use
+
+
+def checker() -> Checker:
+    """The process's password checker (one bcrypt thread, its queue, the verdicts)."""
+    if not _CHECKER:
+        _CHECKER.append(Checker())
+    return _CHECKER[0]
 
 
 def build_site(
@@ -35,7 +46,7 @@ def build_site(
         headers=web.headers,
         options=options,
     )
-    auth = BasicAuth(web.users)
+    auth = BasicAuth(web.users, checker())
     site = Site(
         exposition.encoded, config=config, auth=auth, ready=ready, stats=stats, kept=exposition.kept
     )

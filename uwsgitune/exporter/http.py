@@ -5,7 +5,8 @@ over TLS each connection answers one request and closes.
 Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its memory:
 - connections: at most `max_clients` at once and `max_per_peer` from one peer (an IPv4
   address, an IPv6 /64), with room kept for peers that logged in with basic auth
-  (`admission.py`). A connection still waiting for its request head gives way to a new one,
+  (`admission.py`; a 401 closes the connection). A connection still waiting for its request
+  head gives way to a new one,
   so idle sockets never deny a scrape; over capacity with every slot answering, the newcomer
   gets `503 Service Unavailable` with `Retry-After` (over TLS it is just closed: no
   handshake is spent on it);
@@ -68,7 +69,7 @@ from uwsgitune.exporter.wire import (
 
 MAX_HEAD = 16 * 1024
 KEEP_ALIVE = 120.0  # seconds a kept-alive connection waits for its next request (idle)
-CLOSE_AFTER = frozenset((400, 431, 500, 503))  # answers after which the connection closes
+CLOSE_AFTER = frozenset((400, 401, 431, 500, 503))  # answers after which the connection closes
 MAX_HELD = 64 * 1024 * 1024  # bytes of answers being written, each body counted once
 ACCEPT_RETRY = 0.1  # seconds after a failed accept (EMFILE)
 log = logging.getLogger(__name__)

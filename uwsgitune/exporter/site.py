@@ -7,7 +7,11 @@
 - anything else 404, methods other than GET and HEAD 405.
 
 Basic auth (web config) guards everything but the two health paths, which say nothing about
-uWSGI and which kubelet probes must reach without credentials; TLS guards all of them.
+uWSGI and which kubelet probes must reach without credentials; TLS guards all of them. A
+password check waits its turn in `auth.Checker`'s bounded queue (one bcrypt at a time): a
+wrong password is a 401, a check the queue has no room for a 503 with `Retry-After`, and
+either closes the connection. A request that passes marks its connection authenticated
+(`admission.Conn.authenticated`), which keeps room for its peer in the connection caps.
 `X-Prometheus-Scrape-Timeout-Seconds` minus `timeout_offset` bounds the work of a scrape:
 past it the answer is a 503 rather than one Prometheus has stopped waiting for.
 """
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from uwsgitune import __version__
+from uwsgitune.exporter.admission import CURRENT
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.exposition import Encoded
@@ -33,6 +38,7 @@ from uwsgitune.exporter.shared import InFlight
 
 DEFAULT_TIMEOUT = 120.0  # uwsgi_exporter's, when Prometheus sends no header
 HEALTH = ("/-/healthy", "/-/ready")
+RETRY = ("Retry-After", "5")
 
 
 @dataclass(frozen=True)
@@ -111,9 +117,9 @@ class Site:
             return text(405, "method not allowed", ("Allow", "GET, HEAD"))
         path = request.path
         if path not in HEALTH and self.auth.enabled:
-            ok = await asyncio.to_thread(self.auth.check, request.header("Authorization"))
-            if not ok:
-                return text(401, "unauthorized", ("WWW-Authenticate", 'Basic realm="uwsgitune"'))
+            denied = await self._authorize(request)
+            if denied is not None:
+                return denied
         if path == self.config.telemetry_path:
             return await self._counted(request)
         if path == "/probe":
@@ -125,6 +131,20 @@ class Site:
         if path == "/":
             return self._landing()
         return text(404, f"not found; metrics are at {self.config.telemetry_path}")
+
+    async def _authorize(self, request: Request) -> Response | None:
+        """None when the request's credentials pass, else the answer (401, or 503 when the
+        password checks' queue has no room for its check)."""
+        conn = CURRENT.get()
+        peer = conn.key if conn is not None else ""
+        ok = await self.auth.authorize(request.header("Authorization"), peer, conn)
+        if ok is None:
+            return text(503, "too many password checks waiting; retry later", RETRY)
+        if not ok:
+            return text(401, "unauthorized", ("WWW-Authenticate", 'Basic realm="uwsgitune"'))
+        if conn is not None:
+            conn.authenticated()
+        return None
 
     async def _counted(self, request: Request) -> Response:
         """A metrics scrape, counted as promhttp counts it (after it is answered)."""
