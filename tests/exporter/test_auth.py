@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import threading
+import time
 
 import bcrypt
 
@@ -140,3 +141,19 @@ async def test_a_waiting_check_whose_client_went_is_never_run() -> None:
         assert isinstance(auth.lookup(basic("prometheus", "y")), Check)  # never checked
     finally:
         gate.set()
+
+
+async def test_while_checks_wait_the_check_thread_rests_as_long_as_it_worked() -> None:
+    """Three checks of at least 0.1 s each, queued together: with `duty` 0.5 the last ends
+    no sooner than 0.5 s after the first began (three checks, two rests). A lower bound: a
+    busy machine only makes it later."""
+
+    def slow(password: bytes, hashed: bytes) -> bool:
+        time.sleep(0.1)
+        return False
+
+    auth = BasicAuth({"prometheus": HASH.encode()}, Checker(checkpw=slow, duty=0.5))
+    t0 = time.monotonic()
+    tries = [auth.authorize(basic("prometheus", f"x{i}"), f"peer{i}") for i in range(3)]
+    assert await asyncio.gather(*tries) == [False, False, False]
+    assert time.monotonic() - t0 >= 0.5

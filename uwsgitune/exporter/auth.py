@@ -7,27 +7,35 @@ busy and the default thread pool full, and scrapes, renders and probes waited be
 The rules:
 
 - Remembered verdicts. Prometheus sends the same credentials every scrape, so a success is
-  remembered (as exporter-toolkit does), and so is a failure, for `FAIL_SECONDS`: a client
-  repeating a wrong password costs no bcrypt. A verdict is keyed by an HMAC-SHA-256 of
-  (user, password, hash) under a random per-process key: never a password, worthless
-  outside the process, and a changed hash is a new key. Both caches are bounded.
+  remembered (as exporter-toolkit does), and so is a failure, for `FAIL_SECONDS` (a
+  minute): a client repeating a wrong password costs one bcrypt a minute. A verdict is
+  keyed by an HMAC-SHA-256 of (user, password, hash) under a random per-process key: never
+  a password, worthless outside the process. Since the hash is in the key, a verdict never
+  goes stale (a new hash, a new user, a corrected password: new keys), so the minute only
+  bounds how long a failure is kept; both caches are bounded in size too. (At 5 s, 64
+  connections each repeating its own wrong password kept the check thread busy as if
+  every password were new: bench/results/scrape_abuse.md.)
 - One check at a time, on a thread of its own (`Checker`): never asyncio's default pool,
-  which renders and probes share. Failed logins use at most one core, and nothing else
-  waits behind them. Identical checks waiting at once (same key) share one bcrypt.
+  which renders and probes share, so nothing else waits behind the checks. While checks
+  wait, the thread rests as long as it worked (`duty` 0.5): failed logins take at most
+  half a core, and leave the rest of the daemon (its event loop, its polls) room.
+  Identical checks waiting at once (same key) share one bcrypt.
 - A bounded queue. A connection has at most one check waiting (it sends one request at a
   time, and a second is refused). A peer (`admission.peer_key`: an IPv4 address, an IPv6
   /64) has at most `per_peer` (2). A peer's first check is always queued (there are no
   more of those than connections), a further one only while fewer than `total` (16) wait.
   The queue is served round-robin across peers, so a flood from a few addresses delays a
   newcomer's first check by about one check per flooding peer, not by the whole queue.
-- No room, no work: a check that cannot be queued is answered at once, 503 with
-  `Retry-After`, without bcrypt. Not 401: the password was not found wrong, and a
+  A check whose connection is dropped before its turn is never run.
+- No room, no work: a check that cannot be queued is refused without bcrypt; the site
+  answers 503 with `Retry-After`. Not 401: the password was not found wrong, and a
   scraper's log then says "busy", not "wrong password".
 - An unknown user is checked against a dummy hash, and its failure remembered the same
   way, so timing tells nothing about which users exist.
 
-The server closes the connection after a 401 or a 503 (`http.py`), and the connection
-caps keep room for peers that did log in (`admission.py`).
+The site answers a refused login a second late and the server then closes the connection
+(`site.py`, `http.py`); the connection caps keep room for peers that did log in
+(`admission.py`).
 """
 
 from __future__ import annotations
@@ -51,10 +59,11 @@ import bcrypt
 # A valid hash of a random string: unknown users are checked against it (constant work).
 _DUMMY = b"$2b$10$tWS9VNP.Asi.0c74fgbe7.j430qEUvVrjhVHA0B38XNRky6DAQDw."
 MAX_CACHED = 64  # remembered successes (cleared when full: only good passwords get there)
-FAIL_SECONDS = 5.0  # a failure is remembered this long
+FAIL_SECONDS = 60.0  # a failure is remembered this long
 MAX_FAILED = 4096  # remembered failures (the oldest forgotten first): ~0.5 MiB
 PER_PEER = 2  # checks one peer may have waiting
 TOTAL = 16  # checks waiting in all, beyond each peer's first
+DUTY = 0.5  # the share of its time the check thread works while checks wait
 T = TypeVar("T")
 
 
@@ -193,9 +202,11 @@ class Checker:
         total: int = TOTAL,
         verdicts: Verdicts | None = None,
         checkpw: Callable[[bytes, bytes], bool] = bcrypt.checkpw,
+        duty: float = DUTY,
     ) -> None:
         self.verdicts = verdicts if verdicts is not None else Verdicts()
         self.checkpw = checkpw
+        self.duty = duty
         self.queue: PeerQueue[_Job] = PeerQueue(per_peer, total)
         self.refused = 0  # checks answered 503: no room in the queue
         self.checked = 0  # bcrypt checks run
@@ -253,12 +264,15 @@ class Checker:
         loop = asyncio.get_running_loop()
         while (job := self.queue.pop()) is not None:
             job.started = True
+            start = time.monotonic()
             try:
                 good = await loop.run_in_executor(self._executor, self.verify, job.check)
             except BaseException as exc:  # cancelled with the loop: fail its waiters too
                 self._finish(job, exc=exc)
                 raise
             self._finish(job, good)
+            if len(self.queue) and self.duty < 1:  # a rest as long as the check, at 0.5
+                await asyncio.sleep((time.monotonic() - start) * (1 / self.duty - 1))
 
     def _finish(self, job: _Job, good: bool = False, exc: BaseException | None = None) -> None:
         self._drop(job)
