@@ -20,7 +20,7 @@ from tests.exporter.test_abuse import OPEN, answer, connect, until
 from tests.exporter.test_abuse import _close_clients as _close_clients  # autouse: closes OPEN
 from uwsgitune.exporter.auth import BasicAuth, Checker
 from uwsgitune.exporter.http import MetricsServer
-from uwsgitune.exporter.site import Site, each_time
+from uwsgitune.exporter.site import Site, SiteConfig, each_time
 
 BODY = b"# TYPE uwsgi_up gauge\nuwsgi_up 1.0\n"
 
@@ -94,9 +94,11 @@ class Concurrency:
                 self.running -= 1
 
 
-def site(checkpw: Concurrency) -> Site:
+def site(checkpw: Concurrency, fail_delay: float = 0.0) -> Site:
+    """The daemon's site with basic auth; no delay before a refused login's answer unless
+    the test is about it."""
     auth = BasicAuth({"prometheus": HASH.encode()}, Checker(checkpw=checkpw))
-    return Site(each_time(lambda: BODY), auth=auth)
+    return Site(each_time(lambda: BODY), config=SiteConfig(fail_delay=fail_delay), auth=auth)
 
 
 async def test_wrong_passwords_from_many_connections_run_one_bcrypt_at_a_time(
@@ -202,3 +204,45 @@ async def test_a_stranger_evicted_while_its_check_waits_costs_no_bcrypt(
         assert checkpw.passwords == [PASSWORD.encode(), b"wrong-1", b"wrong-3"]
     finally:
         gate.set()
+
+
+async def test_a_refused_login_is_answered_late_and_gives_way_meanwhile(
+    serve: Callable[..., Awaitable[MetricsServer]],
+) -> None:
+    """One slot. A wrong password's 401 comes `fail_delay` late; while it waits, its
+    connection is as idle, so a newcomer takes the slot and is answered at once."""
+    checker_calls = Concurrency()
+    srv = await serve(handler=site(checker_calls, fail_delay=3.0), max_clients=1)
+    port = srv.address[1]
+    t0 = time.monotonic()
+    assert status(await ask(port, "wrong")) == 401
+    assert time.monotonic() - t0 >= 3.0  # a lower bound: load only adds to it
+    loop = asyncio.get_running_loop()
+    guesser = await connect(port, "127.0.0.2")
+    await loop.sock_sendall(guesser, head("wrong-again"))
+    await until(lambda: checker_calls.calls == 2 and srv.slots.busy() == 0)  # in its delay
+    assert status(await ask(port, PASSWORD)) == 200  # took the guesser's slot
+    with pytest.raises(ConnectionResetError):
+        await answer(guesser)
+    assert srv.slots.evicted == 1
+
+
+async def test_a_request_that_came_with_its_connection_is_not_taken_for_idle(
+    serve: Callable[..., Awaitable[MetricsServer]],
+) -> None:
+    """Two slots. A scrape connects and sends its request, then two silent sockets connect,
+    all before the server's loop runs: it accepts all three in one go. The scrape's head is
+    read before the next accept, so the silent ones give way to each other, never the
+    scrape (which was the oldest connection not yet looked at)."""
+    srv = await serve(handler=site(Concurrency()), max_clients=2, read_timeout=30.0)
+    port = srv.address[1]
+    scrape = socket.create_connection(("127.0.0.1", port))  # blocking: no turn of the loop
+    OPEN.append(scrape)
+    scrape.sendall(head(PASSWORD))
+    for source in ("127.0.0.2", "127.0.0.3"):
+        silent = socket.create_connection(("127.0.0.1", port), source_address=(source, 0))
+        OPEN.append(silent)
+    scrape.setblocking(False)
+    got = await answer(scrape)
+    assert status(got) == 200, got
+    assert srv.slots.evicted == 1

@@ -6,10 +6,13 @@ given a whole /64, so counting its addresses apart would let one host take every
 IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is its IPv4 address. The password checks'
 queue (`auth.py`) counts per peer the same way.
 
-Idle connections give way. A connection that has not sent its request head yet (idle: a
-TLS handshake, a slow or silent client, a kept-alive connection between requests) gives way
-to a new one: when a cap is reached, the oldest idle connection (of the same peer for the
-per-peer cap, of anyone for the others) is aborted to make room. So idle sockets, however
+Idle connections give way. A connection whose request head has not come yet (idle: a TLS
+handshake, a slow or silent client, a kept-alive connection between requests; also one
+whose refused login waits out its delay, `site.py`) gives way to a new one: when a cap is
+reached, the oldest idle connection (of the same peer for the per-peer cap, of anyone for
+the others) is aborted to make room. (The server lets each new connection read what it was
+sent before it accepts the next: a request that came with its connection is never taken for
+an idle one.) So idle sockets, however
 many, never deny a scrape; only connections being answered count against capacity, and
 those are bounded in time by the server's write deadline. Over capacity with nothing to
 drop, the newcomer is refused (the server answers 503).

@@ -165,6 +165,7 @@ class MetricsServer:
             task = self._spawn(self._serve(conn, client))
             task.add_done_callback(partial(_closed, client))  # evicted before it ran, too
             conn.abort = task.cancel
+            await asyncio.sleep(0)  # its first step (a head that came is read: busy) first
 
     async def _serve(self, conn: Conn, client: socket.socket) -> None:
         """Plain HTTP on the socket itself, kept alive for the client's next request (as
