@@ -1,4 +1,4 @@
-"""Basic auth's password checks without sockets: remembered verdicts (failures too, briefly),
+"""Basic auth's password checks without sockets: remembered verdicts (failures too, for a minute),
 the bounded queue to the one check thread, served round-robin across peers."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Counting:
         return bcrypt.checkpw(password, hashed)
 
 
-def test_success_is_remembered_and_a_failure_for_a_few_seconds() -> None:
+def test_success_is_remembered_and_a_failure_for_a_minute() -> None:
     clock, checkpw = Clock(), Counting()
     auth = BasicAuth(
         {"prometheus": HASH.encode()}, Checker(verdicts=Verdicts(clock), checkpw=checkpw)
