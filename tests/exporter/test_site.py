@@ -87,7 +87,11 @@ async def test_a_scrape_past_its_deadline_is_a_503_and_a_bad_header_a_400() -> N
 
 
 async def test_basic_auth_guards_all_but_health() -> None:
-    site = Site(each_time(lambda: BODY), auth=BasicAuth({"prometheus": HASH.encode()}))
+    site = Site(
+        each_time(lambda: BODY),
+        config=SiteConfig(fail_delay=0),  # a refused login's delay: tests/exporter/test_auth_abuse
+        auth=BasicAuth({"prometheus": HASH.encode()}),
+    )
     denied = await site(get("/metrics"))
     assert denied.status == 401 and any(k == "WWW-Authenticate" for k, _ in denied.headers)
     assert (await site(get("/metrics", Authorization=basic("prometheus", "no")))).status == 401

@@ -131,7 +131,7 @@ def test_config_check_accepts_a_good_web_config(certs: Certs, tmp_path: Path) ->
     assert out.returncode == 0 and out.stdout.startswith("ok: 0 instances"), out
 
 
-def test_basic_auth_checks_bcrypt_and_caches_only_success() -> None:
+def test_basic_auth_checks_bcrypt() -> None:
     auth = BasicAuth({"prometheus": HASH.encode()})
     good = "Basic " + base64.b64encode(f"prometheus:{PASSWORD}".encode()).decode()
     bad = "Basic " + base64.b64encode(b"prometheus:wrong").decode()
@@ -218,3 +218,32 @@ def test_config_check_refuses_a_bare_client_ca_and_a_bad_header_in_one_line_each
     assert out.returncode == 2 and len(lines) == 2 and "Traceback" not in out.stderr, out
     assert "client_ca_file: given without" in lines[0] + lines[1]
     assert "headers.X-Frame-Options: the value must be printable ASCII" in lines[0] + lines[1]
+
+
+COST_13 = HASH.replace("$04$", "$13$", 1)  # a valid hash's shape; config check never runs it
+
+
+def test_a_bcrypt_cost_above_12_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  alice: '{COST_13}'\n  bob: '{HASH}'\n")
+    with pytest.raises(ConfigError) as info:
+        load_web_config(path)
+    (line,) = info.value.lines()
+    assert "basic_auth_users.alice: bcrypt cost 13 is above 12" in line
+    assert "htpasswd -nbBC 10 alice PASSWORD" in line and "rounds=10" in line
+    path.write_text(f"basic_auth_users:\n  alice: '{HASH.replace('$04$', '$12$', 1)}'\n")
+    assert set(load_web_config(path).users) == {"alice"}
+
+
+def test_config_check_refuses_a_bcrypt_cost_of_13_in_one_line(tmp_path: Path) -> None:
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  prometheus: '{COST_13}'\n")
+    toml = tmp_path / "u.toml"
+    toml.write_text(
+        f'[daemon]\nweb_config_file = "{web}"\n[[instance]]\nname = "a"\nstats = "/x.sock"\n'
+    )
+    out = _run("config", "check", str(toml), "--no-env")
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"uwsgitune: {web}: basic_auth_users.prometheus: bcrypt cost 13")
+    assert "htpasswd -nbBC 10 prometheus PASSWORD" in line

@@ -1,5 +1,7 @@
 """The daemon's endpoint from its `[daemon]` settings: the site (routes, auth, probe) and the
-TLS context, both built from one checked web config."""
+TLS context, both built from one checked web config. Every site of the process checks
+passwords through one `auth.Checker`, so a SIGHUP's new site and the old one still run one
+bcrypt at a time, and remembered verdicts outlive the reload (their keys carry the hash)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Callable
 from functools import partial
 
 from uwsgitune.daemon.config import DaemonSection
-from uwsgitune.exporter.auth import BasicAuth
+from uwsgitune.exporter.auth import BasicAuth, Checker
 from uwsgitune.exporter.collector import ExportOptions, StateSource, polled_registry
 from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.selfmetrics import HandlerStats, handler_text
@@ -17,6 +19,14 @@ from uwsgitune.exporter.site import Site, SiteConfig
 from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
 Endpoint = tuple[Site, ssl.SSLContext | None, PollExposition]  # what a web config builds
+_CHECKER: list[Checker] = []  # the process's one, made on first use
+
+
+def checker() -> Checker:
+    """The process's password checker (one bcrypt thread, its queue, the verdicts)."""
+    if not _CHECKER:
+        _CHECKER.append(Checker())
+    return _CHECKER[0]
 
 
 def build_site(daemon: DaemonSection, source: StateSource, ready: Callable[[], bool]) -> Endpoint:
@@ -35,7 +45,7 @@ def build_site(daemon: DaemonSection, source: StateSource, ready: Callable[[], b
         headers=web.headers,
         options=options,
     )
-    auth = BasicAuth(web.users)
+    auth = BasicAuth(web.users, checker())
     site = Site(
         exposition.encoded, config=config, auth=auth, ready=ready, stats=stats, kept=exposition.kept
     )

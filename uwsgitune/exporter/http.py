@@ -3,8 +3,10 @@ alive between requests (`keep_alive` seconds idle), as Prometheus reuses its con
 over TLS each connection answers one request and closes.
 
 Bounds, so that no client, slow, silent or hostile, can hold the endpoint or its memory:
-- connections: at most `max_clients` at once and `max_per_peer` from one IP address
-  (`admission.py`). A connection still waiting for its request head gives way to a new one,
+- connections: at most `max_clients` at once and `max_per_peer` from one peer (an IPv4
+  address, an IPv6 /64), with room kept for peers that logged in with basic auth
+  (`admission.py`; a 401 closes the connection). A connection still waiting for its request
+  head gives way to a new one,
   so idle sockets never deny a scrape; over capacity with every slot answering, the newcomer
   gets `503 Service Unavailable` with `Retry-After` (over TLS it is just closed: no
   handshake is spent on it);
@@ -39,12 +41,13 @@ import socket
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
-from uwsgitune.exporter.admission import Budget, Conn, Slots
+from uwsgitune.exporter.admission import CURRENT, Budget, Conn, Slots
 from uwsgitune.exporter.listen import split_listen
 from uwsgitune.exporter.request import Request, RequestParser, Response, text
 from uwsgitune.exporter.shared import InFlight
@@ -68,7 +71,7 @@ from uwsgitune.exporter.wire import (
 
 MAX_HEAD = 16 * 1024
 KEEP_ALIVE = 120.0  # seconds a kept-alive connection waits for its next request (idle)
-CLOSE_AFTER = frozenset((400, 431, 500, 503))  # answers after which the connection closes
+CLOSE_AFTER = frozenset((400, 401, 431, 500, 503))  # answers after which the connection closes
 MAX_HELD = 64 * 1024 * 1024  # bytes of answers being written, each body counted once
 ACCEPT_RETRY = 0.1  # seconds after a failed accept (EMFILE)
 log = logging.getLogger(__name__)
@@ -77,6 +80,10 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def _nothing() -> None:
     pass
+
+
+def _closed(sock: socket.socket, _task: asyncio.Task[None]) -> None:
+    sock.close()  # a no-op when the connection's task closed it
 
 
 class MetricsServer:
@@ -158,13 +165,16 @@ class MetricsServer:
                 refuse(client, None if self.tls else self._busy)
                 continue
             task = self._spawn(self._serve(conn, client))
+            task.add_done_callback(partial(_closed, client))  # evicted before it ran, too
             conn.abort = task.cancel
+            await asyncio.sleep(0)  # its first step (a head that came is read: busy) first
 
     async def _serve(self, conn: Conn, client: socket.socket) -> None:
         """Plain HTTP on the socket itself, kept alive for the client's next request (as
         Prometheus scrapes: one connection, reused). A request that has arrived is read,
         and an answer the kernel takes at once is written, without a turn of the event loop.
         Between requests the connection is idle again: it gives way to a new one."""
+        CURRENT.set(conn)  # this task's own: the handler reads the connection's standing
         if self.tls is not None:
             return await self._serve_tls(conn, client)
         clean, rest, timeout = True, b"", self.read_timeout

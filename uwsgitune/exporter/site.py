@@ -9,7 +9,13 @@
 - anything else 404, methods other than GET and HEAD 405.
 
 Basic auth (web config) guards everything but the two health paths, which say nothing about
-uWSGI and which kubelet probes must reach without credentials; TLS guards all of them.
+uWSGI and which kubelet probes must reach without credentials; TLS guards all of them. A
+password check waits its turn in `auth.Checker`'s bounded queue (one bcrypt at a time): a
+wrong password is a 401, a check the queue has no room for a 503 with `Retry-After`, and
+either closes the connection. Both come `fail_delay` (1 s) late, the connection giving way
+meanwhile like an idle one, so that a guesser waiting for answers cannot make the event loop
+answer thousands a second. A request that passes marks its connection authenticated
+(`admission.Conn.authenticated`), which keeps room for its peer in the connection caps.
 `X-Prometheus-Scrape-Timeout-Seconds` minus `timeout_offset` bounds the work of a scrape:
 past it the answer is a 503 rather than one Prometheus has stopped waiting for.
 """
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from uwsgitune import __version__
+from uwsgitune.exporter.admission import CURRENT, Conn
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.exposition import Encoded
@@ -35,6 +42,8 @@ from uwsgitune.exporter.shared import InFlight
 
 DEFAULT_TIMEOUT = 120.0  # uwsgi_exporter's, when Prometheus sends no header
 HEALTH = ("/-/healthy", "/-/ready")
+RETRY = ("Retry-After", "5")
+FAIL_DELAY = 1.0  # seconds before a refused login's answer (401, or 503: no room to check)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class SiteConfig:
     telemetry_path: str = "/metrics"
     probe_targets: tuple[str, ...] = ()
     timeout_offset: float = 0.25
+    fail_delay: float = FAIL_DELAY
     headers: dict[str, str] = field(default_factory=dict)
     options: ExportOptions = field(default_factory=ExportOptions)
 
@@ -118,9 +128,9 @@ class Site:
             return text(405, "method not allowed", ("Allow", "GET, HEAD"))
         path = request.path
         if path not in HEALTH and self.auth.enabled:
-            ok = await asyncio.to_thread(self.auth.check, request.header("Authorization"))
-            if not ok:
-                return text(401, "unauthorized", ("WWW-Authenticate", 'Basic realm="uwsgitune"'))
+            denied = await self._authorize(request)
+            if denied is not None:
+                return denied
         if path == self.config.telemetry_path:
             return await self._counted(request)
         if path == "/probe":
@@ -132,6 +142,34 @@ class Site:
         if path == "/":
             return self._landing()
         return text(404, f"not found; metrics are at {self.config.telemetry_path}")
+
+    async def _authorize(self, request: Request) -> Response | None:
+        """None when the request's credentials pass, else the answer (401, or 503 when the
+        password checks' queue has no room for its check)."""
+        conn = CURRENT.get()
+        peer = conn.key if conn is not None else ""
+        ok = await self.auth.authorize(request.header("Authorization"), peer, conn)
+        if ok:
+            if conn is not None:
+                conn.authenticated()
+            return None
+        await self._fail_delay(conn)
+        if ok is None:
+            return text(503, "too many password checks waiting; retry later", RETRY)
+        return text(401, "unauthorized", ("WWW-Authenticate", 'Basic realm="uwsgitune"'))
+
+    async def _fail_delay(self, conn: Conn | None) -> None:
+        """A refused login is answered `fail_delay` later (as login(1) and sshd do): a
+        client that waits for its answer, as a guesser does, tries about once a second per
+        connection instead of thousands of times, which would cost the event loop a core.
+        Meanwhile its connection gives way to a newcomer, as an idle one does."""
+        if self.config.fail_delay <= 0:
+            return
+        if conn is not None:
+            conn.idle = True
+        await asyncio.sleep(self.config.fail_delay)
+        if conn is not None:
+            conn.idle = False
 
     async def _counted(self, request: Request) -> Response:
         """A metrics scrape, counted as promhttp counts it (after it is answered)."""

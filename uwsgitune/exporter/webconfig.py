@@ -23,6 +23,8 @@ For the same reason a `client_ca_file` without a `client_auth_type` that verifie
 as exporter-toolkit refuses it: the CA would be loaded and no client certificate asked for,
 while the operator believes mTLS is on. Header values are printable ASCII, so that every
 answer can be written and none can be split.
+A bcrypt cost above 12 is refused too: every check, a wrong password's included, would
+hold the one password-check thread (`auth.py`) for most of a second or more.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file",
             "min_version", "max_version"}  # fmt: skip
 UNSUPPORTED = {"cert", "key", "client_ca", "cipher_suites", "curve_preferences",
                "client_allowed_sans", "prefer_server_cipher_suites", "rate_limit"}  # fmt: skip
+# bcrypt's cost: each step doubles the work of a check (~80 ms of CPU at 10, ~0.3 s at 12);
+# above 12 a handful of wrong passwords would hold the one check thread for seconds each.
+MAX_COST = 12
 HEADERS = {"Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options",
            "X-XSS-Protection", "Strict-Transport-Security"}  # fmt: skip
 
@@ -112,14 +117,32 @@ def _users(value: object, problems: list[str]) -> dict[str, bytes]:
     users = {}
     for name, hashed in value.items():
         text = str(hashed) if hashed is not None else ""
-        if not text.startswith(("$2a$", "$2b$", "$2y$")) or len(text) != 60:
+        cost = _cost(text)
+        if cost is None:
             problems.append(
                 f"basic_auth_users.{name}: not a bcrypt hash; make one with "
                 "htpasswd -nBC 10 \"\" | tr -d ':\\n'"
             )
             continue
+        if cost > MAX_COST:
+            problems.append(
+                f"basic_auth_users.{name}: bcrypt cost {cost} is above {MAX_COST} (each "
+                f"password check, a wrong one too, would take about {2 ** (cost - 10) / 10:g} s "
+                f"of CPU); hash the password again with cost 10: htpasswd -nbBC 10 {name} "
+                f'PASSWORD (the part after "{name}:"), or python3 -c \'import bcrypt; '
+                'print(bcrypt.hashpw(b"PASSWORD", bcrypt.gensalt(rounds=10)).decode())\''
+            )
+            continue
         users[str(name)] = text.encode("ascii", "replace")
     return users
+
+
+def _cost(text: str) -> int | None:
+    """A bcrypt hash's cost ($2b$10$...: 10), None if `text` is not such a hash."""
+    if not text.startswith(("$2a$", "$2b$", "$2y$")) or len(text) != 60 or text[6] != "$":
+        return None
+    digits = text[4:6]
+    return int(digits) if digits.isdigit() and 4 <= int(digits) <= 31 else None
 
 
 def _headers(value: object, problems: list[str]) -> dict[str, str]:
