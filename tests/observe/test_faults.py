@@ -25,7 +25,7 @@ from tests.observe.helpers import (
 )
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
-from uwsgitune.sources.poller import Observer
+from uwsgitune.sources.poller import LiveSource
 from uwsgitune.sources.stats import StatsError, read_stats
 
 DOC = stats_fixture("processes.json")
@@ -209,7 +209,7 @@ def test_one_good_one_bad_instance(tmp_path: Path) -> None:
 
 def test_observer_never_raises_for_peer_faults() -> None:
     with fake_server(send(b"\x00\xff garbage")) as addr:
-        poll = Observer(parse_address(addr), timeout=0.5).poll()
+        poll = LiveSource(parse_address(addr), timeout=0.5).poll()
     assert not poll.ok and poll.error and poll.error.startswith(addr)
 
 

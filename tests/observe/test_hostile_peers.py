@@ -26,7 +26,7 @@ from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import registry_for
 from uwsgitune.pipeline import InstanceState
-from uwsgitune.sources.poller import Observer
+from uwsgitune.sources.poller import LiveSource
 from uwsgitune.tuner import TunerSettings
 
 HOSTILE = [
@@ -45,7 +45,7 @@ HOSTILE = [
 @pytest.mark.parametrize(("name", "raw", "field"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_out_of_range_numbers_are_a_poll_error(name: str, raw: bytes, field: str) -> None:
     with fake_server(send(raw)) as addr:
-        poll = Observer(parse_address(addr)).poll()  # the real host sampler: nothing raises
+        poll = LiveSource(parse_address(addr)).poll()  # the real host sampler: nothing raises
     assert not poll.ok and poll.error is not None
     assert f"({field}: " in poll.error and poll.error.startswith(f"{addr}: "), poll.error
 
@@ -117,7 +117,7 @@ def test_apply_refuses_a_stats_socket_served_by_another_uid(
     for pid, refused in ((foreign_pid, True), (os.getpid(), False)):
         path = str(tmp_path / f"{pid}.sock")
         with fake_server(send(document(pid=pid)), unix_path=path) as addr:
-            poll = Observer(parse_address(addr)).poll()
+            poll = LiveSource(parse_address(addr)).poll()
         assert poll.ok and poll.peer_uid == os.getuid()
         frames = [Plant(live=2, cpus=8, io_ms=50).frame(float(t)) for t in range(6)]
         watch = _Watch(frames)

@@ -23,7 +23,7 @@ from uwsgitune.core.model import DocumentError, parse_document
 from uwsgitune.exporter.collector import ExportOptions
 from uwsgitune.exporter.probe import probe_text
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.sources.poller import Observer
+from uwsgitune.sources.poller import LiveSource
 from uwsgitune.sources.stats import read_stats
 
 BUSY = stats_fixture("64-workers-2-threads-busy.json")
@@ -61,7 +61,7 @@ def test_hostile_requests_on_a_real_uwsgi(
         raw = _wait_invalid(proc.stats)
         with pytest.raises(ValueError):
             json.loads(raw)  # what every standard parser (and uwsgitune before) did
-        poll = Observer(parse_address(proc.stats)).poll()
+        poll = LiveSource(parse_address(proc.stats)).poll()
         assert poll.ok, poll.error
         assert poll.doc is not None and poll.repairs >= 2
         assert len(poll.doc.workers) == 2 and poll.doc.sockets
@@ -127,7 +127,7 @@ def test_record_and_replay_a_repaired_poll(tmp_path: Path) -> None:
 
     path = tmp_path / "rec.jsonl"
     with fake_server(send(_inject(b"\x01\xff"))) as addr:
-        observer = Observer(parse_address(addr))
+        observer = LiveSource(parse_address(addr))
         poll = observer.poll()
     assert poll.ok and poll.repairs == 1
     with path.open("w") as out:
@@ -142,6 +142,6 @@ def test_the_tui_says_a_document_was_repaired() -> None:
     from uwsgitune.tui.summary import state_line
 
     with fake_server(send(_inject(b"\x01"))) as addr:
-        poll = Observer(parse_address(addr)).poll()
+        poll = LiveSource(parse_address(addr)).poll()
     line = state_line(Tracker(addr).update(poll), None)
     assert line is not None and "1 request string(s)" in line.plain and "repaired" in line.plain

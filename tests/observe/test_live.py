@@ -31,7 +31,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess, free_port
 from uwsgitune.loadgen import LoadResult, LoadRun, run_closed
-from uwsgitune.sources.poller import Observer
+from uwsgitune.sources.poller import LiveSource
 from uwsgitune.sources.stats import read_stats
 
 pytestmark = pytest.mark.uwsgi
@@ -43,7 +43,7 @@ class Watch:
     """An observer and a tracker on one live instance, as `watch` runs them."""
 
     def __init__(self, address: str) -> None:
-        self.observer = Observer(parse_address(address), timeout=2.0)
+        self.observer = LiveSource(parse_address(address), timeout=2.0)
         self.tracker = Tracker(address)
 
     def frame(self) -> Frame:

@@ -10,14 +10,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from uwsgitune.actuate.loop import TuneLoop
+from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.listen import RestartCommand
+from uwsgitune.actuate.peer import PeerCheck
+from uwsgitune.actuate.service import Mode, TunerService, TunerSetup, tuner_factory
 from uwsgitune.core.address import parse_address
+from uwsgitune.core.frame import Frame
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.pipeline.rules import RulesRunner
+from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
 from uwsgitune.sources.stats import read_stats
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner import Decision
+from uwsgitune.tuner import Decision, TunerSettings
 
 
 def doc(proc: UwsgiProcess) -> StatsDoc:
@@ -49,22 +52,87 @@ def manual(override: Path, processes: int = 4, initial: int = 2) -> dict[str, ob
     }
 
 
-def drive(loop: TuneLoop, seconds: float, lines: list[str] | None = None) -> list[Decision]:
-    """Poll and step the loop at its interval for `seconds`, running the rules once per poll
-    as `uwsgitune tune` does; the decisions, in order. `lines`: gets what the loop said (its
-    fresh notes), as `uwsgitune tune` prints them."""
+def tuned(
+    stats: str,
+    fifo: str | Path,
+    *,
+    settings: TunerSettings,
+    mode: Mode = "apply",
+    override: Path | None = None,
+    ini: Path | None = None,
+    audit: AuditLog | None = None,
+    locks: Path | None = None,
+    restart: RestartCommand | None = None,
+    interval: float = 0.5,
+    trust_tcp: bool = False,
+    role: str = "uwsgitune tune",
+    mono: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+) -> InstanceDriver:
+    """The driver of a real instance with its tuner, as `uwsgitune tune` builds it (the
+    rules once per poll, the tuner after them), not yet polling."""
+    address = parse_address(stats)
+    setup = TunerSetup(
+        stats=address,
+        fifo=Path(fifo),
+        settings=lambda _slots: settings,
+        mode=mode,
+        override=override,
+        ini=ini,
+        audit=audit,
+        restart=restart,
+        role=role,
+        peer=PeerCheck(trust_tcp=trust_tcp),
+        lock_dir=locks,
+    )
+    if mono is time.monotonic and wall is time.time:
+        return live_driver(address, interval=interval, tuner=tuner_factory(setup), mode=mode)
+
+    def tuner(poll: Callable[[], InstanceState]) -> TunerService:
+        return TunerService(setup, poll, mono=mono, wall=wall)
+
+    return live_driver(address, interval=interval, tuner=tuner, mode=mode)
+
+
+def service(driver: InstanceDriver) -> TunerService:
+    """The driver's tuner (a `TunerService`), to look at or to ask."""
+    assert isinstance(driver.tuner, TunerService)
+    return driver.tuner
+
+
+def drive(driver: InstanceDriver, seconds: float, lines: list[str] | None = None) -> list[Decision]:
+    """Run the driver in this thread for `seconds`, as `uwsgitune tune` does: the tuner's
+    decisions, in order, each step once. `lines`: gets what the tuner said (its fresh
+    notes), as `uwsgitune tune` prints them. The tuner stays open (`driver.close()`)."""
     out: list[Decision] = []
-    end, rules, since = time.monotonic() + seconds, RulesRunner(), None
-    while time.monotonic() < end:
-        time.sleep(max(0.0, loop.watch.next_due - time.monotonic()))
-        frame = loop.watch.step()
-        result = loop.step(frame, rules.run(loop.watch.window.frames(), since))
-        since = result.listen_since
-        assert result.decision is not None
-        out.append(result.decision)
+    said: list[object] = [None]
+
+    def collect(state: InstanceState) -> None:
+        result = state.tuning
+        if result is None or result is said[0]:  # a poll mid-apply: the same result
+            return
+        said[0] = result
+        if result.decision is not None:
+            out.append(result.decision)
         if lines is not None:
-            lines += [n.text for n in result.notes if n.fresh]
+            lines.extend(n.text for n in result.notes if n.fresh)
+
+    driver.subscribe(collect)
+    driver.run(deadline=time.monotonic() + seconds)
     return out
+
+
+def poller(stats: str, interval: float = 0.25) -> Callable[[], Frame]:
+    """Polls of a real instance through a driver's stages, one per call (for the actuators'
+    own waits, which poll through whatever function they are given)."""
+    driver = live_driver(parse_address(stats), interval=interval, rules=False)
+
+    def poll() -> Frame:
+        frame = driver.poll_in_step().frame
+        assert frame is not None
+        return frame
+
+    return poll
 
 
 def read_pid(pidfile: Path) -> int | None:
@@ -101,11 +169,11 @@ class PidfileUwsgi:
     def pid(self) -> int | None:
         return read_pid(self.pidfile)
 
-    def watch(self) -> InstanceWatch:
-        return InstanceWatch(parse_address(self.stats), interval=0.5)
+    def poll(self) -> Callable[[], Frame]:
+        return poller(self.stats, interval=0.5)
 
     def backlog(self) -> int | None:
-        frame = self.watch().step()
+        frame = self.poll()()
         found = [s.backlog for s in frame.sockets if s.backlog]
         return found[0] if frame.ok and found else None
 

@@ -47,12 +47,9 @@ def register(sub: Any) -> None:
 
 def _show(interval: float) -> Any:
     def show(session: Any) -> int:
-        from uwsgitune.pipeline import pipeline_for
         from uwsgitune.tui.app import WatchApp
 
-        app = WatchApp(
-            [pipeline_for(session.watch(interval))], status=session.status, handle_signals=True
-        )
+        app = WatchApp([session.driver(interval)], status=session.status, handle_signals=True)
         return int(app.run() or 0)
 
     return show

@@ -20,11 +20,11 @@ WHOLE_FRAMES = 2
 
 
 class Window:
-    """The last `seconds` of frames (by their own timestamps), at most `maxlen` of them;
-    all but the newest `whole` compact (None: every frame whole)."""
+    """The last `seconds` of frames (by their own timestamps), at most `maxlen` of them
+    (None: no count bound); all but the newest `whole` compact (None: every frame whole)."""
 
     def __init__(
-        self, seconds: float = 600.0, maxlen: int = 7200, whole: int | None = None
+        self, seconds: float = 600.0, maxlen: int | None = 7200, whole: int | None = None
     ) -> None:
         self.seconds = seconds
         self.whole = whole

@@ -176,10 +176,10 @@ class InstanceConfig(_Frozen):
             raise ValueError("restart_command needs an override (listen is written there)")
         return self
 
-    def tuner_settings(self, workers_max: int) -> TunerSettings:
+    def tuner_settings(self, workers_max: int | None) -> TunerSettings:
         """The tuner's settings: the bounds, `[instance.tuner]` and the shared settings of
         `[instance.rules]`; without max_workers the ceiling is `processes` (`workers_max`)."""
-        top = max(self.max_workers or workers_max, self.min_workers)
+        top = max(self.max_workers or workers_max or 0, self.min_workers)
         bounds = {"min_workers": self.min_workers, "max_workers": top, "interval": self.interval}
         return TunerSettings(**{**set_keys(self.tuner), **shared(self.tuner, self.rules), **bounds})
 

@@ -21,7 +21,6 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 
 from uwsgitune import __version__
@@ -38,8 +37,8 @@ from uwsgitune.exporter.endpoint import Endpoint, build_site, ip_loopback
 from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.http import MetricsServer
 from uwsgitune.exporter.serve import prepare
+from uwsgitune.pipeline import InstanceDriver
 from uwsgitune.pipeline.state import InstanceState, PollCounts
-from uwsgitune.sources.watcher import InstanceWatch
 
 GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
@@ -145,12 +144,12 @@ class Daemon:
             self._restart_crashed()
 
     def _restart_crashed(self) -> None:
-        """An instance task only ends by a bug: log it and start that instance again."""
+        """An instance's poll thread only ends by a bug: log it and poll that instance again."""
         for name, runner in self.runners.items():
-            task = runner.task
-            if task is not None and task.done() and not task.cancelled():
-                event("instance_failed", logging.ERROR, instance=name, error=repr(task.exception()))
-                runner.start()
+            if not runner.alive and not runner.stopping:
+                error = runner.driver.crashed or "its poll thread ended"
+                event("instance_failed", logging.ERROR, instance=name, error=error)
+                runner.restart()
 
     def reload(self) -> None:
         if self.config_path is None:
@@ -190,8 +189,7 @@ class Daemon:
                     event("instance_changed", instance=spec.name, mode=spec.mode)
                 runner.respec(spec)
             else:
-                runner = InstanceRunner(spec, new.daemon.state_dir)
-                runner.pipeline.after_step = partial(self._prepare, runner.watch)
+                runner = InstanceRunner(spec, new.daemon.state_dir, self._prepare)
                 runner.start()
                 if not first:
                     event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
@@ -203,10 +201,10 @@ class Daemon:
         self.runners = runners
         self.config = new
 
-    def _prepare(self, watch: InstanceWatch) -> None:
+    def _prepare(self, driver: InstanceDriver) -> None:
         """In a poll thread, after its poll (exporter/serve.py `prepare`)."""
         if self.exposition is not None:
-            prepare(self.exposition, watch)
+            prepare(self.exposition, driver.interval)
 
     def _retire(self, runner: InstanceRunner) -> None:
         """Stop an instance a SIGHUP removed: an apply in flight runs to its end."""

@@ -20,7 +20,7 @@ from uwsgitune.core.address import parse_address
 from uwsgitune.demo import app as demo_app
 from uwsgitune.demo.load import DemoLoad
 from uwsgitune.launch import IniValue, UwsgiProcess, free_port
-from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.pipeline import InstanceDriver, live_driver
 
 LISTEN = 16  # small, so that the overload phase visibly fills the queue
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -70,9 +70,9 @@ class DemoSession:
             self.load = DemoLoad(self.url, self.duration).start()
         return self.uwsgi
 
-    def watch(self, interval: float) -> InstanceWatch:
+    def driver(self, interval: float) -> InstanceDriver:
         assert self.uwsgi is not None
-        return InstanceWatch(parse_address(self.uwsgi.stats), interval=interval)
+        return live_driver(parse_address(self.uwsgi.stats), interval=interval)
 
     def status(self) -> str:
         if self.load is None:

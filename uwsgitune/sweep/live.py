@@ -17,16 +17,14 @@ from typing import Protocol
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.errors import UwsgituneError
+from uwsgitune.pipeline import InstanceDriver
 from uwsgitune.stopsignals import stop_signals
 
 PLUS_RETRY_SECONDS = 3.0  # a `+` not applied after three master cycles is resent
 POLL_SECONDS = 0.25
 
 
-class Watch(Protocol):
-    """What we need of `InstanceWatch`: poll now, get the frame."""
-
-    def step(self) -> Frame: ...
+Poll = Callable[[], Frame]  # a fresh poll of the instance (its driver's: `driver_polls`)
 
 
 class Fifo(Protocol):
@@ -37,6 +35,20 @@ class Fifo(Protocol):
 
 class SweepError(UwsgituneError):
     """The sweep cannot go on; one line naming the thing and the fix."""
+
+
+def driver_polls(driver: InstanceDriver, timeout: float = 5.0) -> Poll:
+    """Fresh polls of `driver`'s instance, made by its own thread: each call asks for one
+    and waits for it (a poll is bounded by the driver's own timeout)."""
+
+    def poll() -> Frame:
+        state = driver.fresh(timeout)
+        if state is None or state.frame is None:
+            name = driver.source.name
+            raise SweepError(f"stats {name}: no poll came within {timeout:g}s; is it stuck?")
+        return state.frame
+
+    return poll
 
 
 class Interrupted(Exception):
@@ -63,7 +75,7 @@ class LiveCount:
 
     def __init__(
         self,
-        watch: Watch,
+        poll: Poll,
         fifo: Fifo,
         *,
         stop: StopFlag | None = None,
@@ -71,7 +83,7 @@ class LiveCount:
         sleep: Callable[[float], None] = time.sleep,
         mono: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.watch = watch
+        self.poll = poll
         self.fifo = fifo
         self.stop = stop or StopFlag()
         self.timeout = timeout
@@ -80,7 +92,7 @@ class LiveCount:
         self._minus_floor: int | None = None  # our `-` are pending while live > this
 
     def frame(self) -> Frame:
-        frame = self.watch.step()
+        frame = self.poll()
         if not frame.ok:
             raise SweepError(f"stats {frame.source}: {frame.error}")
         return frame

@@ -175,7 +175,7 @@ class Sweep:
     def _measure(self, workers: int, pass_no: int) -> StepResult:
         frames: list[Frame] = []
         window = self.gen.measure(
-            self.cfg.warmup, self.cfg.step_seconds, lambda: frames.append(self.live.watch.step())
+            self.cfg.warmup, self.cfg.step_seconds, lambda: frames.append(self.live.poll())
         )
         return step_result(workers, pass_no, window, frames[-1])
 
