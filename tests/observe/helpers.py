@@ -20,6 +20,8 @@ from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame, RequestView, SocketView
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import HostSample, Poll, ProcSample, UnixQueue
+from uwsgitune.pipeline import InstanceDriver, run_replay
+from uwsgitune.sources.recording import ReplaySource, read_recording
 
 UWSGITUNE = str(Path(sys.executable).parent / "uwsgitune")
 
@@ -411,3 +413,17 @@ def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [UWSGITUNE, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def replayed(path: Path) -> list[Frame]:
+    """Every frame of a recording, in recorded order, as the pipeline makes them (each
+    instance's driver: the real tracker and window), for tests that read frames."""
+    frames: list[Frame] = []
+
+    def make(source: ReplaySource) -> InstanceDriver:
+        driver = InstanceDriver(source)
+        driver.subscribe(lambda state: frames.append(state.frame) if state.frame else None)
+        return driver
+
+    run_replay(read_recording(path), make)
+    return frames

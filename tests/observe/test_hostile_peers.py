@@ -13,12 +13,12 @@ from pathlib import Path
 import msgspec
 import pytest
 from prometheus_client import generate_latest
+from uwsgitune.actuate.loop import TuneLoop
 
 from tests.conftest import stats_fixture
 from tests.observe.helpers import document, fake_server, read_then_send, send, worker
 from tests.tuner.plant import Plant
 from tests.tuner.test_tui_advise import _Watch
-from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.derive import Tracker

@@ -1,8 +1,10 @@
 """What a user sees of each recording is pinned: every frame's `--json` and the findings.
 
-An optimisation must not change a number a user sees (issue 15). Each recording in
-tests/data/recordings is replayed through the real tracker, window and rules; a digest of
-every frame's JSON form and of the findings is compared with tests/data/replay-digests.json.
+An optimisation must not change a number a user sees (issue 15), nor a restructuring
+(issue 37). Each recording in tests/data/recordings is replayed through the pipeline (each
+instance's driver: the real tracker and window), and the rules run on every frame so far;
+a digest of every frame's JSON form and of the findings is compared with
+tests/data/replay-digests.json.
 A change that means to alter what is shown regenerates it on purpose:
 
     .venv/bin/python -m tests.observe.test_replay_golden --update
@@ -17,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.cli.watch import replay_frames
+from tests.observe.helpers import replayed
 from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.render.jsonview import dumps
 from uwsgitune.rules.facts import Facts
-from uwsgitune.sources.recording import read_recording
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECORDINGS = sorted((DATA / "recordings").glob("*.jsonl"))
@@ -33,7 +34,7 @@ def digest(recording: Path) -> str:
     h = hashlib.sha256()
     frames = []
     rules = RulesRunner(Facts())
-    for frame in replay_frames(read_recording(recording)):
+    for frame in replayed(recording):
         frames.append(frame)
         h.update(dumps([frame], indent=None).encode() + b"\n")
         h.update(repr(rules.run(frames)).encode() + b"\n")

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.observe.helpers import Load
+from tests.observe.helpers import Load, replayed
 from tests.rules.frames import load, play, varying
 from uwsgitune.cli.recommend import settings_for
-from uwsgitune.cli.watch import replay_frames
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.history import HistoryFrame, busy_samples, compact
@@ -28,7 +27,6 @@ from uwsgitune.pipeline import RulesRunner
 from uwsgitune.render.jsonview import frame_to_dict
 from uwsgitune.rules import Facts
 from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.sources.recording import read_recording
 from uwsgitune.tui.history import series
 from uwsgitune.tuner.policy import decide
 from uwsgitune.tuner.settings import TunerSettings
@@ -55,7 +53,7 @@ def _gaps() -> list[Frame]:
 
 
 def _recording(name: str) -> list[Frame]:
-    return list(replay_frames(read_recording(RECORDINGS / f"{name}.jsonl")))
+    return replayed(RECORDINGS / f"{name}.jsonl")
 
 
 def _replay(
@@ -135,5 +133,5 @@ def test_a_compact_frame_keeps_every_other_field() -> None:
 
 def test_the_daemon_keeps_its_window_compact(tmp_path: Path) -> None:
     spec = InstanceConfig(name="a", stats=str(tmp_path / "stats.sock"))
-    runner = InstanceRunner(spec, tmp_path)  # builds its watch; polls nothing yet
-    assert runner.watch.window.whole == WHOLE_FRAMES
+    runner = InstanceRunner(spec, tmp_path)  # builds its driver; polls nothing yet
+    assert runner.driver.window.whole == WHOLE_FRAMES

@@ -75,6 +75,12 @@ def history(n: int = 30, *, reload_at: int | None = None, **kw: Any) -> tuple[Fr
     return varying(n, lambda _: kw, reload_at=reload_at)
 
 
+def history_polls(n: int = 30, **kw: Any) -> tuple[Poll, ...]:
+    """The polls behind `history(n)` (its frames, from the second on): polls 0..n-1."""
+    inst = instance()
+    return tuple(inst.poll(i, load(**kw)) for i in range(n))
+
+
 def frame(i: int = 0, **kw: Any) -> Frame:
     """The poll at T0+i of a demo instance polled a second before."""
     inst = instance()
