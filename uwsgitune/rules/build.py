@@ -6,9 +6,9 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.staffing import Estimate, estimate, workers_for
 from uwsgitune.rules.context import Context, backlog, evidence_window
 from uwsgitune.rules.finding import Direction, Evidence, Finding, Recommendation, Severity
-from uwsgitune.tuner.model import Estimate, estimate, workers_for
 from uwsgitune.tuner.settings import TunerSettings
 
 # The tuner's sizing, so that a finding and the tuner's decision agree on every count.

@@ -53,9 +53,9 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from uwsgitune.core.staffing import workers_for
 from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState
