@@ -22,7 +22,7 @@ DATA = Path(__file__).resolve().parent / "data"
 # what a serial run sees.
 CPU_GROUP = frozenset({
     "daemon/test_apply.py", "sweep/test_grid_real.py", "sweep/test_real.py",
-    "tuner/test_model.py", "tuner/test_real_guards.py", "tuner/test_real_loop.py",
+    "tuner/test_staffing.py", "tuner/test_real_guards.py", "tuner/test_real_loop.py",
     "tuner/test_real_scale.py",
 })  # fmt: skip
 

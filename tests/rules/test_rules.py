@@ -131,7 +131,7 @@ def test_underprovisioned_io_sizes_by_littles_law() -> None:
     # 4 in service + 6 waiting = 10: 10 + 2√10 = 17 by square-root staffing, bounded by what
     # the CPUs and the IO share need (the tuner's own model, so the two agree) and by one
     # step (x4, as the tuner's).
-    model = model_estimate(frames[-10:])
+    model = model_estimate(frames[-10:], RuleSettings())
     assert model is not None and model.workers is not None and model.workers >= 17
     assert rec is not None and rec.direction == "raise" and rec.value == 16
     assert f.value("bounded_by") == "step"

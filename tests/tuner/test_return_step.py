@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from tests.tuner.plant import Plant
+from uwsgitune.core.staffing import Estimate
 from uwsgitune.tuner import TunerSettings, TunerState
 from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import Estimate
 from uwsgitune.tuner.sizing import saturated_up
 
 S = TunerSettings(min_workers=2, max_workers=64)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.tuner.plant import Plant
+from uwsgitune.core.staffing import Estimate
 from uwsgitune.tuner import TunerSettings, TunerState
 from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import Estimate
 from uwsgitune.tuner.state import Probe
 from uwsgitune.tuner.verdict import judge
 

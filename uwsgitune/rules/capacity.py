@@ -55,7 +55,7 @@ def _stretched(ctx: Context, frames: Sequence[Frame], eff: float) -> _Stretch | 
     stretch = mean(rt_ms) / mean(cpu_ms)
     if stretch < s.oversub_stretch:
         return None
-    model = model_estimate(frames)
+    model = model_estimate(frames, s)
     target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
     if model is not None and model.workers is not None:
         target = model.workers  # the tuner's count: the IO share of a request included
@@ -164,7 +164,7 @@ def idle_overprovisioned(ctx: Context) -> list[Finding]:
     if not frames or not busy or mean(busy) > s.idle_busy_max:
         return []
     peak = quantile(ctx.col("littles_l", frames), 0.95)
-    need = demand_workers(peak, 0.0, max(f.threads, 1))  # the tuner's sizing
+    need = demand_workers(peak, 0.0, max(f.threads, 1), s)  # the tuner's sizing
     target = max(need, s.idle_min_workers)
     if f.live - target < s.idle_min_reduction:
         return []

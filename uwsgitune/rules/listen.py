@@ -61,7 +61,7 @@ def littles_target(ctx: Context, frames: Sequence[Frame]) -> int:
     """
     in_service = mean(ctx.col("littles_l", frames))
     waiting = mean(ctx.col("depth", frames))
-    return demand_workers(in_service, waiting, max(frames[-1].threads, 1))
+    return demand_workers(in_service, waiting, max(frames[-1].threads, 1), ctx.settings)
 
 
 def cpu_cap(ctx: Context, frames: Sequence[Frame], cpu: float | None) -> int | None:
@@ -91,7 +91,7 @@ def sized_target(ctx: Context, frames: Sequence[Frame]) -> tuple[int, str]:
         math.floor(f.live * s.max_scale_factor),
         f.live + math.ceil(queued / max(f.threads, 1)),
     )
-    model = model_estimate(frames)
+    model = model_estimate(frames, s)
     if model is not None and model.workers is not None:
         bounds["cpu"] = model.workers  # what the CPUs and the IO share need (the tuner's)
     else:

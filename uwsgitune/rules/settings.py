@@ -14,8 +14,9 @@ from uwsgitune.core.settings import settings_table as _table
 
 
 class RuleSettings(SharedSettings):
-    """The rules' thresholds; `cpu_saturated`, `busy_full`, `memory_headroom` and
-    `cpu_workers_per_cpu` are `SharedSettings`, the same values the tuner reads."""
+    """The rules' thresholds; `cpu_saturated`, `busy_full`, `memory_headroom`,
+    `cpu_workers_per_cpu` and `staffing_beta` are `SharedSettings`, the same values the
+    tuner reads (a finding sizes workers with the tuner's model, `uwsgitune.core.staffing`)."""
 
     # windows and hysteresis
     window_seconds: float = _f(

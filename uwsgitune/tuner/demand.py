@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
+from uwsgitune.core.staffing import workers_for, workers_holding
 from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import workers_for, workers_holding
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState

@@ -15,8 +15,8 @@ from statistics import fmean
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
+from uwsgitune.core.staffing import Estimate, estimate, pstdev
 from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
-from uwsgitune.tuner.model import Estimate, estimate, pstdev
 from uwsgitune.tuner.settings import TunerSettings
 
 RECENT = 3  # polls behind the short-term means
@@ -45,7 +45,7 @@ class Facts:
     cpu_used: float | None  # cores the instance itself used, mean of the last polls
     cpus: float | None
     mem_cap: int | None  # most live workers the memory budget allows
-    model: Estimate | None  # the count the CPUs and the IO share need (tuner/model.py)
+    model: Estimate | None  # the count the CPUs and the IO share need (core/staffing.py)
     queue_min: float  # TunerSettings.queue_min and .busy_full
     busy_full: float
     queue_now: float | None = None  # the latest poll's queue and busy ratio

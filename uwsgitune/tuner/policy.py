@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.staffing import workers_holding
 from uwsgitune.tuner.facts import Facts, gather
-from uwsgitune.tuner.model import workers_holding
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.propose import propose
 from uwsgitune.tuner.settings import TunerSettings

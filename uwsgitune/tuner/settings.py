@@ -17,9 +17,10 @@ from uwsgitune.core.settings import settings_table as _table
 
 
 class TunerFields(SharedSettings):
-    """The tuner's knobs, each declared once; `cpu_saturated`, `busy_full`, `memory_headroom`
-    and `cpu_workers_per_cpu` are `SharedSettings`, the same values the rules read. The
-    daemon's `[instance.tuner]` table is this model (its bounds are checked on the instance)."""
+    """The tuner's knobs, each declared once; `cpu_saturated`, `busy_full`, `memory_headroom`,
+    `cpu_workers_per_cpu` and `staffing_beta` are `SharedSettings`, the same values the rules
+    read. The daemon's `[instance.tuner]` table is this model (its bounds are checked on the
+    instance)."""
 
     # bounds
     min_workers: int = _i(1, 1, 4096, "The floor: never fewer live workers (uWSGI `cheaper`).")
@@ -29,9 +30,6 @@ class TunerFields(SharedSettings):
     )
     # sizing
     interval: float = _f(1.0, 0.1, 3600, "Seconds between polls; staleness counts in these.")
-    staffing_beta: float = _f(
-        2.0, 0, 10, "Spare workers per square root of the requests in service (L + beta√L)."
-    )
     queue_min: float = _f(0.5, 0, 1e6, "Mean queued connections that count as a queue.")
     max_up_factor: float = _f(4.0, 1.1, 16, "A step up at most multiplies the live count by this.")
     model_band: float = _f(

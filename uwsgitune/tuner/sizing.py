@@ -2,13 +2,13 @@
 
 Theory of operation
 -------------------
-The sizing model (model.py) says how many workers keep the CPUs busy given the IO share of
-a request: its `workers`, the capacity. Demand says how many the load needs: Little's L
-with square-root staffing (L + beta√L) when nothing waits, in-service plus queued when
-something does. The
-tuner goes to min(capacity, demand) in one move, and holds while the count is within
-`model_band` of it, so a load that doubles or halves is met by one decision, and a pool of
-64 workers on 2 CPUs goes to its size in one reload rather than a halving per cool-down.
+The sizing model (core/staffing.py) says how many workers keep the CPUs busy given the IO
+share of a request: its `workers`, the capacity. Demand says how many the load needs:
+Little's L with square-root staffing (L + beta√L) when nothing waits, in-service plus queued
+when something does. The tuner goes to min(capacity, demand) in one move, and holds while
+the count is within `model_band` of it, so a load that doubles or halves is met by one
+decision, and a pool of 64 workers on 2 CPUs goes to its size in one reload rather than a
+halving per cool-down.
 
 Not saturated (no queue, not every worker busy): Little's law up at once; down only to what
 the *maximum* L over `down_window` needs, and only by more than the band, so a load on the
@@ -53,9 +53,9 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from uwsgitune.core.staffing import workers_for
 from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import workers_for
 from uwsgitune.tuner.proposal import Proposal
 from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.state import TunerState

@@ -1,4 +1,8 @@
-"""The sizing model: how many workers the CPUs and the IO share of a request need. Pure.
+"""The staffing model: how many workers the CPUs and the IO share of a request need. Pure.
+
+The tuner decides with it and the rules' findings quote it (`uwsgitune.rules.build`), each
+with the settings it was given, so a finding and a decision count workers alike. It lives in
+core/ because both read it: the rules never import the tuner.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""The sizing model (tuner/model.py): pure, from frames with known figures."""
+"""The sizing model (core/staffing.py): pure, from frames with known figures."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from tests.observe.helpers import Instance, Load
 from tests.rules.frames import frame
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.staffing import available_cpus, estimate, io_ms, workers_for
 from uwsgitune.rules.build import worker_change
 from uwsgitune.sources.procfs import runq_seconds
-from uwsgitune.tuner.model import available_cpus, estimate, io_ms, workers_for
 
 
 def _frames(plant: Plant, n: int = 4) -> list[Frame]:
@@ -158,7 +158,7 @@ def test_pstdev_in_floats_matches_the_exact_one() -> None:
     import random
     import statistics
 
-    from uwsgitune.tuner.model import pstdev
+    from uwsgitune.core.staffing import pstdev
 
     rng = random.Random(7)
     for _ in range(2000):
