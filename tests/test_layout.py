@@ -45,8 +45,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 KNOWN_CYCLES = frozenset(
     {
         "daemon/ -> exporter/ -> daemon/",  # removed by issue 37
-        "cli/tune.py -> cli/watch.py -> cli/tune.py",  # removed by issue 37
-        "tui/app.py -> tui/drill.py -> tui/app.py",  # removed by issue 37
     }
 )
 
