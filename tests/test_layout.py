@@ -285,3 +285,42 @@ def test_test_frames_come_from_the_tracker() -> None:
                 if called == "Frame":
                     built.append(f"{name}:{node.lineno}")
     assert not built, f"build these frames with tests/rules/frames.py or Instance: {built}"
+
+
+# What drives a poll: reading a stats document, folding polls into frames, a driver's step.
+# Only the pipeline (pipeline/: the driver) and its sources (sources/: how to read) may.
+# Everyone else reads the states a driver publishes, or asks one for a poll (`fresh`,
+# `poll_once`). Two reads of stats that are not polls of the instance are named here.
+DRIVES_A_POLL = frozenset({"read_stats", "read_stats_from", "Tracker", "_step", "poll_in_step"})
+NOT_A_POLL = {
+    # the statuses alone, 20 times a second while a reload pauses the workers: a poll's frame
+    # would go into the tuner's window (actuate/quiesce.py's docstring)
+    ("actuate/quiesce.py", "read_stats"),
+    # waits until a uWSGI it started itself answers (the demo, the tests)
+    ("launch.py", "read_stats"),
+}
+
+
+def _names(path: Path) -> set[str]:
+    """Every name a module uses: bare names, attributes, and names it imports."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_nothing_outside_the_pipeline_drives_a_poll() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where.split("/")[0] in ("pipeline", "sources") or where == "core/derive.py":
+            continue
+        for name in sorted(_names(path) & DRIVES_A_POLL):
+            if (where, name) not in NOT_A_POLL:
+                wrong.append(f"{where} uses {name}: read the driver's states instead")
+    assert not wrong, "\n".join(wrong)

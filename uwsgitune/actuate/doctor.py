@@ -25,9 +25,10 @@ from uwsgitune.actuate.override import (
 )
 from uwsgitune.actuate.procini import ini_from_proc
 from uwsgitune.core.address import StatsAddress
-from uwsgitune.core.model import StatsDoc, parse_stats
+from uwsgitune.core.model import StatsDoc
+from uwsgitune.pipeline import poll_once
 from uwsgitune.sources.hostfiles import somaxconn
-from uwsgitune.sources.stats import StatsError, read_stats
+from uwsgitune.sources.poller import LiveSource
 
 
 @dataclass(frozen=True)
@@ -196,10 +197,12 @@ def checks(f: DoctorFacts) -> list[Check]:
 
 
 def _doc(address: StatsAddress) -> tuple[StatsDoc | None, str | None]:
-    try:
-        return parse_stats(read_stats(address, timeout=2.0)), None
-    except (StatsError, ValueError) as exc:
-        return None, str(exc).splitlines()[0]
+    """One poll of the instance through the pipeline's stages (the host not sampled)."""
+    state = poll_once(LiveSource(address, timeout=2.0, sample_host=False))
+    if state.poll is not None and state.poll.doc is not None:
+        return state.poll.doc, None
+    error = state.frame.error if state.frame is not None else None
+    return None, (error or "no answer").splitlines()[0]
 
 
 def _memory_report(doc: StatsDoc | None) -> bool | None:
