@@ -32,6 +32,7 @@ class FakeTuner:
     seen: list[InstanceState] = field(default_factory=list)
     closed: bool = False
     halted: bool = False
+    waiting: None = None
 
     def step(self, state: InstanceState) -> StepResult:
         self.seen.append(state)

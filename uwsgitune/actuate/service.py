@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +85,7 @@ from uwsgitune.tuner.result import (
     Requested,
     Result,
     StepResult,
+    Waiting,
 )
 
 Mode = Literal["observe", "recommend", "apply"]
@@ -168,6 +170,7 @@ class TunerService:
         self._requested: Requested | None = None
         self._request: tuple[str, int] | None = None
         self._guard = threading.Lock()
+        self.waiting: Waiting | None = None  # an apply in flight waits for this (in a step)
 
     # -- what other threads may call -----------------------------------------------------
 
@@ -477,6 +480,15 @@ class TunerService:
         assert self._now.frame is not None
         return self._now.frame
 
+    @contextmanager
+    def _waiting(self, what: str, seconds: float) -> Iterator[None]:
+        now = self._mono()
+        self.waiting = Waiting(what, now, now + seconds)
+        try:
+            yield
+        finally:
+            self.waiting = None
+
     def _peer_refused(self) -> str | None:
         """Why nothing may be written now: the stats are not proved to be the master's
         (actuate/peer.py), checked before every change and every resume."""
@@ -619,8 +631,10 @@ class TunerService:
         def intent() -> str | None:
             return self._intent(move, d.action, d.live, d.desired, frame.master_pid)
 
+        what = f"the reload: master {frame.master_pid} back with {ov.cheaper_initial} live workers"
         try:
-            out = reloader.apply(ov, frame, limits, deadline, intent)
+            with self._waiting(what, deadline):
+                out = reloader.apply(ov, frame, limits, deadline, intent)
         except (SetupError, FifoSetupError) as exc:
             return self._setup_stop(move, d, str(exc))
         except (OverrideError, FifoError, OSError) as exc:
@@ -747,8 +761,10 @@ class TunerService:
         def intent() -> str | None:
             return self._intent(move, "listen", wish.current, target, frame.master_pid)
 
+        deadline = self._tuning().restart_deadline
         try:
-            out = applier.apply(target, frame, self._tuning().restart_deadline, intent)
+            with self._waiting(f"the restart: every backlog at {target}", deadline):
+                out = applier.apply(target, frame, deadline, intent)
         except (OverrideError, OSError) as exc:
             self._note("error", "listen", f"ERROR: {head} [refused] {exc}")
             return self._listen_change(move.to("refused"), wish, target, str(exc))

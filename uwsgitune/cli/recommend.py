@@ -16,6 +16,7 @@ from typing import Any
 
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
+from uwsgitune.cli.progress import timed
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.ini import NotUtf8, decode_ini, read_ini_facts
@@ -156,7 +157,8 @@ def _observe(addr: str, window: float, interval: float) -> dict[str, list[Frame]
     driver = live_driver(
         address, interval=interval, window_seconds=window + 2 * interval, rules=False
     )
-    driver.run(deadline=time.monotonic() + window)
+    with timed(f"observing {address} for {window:g}s", window):
+        driver.run(deadline=time.monotonic() + window)
     return {str(address): _frames_of(driver)}
 
 

@@ -33,6 +33,7 @@ from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.cli import sweep_hold
 from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
+from uwsgitune.cli.progress import timed
 from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
@@ -190,7 +191,7 @@ def _prepare(args: argparse.Namespace, lock: ApplyLock, target: Target, frame: F
     return Sweep(cfg, live, gen, axis=axis, log=log)
 
 
-def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> None:
+def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> float:
     grid_values = len(cfg.threads) or 1
     est = grid_values * plan.estimate_seconds(
         len(cfg.steps),
@@ -215,6 +216,7 @@ def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> None:
         "(Ctrl-C restores the instance)",
         flush=True,
     )
+    return est
 
 
 def _write(out: Path | None, doc: dict[str, Any], svg: str) -> None:
@@ -309,8 +311,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         sweep = _prepare(args, lock, target, frame)
         args.loadgen_name = sweep.gen.name
-        _announce(sweep.cfg, sweep, args)
-        out = sweep.run()
+        est = _announce(sweep.cfg, sweep, args)
+        with timed("sweep", est):  # on a terminal: a bar of the estimate, the steps above it
+            out = sweep.run()
         lock.release()  # the instance is restored: another actor may go on
         return _finish(sweep.cfg, out, args)
     finally:

@@ -23,6 +23,7 @@ from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.service import MODES, tuner_factory
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.errors import UserError
+from uwsgitune.cli.progress import WaitLine
 from uwsgitune.cli.tuner_flags import add_tuner_flags, settings_from, tuner_setup
 from uwsgitune.core.settings import add_flag, restart_argv
 from uwsgitune.core.window import WHOLE_FRAMES
@@ -123,14 +124,16 @@ def run(args: argparse.Namespace) -> int:
         tuner=tuner_factory(setup),
         mode=args.mode,
     )
-    printer = Printer(args.mode)
+    printer, wait_line = Printer(args.mode), WaitLine()
     driver.subscribe(printer)
+    driver.subscribe(wait_line)  # on a terminal: what a reload or a restart waits for
     got: list[int] = []
     deadline = None if args.duration is None else time.monotonic() + args.duration
     with _stop_signals(driver, got):
         try:
             driver.run(until=lambda _state: printer.problem is not None, deadline=deadline)
         finally:
+            wait_line.close()
             driver.close()  # by this thread, the one that applied, after the apply
     if printer.problem is not None:
         raise UserError(*printer.problem)

@@ -52,7 +52,7 @@ from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts, count_actions
 from uwsgitune.rules.finding import Finding
 from uwsgitune.sources.recording import ReplaySource
-from uwsgitune.tuner.result import StepResult
+from uwsgitune.tuner.result import StepResult, Waiting
 
 BACKOFF_CAP = 30.0  # seconds: the longest wait between two polls of an unreachable instance
 MAX_WAIT = 0.5  # seconds a paced loop sleeps at most before it looks at `stop` again
@@ -104,6 +104,11 @@ class TunerStage(Protocol):
 
     @property
     def mode(self) -> str: ...
+
+    @property
+    def waiting(self) -> Waiting | None:
+        """What an apply in flight waits for (set only during a step)."""
+        ...
 
     def step(self, state: InstanceState) -> StepResult | None: ...
 
@@ -349,7 +354,8 @@ class InstanceDriver:
         frame = self._latest = self._poll()
         old = self.state
         new = self._state(frame, self.window.frames(), old.findings, None, old.rules_error)
-        return self._publish(replace(new, tuning=old.tuning, actions=old.actions))
+        waiting = self.tuner.waiting if self.tuner is not None else None
+        return self._publish(replace(new, tuning=old.tuning, actions=old.actions, waiting=waiting))
 
     def _state(
         self,

@@ -8,7 +8,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.samples import HostSample, Poll
 from uwsgitune.rules.finding import Finding
-from uwsgitune.tuner.result import StepResult
+from uwsgitune.tuner.result import StepResult, Waiting
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class InstanceState:
     retry_in: float | None = None  # seconds to the next attempt while unreachable
     rules_error: str | None = None  # the rules engine failed on this instance (a bug)
     tuner_error: str | None = None  # the tuner's step raised at this poll (a bug)
+    waiting: Waiting | None = None  # a poll made while the tuner's apply waits: for what
     recommend: bool = True  # export recommended values (the daemon: not in observe mode)
 
     @property

@@ -103,6 +103,16 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """What an apply in flight waits for (a reload or a restart to come back), since and
+    until when (monotonic): published with the polls the wait makes, for a progress line."""
+
+    what: str
+    since: float
+    until: float
+
+
+@dataclass(frozen=True)
 class Opened:
     """How the tuner opened, on the instance's first good poll: the mode it runs in, its
     bounds, and what kept it from the mode asked (each one line naming the fix; None:
