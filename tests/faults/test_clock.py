@@ -15,14 +15,12 @@ import pytest
 from tests.tuner.real import manual
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.fifo import MasterFifo
-from uwsgitune.actuate.loop import TuneLoop
+from uwsgitune.actuate.service import TunerService, TunerSetup
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import run_closed
-from uwsgitune.pipeline.rules import RulesRunner
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner import TunerSettings
+from uwsgitune.pipeline import InstanceState, live_driver
+from uwsgitune.tuner import Decision, TunerSettings
 
 pytestmark = pytest.mark.uwsgi
 
@@ -31,31 +29,38 @@ def test_wall_clock_jumps_change_no_decision(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=4, initial=1))
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.2)
+    address = parse_address(proc.stats)
+    driver = live_driver(address, interval=0.2)  # the rules, no tuner of its own
     jumps = itertools.cycle((3600.0, -3600.0, 86400.0, -86400.0))
     settings = TunerSettings(max_workers=4, interval=0.2, measure_frames=2)
 
-    def loop(wall: Callable[[], float], name: str) -> TuneLoop:
+    def tuner(wall: Callable[[], float], name: str) -> TunerService:
         audit = AuditLog(tmp_path / f"{name}.jsonl")
-        fifo = MasterFifo(proc.fifo)
-        return TuneLoop(watch, fifo, None, settings, "recommend", audit, wall=wall)
+        setup = TunerSetup(
+            address, Path(proc.fifo), lambda _slots: settings, "recommend", audit=audit
+        )
+        return TunerService(setup, driver.poll_in_step, wall=wall)
 
-    steady = loop(time.time, "steady")
-    jumping = loop(lambda: time.time() + next(jumps), "jumping")
+    steady = tuner(time.time, "steady")
+    jumping = tuner(lambda: time.time() + next(jumps), "jumping")
+    pairs: list[tuple[Decision | None, Decision | None]] = []
+
+    def both(state: InstanceState) -> None:  # the same published state to each tuner
+        ra, rb = steady.step(state), jumping.step(state)
+        pairs.append((ra.decision if ra else None, rb.decision if rb else None))
+
+    driver.subscribe(both)
     load = threading.Thread(target=run_closed, args=(url(proc, "/io/30"), 3, 4.0))
     load.start()
-    seen, rules = [], RulesRunner()
     try:
-        for _ in range(16):
-            time.sleep(max(0.0, watch.next_due - time.monotonic()))
-            frame = watch.step()
-            found = rules.run(watch.window.frames())
-            ra, rb = steady.step(frame, found), jumping.step(frame, found)
-            a, b = ra.decision, rb.decision
-            assert a is not None and b is not None
-            assert (a.action, a.code, a.desired) == (b.action, b.code, b.desired)
-            seen.append(a.action)
+        driver.run(until=lambda _state: len(pairs) >= 16, deadline=time.monotonic() + 60)
     finally:
         load.join()
+    seen = []
+    for a, b in pairs:
+        assert a is not None and b is not None
+        assert (a.action, a.code, a.desired) == (b.action, b.code, b.desired)
+        seen.append(a.action)
+    assert len(seen) == 16
     assert "up" in seen  # the load made the decisions non-trivial
-    assert watch.next_due - time.monotonic() < 1.0  # the schedule is monotonic
+    assert driver.next_due - time.monotonic() < 1.0  # the schedule is monotonic

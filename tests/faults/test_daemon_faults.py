@@ -43,8 +43,11 @@ def test_stop_kill_restart_and_a_second_actor(
     assert "mode=observe" in wait_for(lambda: second.events("tuner_started"))[0]
     tune = subprocess.run(
         [UWSGITUNE, "tune", proc.stats, "--fifo", proc.fifo, "--mode", "apply", "--duration", "1"],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=30,
+    )
     assert tune.returncode == 2 and "already tuned by pid" in tune.stderr, tune.stderr
     second.stop(signal.SIGINT)
 

@@ -65,11 +65,12 @@ def test_arbitrary_json_and_bytes(value: Any) -> None:
     parse_or_documented_error(raw or json.dumps(value).encode())
 
 
+OPTIONAL = ("fifo", "mode", "min_workers", "max_workers", "interval", "timeout", "override")
+OPTIONAL += ("bogus",)
 instance = st.fixed_dictionaries(
     {"name": st.text(max_size=12) | st.just("app"), "stats": st.text(max_size=30) | st.just("/s")},
-    optional={k: values for k in ("fifo", "mode", "min_workers", "max_workers", "interval",
-                                  "timeout", "override", "bogus")},
-)  # fmt: skip
+    optional={k: values for k in OPTIONAL},
+)
 
 
 @settings(max_examples=1500, deadline=None)

@@ -115,10 +115,12 @@ def test_daemon_sigterm_during_a_reload_wait_rolls_back_audits_and_releases(
         first = value(scrape(d.port), "uwsgitune_last_poll_timestamp_seconds", stats_uri=uri)
         # The wait polls, and each of its polls is published: the timestamp moves on.
         wait_for(
-            lambda: (value(scrape(d.port), "uwsgitune_last_poll_timestamp_seconds",
-                           stats_uri=uri) or 0) > (first or 0) + 0.4,
+            lambda: (
+                (value(scrape(d.port), "uwsgitune_last_poll_timestamp_seconds", stats_uri=uri) or 0)
+                > (first or 0) + 0.4
+            ),
             timeout=10,
-        )  # fmt: skip
+        )
         assert not lock_free(proc.fifo, locks)  # held while it applies
         sent = time.monotonic()
         d.proc.send_signal(signal.SIGTERM)
@@ -139,9 +141,9 @@ def test_tune_stopped_during_a_reload_wait_rolls_back_audits_and_exits_128_plus_
     override = tmp_path / "override.ini"
     proc = uwsgi(**manual(override, processes=4, initial=4))
     locks, audit = tmp_path / "locks", tmp_path / "audit.jsonl"
-    argv = [UWSGITUNE, "tune", proc.stats, "--fifo", proc.fifo, "--override", str(override),
-            "--mode", "apply", "--min-workers", "1", "--max-workers", "2", "--interval", "0.5",
-            "--audit", str(audit), "--duration", "120"]  # fmt: skip
+    argv = [UWSGITUNE, "tune", proc.stats, "--fifo", proc.fifo, "--override", str(override)]
+    argv += ["--mode", "apply", "--min-workers", "1", "--max-workers", "2", "--interval", "0.5"]
+    argv += ["--audit", str(audit), "--duration", "120"]
     env = {**os.environ, "UWSGITUNE_LOCK_DIR": str(locks)}
     with busy_workers(proc, 4):
         tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -172,8 +174,8 @@ def test_tune_with_an_unreadable_audit_log_says_so_in_one_line(
     proc = uwsgi(**manual(override, processes=2, initial=1))
     audit = tmp_path / "audit.jsonl"
     audit.mkdir()  # EISDIR: the history cannot be read
-    argv = [UWSGITUNE, "tune", proc.stats, "--fifo", proc.fifo, "--mode", "apply",
-            "--audit", str(audit), "--duration", "1"]  # fmt: skip
+    argv = [UWSGITUNE, "tune", proc.stats, "--fifo", proc.fifo, "--mode", "apply"]
+    argv += ["--audit", str(audit), "--duration", "1"]
     env = {**os.environ, "UWSGITUNE_LOCK_DIR": str(tmp_path / "locks")}
     out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
     assert out.returncode == 1, out

@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import live, manual
+from tests.tuner.real import live, manual, poller
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.reload import Limits, Reloader
-from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.sources.watcher import InstanceWatch
 
 pytestmark = pytest.mark.uwsgi
 
@@ -24,8 +22,9 @@ pytestmark = pytest.mark.uwsgi
 @pytest.fixture
 def small_fs() -> Iterator[Path]:
     where = Path(tempfile.mkdtemp(prefix="uwt-fs-"))
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)],
-                      capture_output=True).returncode:  # fmt: skip
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)], capture_output=True
+    ).returncode:
         where.rmdir()
         pytest.skip("mounting a tmpfs is not permitted here")
     try:
@@ -51,15 +50,15 @@ def test_unwritable_override_is_refused_before_any_reload(
                     break
     else:
         subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.2)
-    before = watch.step()
-    reloader = Reloader(MasterFifo(proc.fifo), override, proc.ini, watch.step)
+    poll = poller(proc.stats, interval=0.2)
+    before = poll()
+    reloader = Reloader(MasterFifo(proc.fifo), override, proc.ini, poll)
     with pytest.raises(OSError) as err:
         reloader.apply(Override(4, 1, 3), before, Limits(4096), deadline=5)
     assert err.value.strerror in ("No space left on device", "Read-only file system")
     assert override.read_bytes() == old
     assert sorted(p.name for p in small_fs.iterdir()) in (["o.ini"], ["filler", "o.ini"])
-    after = watch.step()
+    after = poll()
     assert after.reloads_seen == before.reloads_seen and live(proc) == 1
     if fault == "read-only":
         subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)

@@ -10,16 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import manual, wait_for
+from tests.tuner.real import manual, service, tuned, wait_for
 from tests.uwsgi_harness import url
-from uwsgitune.actuate.apply import OverrideTarget
-from uwsgitune.actuate.fifo import MasterFifo
-from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.actuate.mercy import MARGIN, mercy, reload_deadline, reload_deadline_for
 from uwsgitune.actuate.override import read_override
-from uwsgitune.core.address import parse_address
+from uwsgitune.core.frame import Frame
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import Decision, TunerSettings
 
 
@@ -73,11 +69,19 @@ def test_a_reload_waiting_for_a_slow_request_is_not_failed_at_the_setting(
     opts = manual(override, processes=2, initial=1)
     include = opts.pop("ini")  # the override include stays the ini's last line
     proc = uwsgi(**opts, worker_reload_mercy=10, ini=include)
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.25)
     settings = TunerSettings(min_workers=1, max_workers=4, reload_deadline=2)
-    target = OverrideTarget(override, proc.ini)
-    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "apply")
+    locks = tmp_path / "locks"
+    driver = tuned(
+        proc.stats, proc.fifo, settings=settings, override=override, ini=proc.ini, locks=locks
+    )
+    driver.run(until=lambda state: state.tuning is not None)  # opened, the lock taken
+    tuner = service(driver)
     answers: list[int] = []
+
+    def poll() -> Frame:  # through the driver's stages, the tuner not stepped
+        frame = driver.poll_in_step().frame
+        assert frame is not None
+        return frame
 
     def slow() -> None:
         with urllib.request.urlopen(url(proc, "/io/8000"), timeout=60) as r:
@@ -85,11 +89,14 @@ def test_a_reload_waiting_for_a_slow_request_is_not_failed_at_the_setting(
 
     request = threading.Thread(target=slow)
     request.start()
-    assert wait_for(lambda: watch.step().busy > 0, 15), "the slow request never started"
-    frame = watch.step()
-    loop._apply(Decision("up", "test", 3, 1, "test", "reload"), frame, 0.0)
-    request.join(60)
-    outcome = loop._result(None).outcome
+    try:
+        assert wait_for(lambda: poll().busy > 0, 15), "the slow request never started"
+        frame = poll()
+        tuner._apply(Decision("up", "test", 3, 1, "test", "reload"), frame, 0.0)
+        request.join(60)
+        outcome = tuner._result(None).outcome
+    finally:
+        driver.close()
     assert outcome is not None and outcome.result == "verified", outcome
     took = float(outcome.detail.split("reloaded in ")[1].split("s")[0])
     assert took > 2, outcome.detail  # it did wait for the request, past the setting

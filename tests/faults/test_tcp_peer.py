@@ -21,20 +21,19 @@ import pytest
 from tests.conftest import stats_fixture
 from tests.observe.helpers import fake_server, send
 from tests.sweep.test_real import SHORT, one_line_error, sweep_cmd
-from tests.tuner.real import doc, wait_for
+from tests.tuner.real import doc, service, wait_for
 from uwsgitune.actuate.peer import PeerCheck, host_listeners, reaching
 from uwsgitune.cli.main import build_parser
-from uwsgitune.cli.watch import _tuners
+from uwsgitune.cli.watch import _tuned
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.daemon.config import InstanceConfig
-from uwsgitune.daemon.tuning import InstanceTuner
+from uwsgitune.daemon.instance import InstanceRunner
 from uwsgitune.launch import UwsgiProcess, free_port
-from uwsgitune.pipeline import pipeline_for
+from uwsgitune.pipeline import InstanceState, PollCounts
 from uwsgitune.sources.netlink import TcpListener
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tui.tuning import applied
+from uwsgitune.tuner.result import StepResult
 
 Start = Callable[..., UwsgiProcess]
 NOBODY = 65534
@@ -123,14 +122,15 @@ CHECK_AS_NOBODY = """
 import os, sys
 from uwsgitune.actuate.peer import PeerCheck
 from uwsgitune.core.address import parse_address
-from uwsgitune.sources.watcher import InstanceWatch
-watch = InstanceWatch(parse_address(sys.argv[1]))
-assert watch.step().ok
+from uwsgitune.pipeline import live_source, poll_once
+address = parse_address(sys.argv[1])
+state = poll_once(live_source(address))
+assert state.up
 os.setgroups([])
 os.setgid(int(sys.argv[2]))
 os.setuid(int(sys.argv[2]))  # from here on, another uid than the master's
-print(PeerCheck().refusal(watch.address, watch.last_poll))
-print(PeerCheck(trust_tcp=True).refusal(watch.address, watch.last_poll))
+print(PeerCheck().refusal(address, state.poll))
+print(PeerCheck(trust_tcp=True).refusal(address, state.poll))
 """
 
 
@@ -185,21 +185,24 @@ def _tui(addr: str, proc: UwsgiProcess, tmp_path: Path, *extra: str) -> str:
     2->3": what became of it."""
     argv = ["watch", addr, "--fifo", proc.fifo, "--min-workers", "3", "--interval", "0.5"]
     args = build_parser().parse_args([*argv, "--audit", str(tmp_path / "audit.jsonl"), *extra])
-    watch = InstanceWatch(parse_address(addr), interval=args.interval)
-    pipeline = pipeline_for(watch)
-    (tuner,) = _tuners([pipeline], args).values()
-    for _ in range(10):
-        time.sleep(max(0.0, watch.next_due - time.monotonic()))
-        state = pipeline.step()
-        d = state.tuning.decision if state.tuning is not None else None
-        if d is not None and d.is_change:
-            break
-    tuner.request("up", 3)
-    state = pipeline.step()
-    assert state.tuning is not None
-    outcome = applied(state.tuning)
-    assert outcome is not None
-    return outcome
+    driver = _tuned(parse_address(addr), args)
+    try:
+        driver.run(until=_advised, deadline=time.monotonic() + 10)
+        service(driver).request("up", 3)  # the `a` confirmed
+        state = driver.run(until=_served, deadline=time.monotonic() + 10)
+    finally:
+        driver.close()
+    assert state.tuning is not None and state.tuning.requested is not None, state.tuning
+    return state.tuning.requested.text
+
+
+def _advised(state: InstanceState) -> bool:
+    d = state.tuning.decision if state.tuning is not None else None
+    return d is not None and d.is_change
+
+
+def _served(state: InstanceState) -> bool:
+    return state.tuning is not None and state.tuning.requested is not None
 
 
 @pytest.mark.uwsgi
@@ -236,16 +239,21 @@ def test_the_daemon_refuses_a_strangers_listener_naming_its_key(
         interval=0.5,
         trust_tcp_stats=trusted,
     )
-    watch = InstanceWatch(parse_address(addr), interval=0.5)
-    tuner = InstanceTuner(spec, watch, tmp_path)
+    runner = InstanceRunner(spec, tmp_path)  # its driver, as the daemon builds it
     said: list[str] = []
+    last: list[StepResult | None] = [None]
+
+    def notes(state: InstanceState) -> None:  # each step's notes once
+        result = state.tuning
+        if result is not None and result is not last[0]:
+            last[0] = result
+            said.extend(n.text for n in result.notes)
+
+    runner.driver.subscribe(notes)
     try:
-        for _ in range(5):
-            time.sleep(max(0.0, watch.next_due - time.monotonic()))
-            result = tuner.step(watch.step(), ())
-            said += [n.text for n in result.notes] if result is not None else []
+        runner.driver.run(until=lambda state: (state.counts or PollCounts()).polls >= 5)
     finally:
-        tuner.close()
+        runner.driver.close()
     refused = [line for line in said if "refused" in line]
     if trusted:
         assert not refused and wait_for(lambda: _live(proc) == 3), said

@@ -13,12 +13,11 @@ from pathlib import Path
 import msgspec
 import pytest
 from prometheus_client import generate_latest
-from uwsgitune.actuate.loop import TuneLoop
 
 from tests.conftest import stats_fixture
 from tests.observe.helpers import document, fake_server, read_then_send, send, worker
 from tests.tuner.plant import Plant
-from tests.tuner.test_tui_advise import _Watch
+from uwsgitune.actuate.service import TunerService, TunerSetup
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.derive import Tracker
@@ -119,13 +118,23 @@ def test_apply_refuses_a_stats_socket_served_by_another_uid(
         with fake_server(send(document(pid=pid)), unix_path=path) as addr:
             poll = LiveSource(parse_address(addr)).poll()
         assert poll.ok and poll.peer_uid == os.getuid()
-        frames = [Plant(live=2, cpus=8, io_ms=50).frame(float(t)) for t in range(6)]
-        watch = _Watch(frames)
-        watch.last_poll = poll  # type: ignore[assignment]
-        loop = TuneLoop(watch, None, None, TunerSettings(max_workers=8), "apply",  # type: ignore[arg-type]
-                        mono=partial(float, frames[-1].mono))  # fmt: skip
-        result = loop.apply_now()
-        assert result.decision is not None and result.decision.is_change
+        frames = tuple(Plant(live=2, cpus=8, io_ms=50).frame(float(t)) for t in range(6))
+        state = InstanceState(addr, frame=frames[-1], poll=poll, frames=frames)
+        fifo = tmp_path / f"{pid}.fifo"  # none there: a change the peer check lets through
+        setup = TunerSetup(parse_address(addr), fifo, _settings, "apply", lock_dir=tmp_path)
+        tuner = TunerService(setup, _no_poll, mono=partial(float, frames[-1].mono))
+        result = tuner.step(state)
+        tuner.close()
+        assert result is not None and result.decision is not None
+        assert result.decision.is_change and result.mode == "apply"
         assert result.stopped is not None
         assert ("is served by uid" in result.stopped) is refused, result.stopped
-        assert ("no FIFO given" in result.stopped) is not refused, result.stopped
+        assert ("no such file" in result.stopped) is not refused, result.stopped
+
+
+def _settings(_slots: int | None) -> TunerSettings:
+    return TunerSettings(max_workers=8)
+
+
+def _no_poll() -> InstanceState:
+    raise AssertionError("a FIFO change waits on no poll")

@@ -144,7 +144,7 @@ class FakeGen:
 def test_a_reload_that_fails_mid_sweep_restores_the_instance() -> None:
     master = FakeMaster(live=3)
     clock = Clock()
-    live = LiveCount(master, master, sleep=clock.sleep, mono=clock)
+    live = LiveCount(master.step, master, sleep=clock.sleep, mono=clock)
     axis = FakeAxis(master, good=(1,))
     cfg = SweepConfig(
         LoadSpec("http://127.0.0.1:1/"),
@@ -190,8 +190,14 @@ def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> 
     sent: list[str] = []
     reloader = SimpleNamespace(path=override, reload=lambda before: sent.append("r"))
     original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
-    axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: next(polls),  # type: ignore[arg-type]
-                      original, sleep=lambda _s: None)  # fmt: skip
+    axis = ThreadAxis(
+        reloader,
+        tmp_path / "app.ini",
+        Limits(None),
+        lambda: next(polls),  # type: ignore[arg-type]
+        original,
+        sleep=lambda _s: None,
+    )
     frame = axis.restore()
     assert sent == ["r"] and override.read_bytes() == b"[uwsgi]\n"
     assert frame is not None and frame.threads == 1 and frame.kind == "ok"
@@ -201,12 +207,10 @@ def test_a_bad_threads_list_is_bad_input_before_anything_is_touched() -> None:
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-m", "uwsgitune", "sweep", "--url", "http://127.0.0.1:9/",
-         "--stats", "/nonexistent/stats.sock", "--fifo", "/nonexistent/fifo",
-         "--workers", "1,2", "--threads", "0,x"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "uwsgitune", "sweep", "--url", "http://127.0.0.1:9/"]
+    argv += ["--stats", "/nonexistent/stats.sock", "--fifo", "/nonexistent/fifo"]
+    argv += ["--workers", "1,2", "--threads", "0,x"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert (
         out.stderr.strip() == "uwsgitune: --threads 0,x: write a list of thread counts like 1,2,4,8"
@@ -231,9 +235,15 @@ def test_no_threads_reload_while_the_stats_peer_is_refused(tmp_path: Path) -> No
     fifo = SimpleNamespace(send=lambda cmd, pid: sent.append(cmd))
     reloader = SimpleNamespace(path=override, fifo=fifo, apply=lambda *a: applied.append(a))
     original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
-    axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: frames[-1],  # type: ignore[arg-type]
-                      original, refusal=lambda: "s.sock: served by uid 1000",
-                      sleep=lambda _s: None)  # fmt: skip
+    axis = ThreadAxis(
+        reloader,
+        tmp_path / "app.ini",
+        Limits(None),
+        lambda: frames[-1],  # type: ignore[arg-type]
+        original,
+        refusal=lambda: "s.sock: served by uid 1000",
+        sleep=lambda _s: None,
+    )
     for act in (lambda: axis.set(4, frames[-1]), axis.restore):
         with pytest.raises(ThreadsError, match="served by uid 1000"):
             act()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -80,7 +81,10 @@ def _instance(args: argparse.Namespace, top: int) -> tuple[Target, Frame]:
     """The instance, checked: sweepable to `top`, its stats served by its master's uid, its
     FIFO held by its master, not production. Its driver polls until the sweep ends."""
     address = addresses([args.stats])[0]
-    driver = live_driver(address, interval=0.25, timeout=2.0, rules=False)
+    # Polled only when asked (`driver_polls`), never on a schedule: a step's closing poll
+    # then derives its rates from the step's opening one, so the server's figures cover the
+    # client's window, and no poll competes with the load generator for this process.
+    driver = live_driver(address, interval=math.inf, timeout=2.0, rules=False)
     driver.start(name="poll:sweep")
     try:
         return _checked(args, top, address, driver)

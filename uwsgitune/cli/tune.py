@@ -3,8 +3,8 @@
 The instance's driver polls on the schedule; its tuner (actuate/service.py) steps once per
 poll, and each fresh note of the step is printed, one line each, with the time. How the
 tuner opened on the first good poll decides whether it runs: in apply mode, a FIFO the
-master does not hold, a lock another uwsgitune holds or an audit log that cannot be read
-end it at once (exit 2), naming the fix.
+master does not hold or a lock another uwsgitune holds end it at once (exit 2), and an
+audit log that cannot be read (exit 1), naming the fix.
 
 Ctrl-C (SIGINT), SIGTERM or a closed terminal (SIGHUP) stops it as the daemon stops: a
 reload or a restart in flight is verified within its grace or rolled back (actuate/halt.py),
@@ -106,7 +106,9 @@ class Printer:
             if opened.fifo_problem is not None:
                 _log(f"warning: {opened.fifo_problem}")
             return
-        if opened.lock_problem is not None:
+        if opened.audit_problem is not None:  # the history, not the command line: exit 1
+            self.problem = (opened.audit_problem, 1)
+        elif opened.lock_problem is not None:
             self.problem = (f"{opened.lock_problem}; not applying", 2)
         elif opened.problems:
             self.problem = (opened.problems[0], 2)

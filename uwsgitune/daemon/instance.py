@@ -172,11 +172,14 @@ class InstanceRunner:
     async def stop(self, wait: float = STOP_WAIT_SECONDS, interrupt: bool = True) -> None:
         """End the polls; an apply in flight ends in its own thread (`interrupt`: within
         its grace, else it runs to its end: a SIGHUP), which releases the lock: waited for
-        up to `wait` seconds."""
+        up to `wait` seconds. A poll in flight (a hung stats socket) is not waited for when
+        interrupting: the process is ending, and the kernel lets the lock go with it."""
         self.stopping = True
         self.driver.stop(interrupt)
         end = time.monotonic() + wait
         while not self.driver.join(0) and time.monotonic() < end:
+            if interrupt and not self.driver.stepping:  # a poll in flight: abandoned
+                break
             await asyncio.sleep(0.05)
         if not self.driver.join(0) and self.driver.stepping:
             fate = "its intent record stays in the audit log; the next start counts it"
