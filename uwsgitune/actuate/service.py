@@ -256,16 +256,16 @@ class TunerService:
         return Opened(self.mode, s.min_workers, s.max_workers, fifo, lock, audit)
 
     def _read_audit(self) -> str | None:
-        """Pacing, limits and a stop from the audit log. One that cannot be read leaves the
-        tuner observing: applying without its history would reset the hourly and listen
-        limits."""
+        """Pacing, limits and a stop from the audit log. One that cannot be read is said
+        (`opened.audit_problem`), whatever the mode, and leaves the tuner observing:
+        applying without its history would reset the hourly and listen limits."""
         if self.audit is None:
             return None
         try:
             records = list(self.audit.records(self.instance))
         except AuditError as exc:
             self.audit = None
-            return str(exc) if self.setup.mode == "apply" else None
+            return str(exc)
         wall, mono = self._wall(), self._mono()
         self.state, self.stopped = resume(records, self.state, wall, mono)
         self._listen_last = last_listen(records, wall, mono)

@@ -102,12 +102,11 @@ class Printer:
     def _opened(self, result: StepResult) -> None:
         opened = result.opened
         assert opened is not None
-        if self.mode != "apply":
-            if opened.fifo_problem is not None:
-                _log(f"warning: {opened.fifo_problem}")
-            return
         if opened.audit_problem is not None:  # the history, not the command line: exit 1
             self.problem = (opened.audit_problem, 1)
+        elif self.mode != "apply":
+            if opened.fifo_problem is not None:
+                _log(f"warning: {opened.fifo_problem}")
         elif opened.lock_problem is not None:
             self.problem = (f"{opened.lock_problem}; not applying", 2)
         elif opened.problems:

@@ -153,10 +153,15 @@ class WatchApp(App[int]):
     def show(self, index: int, state: InstanceState) -> None:
         """Keep the latest state of each instance; display it unless paused."""
         self.latest[index] = state
-        asked = state.tuning.requested if state.tuning is not None else None
-        if asked is not None and self._told.get(index) is not state.tuning:
-            self._told[index] = state.tuning  # a poll mid-apply carries the same result
-            self.notify(asked.text, severity="information" if asked.ok else "error", timeout=8)
+        tuning = state.tuning
+        if tuning is not None and self._told.get(index) is not tuning:
+            self._told[index] = tuning  # a poll mid-apply carries the same result: once
+            if tuning.opened is not None:  # the tuner beside the TUI could not open whole
+                for problem in tuning.opened.problems:
+                    self.notify(f"tuner: {problem}", severity="warning", timeout=15)
+            asked = tuning.requested
+            if asked is not None:
+                self.notify(asked.text, severity="information" if asked.ok else "error", timeout=8)
         if self.paused:
             return
         self.pane(index).state = state
