@@ -59,6 +59,7 @@ TIMES = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400
         (3, "widgets", "3 widgets"),
         (None, "bytes", "unknown"),
         ("littles_law", "", "littles_law"),
+        ("GET /a\nWARN forged", "", "GET /a\\nWARN forged"),
         (True, "", "yes"),
         (-1.5 * 2**20, "bytes", "-1.5 MiB"),
         (1e30, "bytes", "8.67e+11 EiB"),

@@ -35,6 +35,7 @@ ADVICE = {
     "4 → 8 live workers (FIFO)": _rec("cheaper-initial", 4, 8, "fifo"),
     "6 → 2 live workers (FIFO)": _rec("cheaper", 6, 2, "fifo", direction="lower"),
     "6 → 2 live workers (reload)": _rec("cheaper-initial", 6, 2, direction="lower"),
+    "2 → 1 live worker (FIFO)": _rec("cheaper", 2, 1, "fifo", direction="lower"),
     "processes 8 → 16, then 16 live workers (reload)": _rec(
         "processes", 8, 16, "reload", ("cheaper-initial", 16)
     ),

@@ -46,7 +46,8 @@ async def test_the_apply_key_resumes_a_pool_a_killed_tune_left_paused_first(
     proc = uwsgi(**manual(override, processes=4, initial=1))
     watch = InstanceWatch(parse_address(proc.stats), interval=0.25)
     audit = AuditLog(tmp_path / "audit.jsonl")
-    settings = TunerSettings(min_workers=2, max_workers=4)  # 1 live: "up 1 → 2 live workers (FIFO) [floor]"
+    # 1 live: "up 1 → 2 live workers (FIFO) [floor]"
+    settings = TunerSettings(min_workers=2, max_workers=4)
     target = OverrideTarget(override, proc.ini)
     loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "recommend", audit)
     tuner = TuiTuner(loop, ApplyLock(proc.fifo, "uwsgitune watch", locks))

@@ -34,13 +34,16 @@ HOW: dict[Apply, str] = {
     "reload": "edit the ini, then a graceful reload (r)",
     "restart": "a full stop and start (a new bind)",
     "sysctl": "as root",
-    "outside": "a change outside uWSGI",
 }
 
 
 def evidence_text(evidence: Sequence[Evidence]) -> str:
     """`live 4 workers, memory_per_worker 12.7 MiB, instance_cpu 0.2%`."""
     return units.evidence_text((e.name, e.value, e.unit) for e in evidence)
+
+
+def _live(n: int | str | None) -> str:
+    return f"{n} live {'worker' if n == 1 else 'workers'}"
 
 
 def _set(setting: str, current: int | str | None, value: int | str | None) -> str:
@@ -57,7 +60,7 @@ def change_text(rec: Recommendation) -> str:
     # `cheaper` is the floor: only its FIFO move (a `-`) changes the live count alone.
     only_live = rec.setting == "cheaper-initial" or (rec.setting, rec.apply) == ("cheaper", "fifo")
     if only_live and not together and live is None and rec.current is not None:
-        return f"{rec.current} → {rec.value} live workers ({route})"
+        return f"{rec.current} → {_live(rec.value)} ({route})"
     if rec.direction in ("enable", "disable") and rec.current is None:
         head = f"{rec.direction} {rec.setting}"
     elif rec.setting == "threads" and rec.current is not None:
@@ -67,7 +70,7 @@ def change_text(rec: Recommendation) -> str:
     listen = together.pop("listen", None) if rec.apply == "sysctl" else None
     parts = [head, *(f"{k} = {v}" for k, v in together.items())]
     if live is not None:
-        parts.append(f"then {live} live workers")
+        parts.append(f"then {_live(live)}")
     text = f"{', '.join(parts)} ({route})"
     return text if listen is None else f"{text}, then listen = {listen} ({ROUTE['restart']})"
 
@@ -93,7 +96,7 @@ def finding_lines(f: Finding) -> list[str]:
 def routes_legend(findings: Sequence[Finding]) -> list[str]:
     """One line per route the advice above uses: what applying it takes."""
     used = {f.recommendation.apply for f in findings if f.recommendation is not None}
-    return [f"  {ROUTE[a]}: {HOW[a]}" for a in ROUTE if a in used and a != "outside"]
+    return [f"  {ROUTE[a]}: {how}" for a, how in HOW.items() if a in used]
 
 
 def report(source: str, findings: Sequence[Finding]) -> list[str]:
