@@ -82,7 +82,7 @@ def test_a_listener_the_master_holds_is_proved_and_applied_over(
 ) -> None:
     proc = _instance(uwsgi, host, http)
     lines = _tune(proc.stats, proc, tmp_path)
-    assert any("apply: up 2->3 via fifo [floor]" in line for line in lines), lines
+    assert any("apply: up 2 → 3 live workers (FIFO) [floor]" in line for line in lines), lines
     assert not any("refused" in line for line in lines), lines
     assert wait_for(lambda: _live(proc) == 3)
 
@@ -113,7 +113,7 @@ def test_a_strangers_listener_is_refused_naming_the_opt_in_which_then_applies(
         assert tail + "have taken the stats port" + FIX + ". STOPPED APPLYING" in refused[0]
         assert _live(proc) == 2  # nothing was written
         lines = _tune(addr, proc, tmp_path, "--trust-tcp-stats", "--resume-apply")
-    assert any("apply: up 2->3 via fifo [floor]" in line for line in lines), lines
+    assert any("apply: up 2 → 3 live workers (FIFO) [floor]" in line for line in lines), lines
     assert not any("refused" in line for line in lines), lines
     assert wait_for(lambda: _live(proc) == 3)
 

@@ -44,7 +44,7 @@ async def test_the_apply_key_resumes_a_pool_a_killed_tune_left_paused_first(
     override, locks = tmp_path / "override.ini", tmp_path / "locks"
     proc = uwsgi(**manual(override, processes=4, initial=1))
     audit = AuditLog(tmp_path / "audit.jsonl")
-    settings = TunerSettings(min_workers=2, max_workers=4)  # 1 live: "up 1->2 [floor]"
+    settings = TunerSettings(min_workers=2, max_workers=4)  # 1 live: "up 1 → 2 live workers"
     driver = tuned(
         proc.stats,
         proc.fifo,

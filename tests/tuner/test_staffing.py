@@ -128,7 +128,7 @@ def test_a_finding_uses_cheap_slots_before_a_larger_pool() -> None:
     ctx = Context(tuple(frames), NO_FACTS, DEFAULT_SETTINGS)
     rec = worker_change(ctx, 16, "the queue drains")
     assert (rec.setting, rec.value, rec.apply) == ("cheaper-initial", 8, "fifo")
-    assert "processes 8 -> 16 (reload)" in rec.effect
+    assert "processes 8 → 16 (reload)" in rec.effect
 
 
 def test_niced_batch_work_leaves_the_cpus_available() -> None:

@@ -77,7 +77,7 @@ def worker_change(
     direction: Direction = "raise" if target > f.live else "lower"
     if direction == "raise" and f.cheap > 0 and target > f.workers_max:
         # Cheap slots first: `+` through the FIFO now, the larger pool only if still short.
-        effect += f"; if still short, processes {f.workers_max} -> {target} (reload)"
+        effect += f"; if still short, processes {f.workers_max} → {target} (reload)"
         return Recommendation(
             "cheaper-initial", direction, f.workers_max, "fifo", effect, current=f.live
         )

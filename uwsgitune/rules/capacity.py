@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.units import ms, percent, reading, seconds, size
 from uwsgitune.rules.build import (
-    MIB,
     demand_workers,
     ev,
     finding,
@@ -75,13 +75,13 @@ def oversubscribed_cpu(ctx: Context) -> list[Finding]:
         return []
     cpu, cpu_ms, rt_ms, stretch, target = found
     reason = (
-        f"{f.live} workers share {eff:g} CPUs that are {cpu:.0%} used, so each request spends "
-        f"{stretch:.1f}x its CPU time waiting for a CPU: fewer workers give the same or more "
-        "throughput."
+        f"{f.live} workers share {eff:g} CPUs that are {percent(cpu)} used, so each request "
+        f"spends {reading(stretch, 'x')} its CPU time waiting for a CPU: fewer workers give the "
+        "same or more throughput."
     )
     effect = (
         f"about the same req/s with mean response time near "
-        f"{cpu_ms * max(target / eff, 1.0):.0f} ms instead of {rt_ms:.0f} ms, "
+        f"{ms(cpu_ms * max(target / eff, 1.0))} instead of {ms(rt_ms)}, "
         f"and {f.live - target} workers' memory freed"
     )
     evidence = ev(
@@ -134,7 +134,7 @@ def underprovisioned_io(ctx: Context) -> list[Finding]:
     lam = mean(ctx.col("rps", frames))
     w_ms = mean(ctx.col("mean_rt_ms", frames))
     reason = (
-        f"All {f.live} workers are busy using only {cpu:.0%} of the CPUs and a queue of "
+        f"All {f.live} workers are busy using only {percent(cpu)} of the CPUs and a queue of "
         f"{mean(depths):.0f} waiting: the load waits on IO; Little's law sizes it at {target} "
         "workers."
     )
@@ -170,9 +170,9 @@ def idle_overprovisioned(ctx: Context) -> list[Finding]:
         return []
     freed = (f.live - target) * f.mem_per_worker if f.mem_per_worker else None
     span = frames[-1].mono - frames[0].mono
-    mem_text = f"frees about {freed / MIB:.0f} MiB" if freed else "frees memory (RSS unknown)"
+    mem_text = f"frees about {size(freed)}" if freed else "frees memory (RSS unknown)"
     reason = (
-        f"Workers were {mean(busy):.0%} busy on average over {span:.0f} s: "
+        f"Workers were {percent(mean(busy))} busy on average over {seconds(span)}: "
         f"{target} of the {f.live} live workers carry the peak; the rest {mem_text}."
     )
     rec = worker_change(

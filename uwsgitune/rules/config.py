@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from uwsgitune.core.units import percent
 from uwsgitune.rules.build import ev, finding, pow2_at_least
 from uwsgitune.rules.context import Context, mean, quantile
 from uwsgitune.rules.finding import Finding, Recommendation
@@ -34,8 +35,8 @@ def default_listen(ctx: Context) -> list[Finding]:
     if wanted <= DEFAULT_LISTEN:
         return []
     reason = (
-        f"The service is {busy:.0%} busy with a queue in {queued:.0%} of polls on the default "
-        "listen backlog of 100: a burst overflows it."
+        f"The service is {percent(busy)} busy with a queue in {percent(queued)} of polls on the "
+        "default listen backlog of 100: a burst overflows it."
     )
     rec = Recommendation(
         "listen",
@@ -160,8 +161,8 @@ def no_cheaper(ctx: Context) -> list[Finding]:
     minimum = max(1, math.ceil(low / (max(f.threads, 1) * s.target_utilisation)))
     minimum = min(minimum, max(f.workers_max - 1, 1))
     reason = (
-        f"The load swings from {trough:.0%} to {peak:.0%} busy but cheaper mode is off: the "
-        "worker count cannot follow it live."
+        f"The load swings from {percent(trough)} to {percent(peak)} busy but cheaper mode is off: "
+        "the worker count cannot follow it live."
     )
     rec = Recommendation(
         "cheaper",

@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.units import percent
 from uwsgitune.rules.build import (
     demand_workers,
     ev,
@@ -141,7 +142,7 @@ def listen_queue(ctx: Context) -> list[Finding]:
     if cpu is not None and busy_share >= s.all_busy_share:
         return [_capacity_short(ctx, known, base, own)]
     reason = (
-        f"The listen queue was saturated in {sat_share:.0%} of polls, but neither all workers "
+        f"The listen queue was saturated in {percent(sat_share)} of polls, but neither all workers "
         "were busy nor was the CPU known to be saturated, so the cause is unclear."
     )
     return [finding("listen_queue.saturated", "warning", reason, known, base)]
@@ -149,9 +150,9 @@ def listen_queue(ctx: Context) -> list[Finding]:
 
 def _cpu_saturated(ctx: Context, frames: list[Frame], base: Evs, cpu: float) -> Finding:
     reason = (
-        f"The listen queue is saturated while the CPU is {cpu:.0%} used: more workers would only "
-        "add contention and a larger listen only hides the drops; more CPU or cheaper requests "
-        "would help."
+        f"The listen queue is saturated while the CPU is {percent(cpu)} used: more workers would "
+        "only add contention and a larger listen only hides the drops; more CPU or cheaper "
+        "requests would help."
     )
     rec = Recommendation(
         "outside:cpu",
@@ -173,7 +174,7 @@ def _bursts(ctx: Context, frames: list[Frame], base: Evs) -> Finding:
     wanted = pow2_at_least(max(size * s.burst_listen_factor, peak * 2))
     reason = (
         "The listen queue fills in bursts with idle gaps between them: the workers keep up on "
-        f"average, and a larger listen ({size} -> {wanted}) absorbs the peaks."
+        f"average, and a larger listen ({size} → {wanted}) absorbs the peaks."
     )
     rec = listen_change(f, wanted, f"a backlog of {wanted} holds bursts that now overflow {size}")
     return finding("listen_queue.bursts", "warning", reason, frames, base, rec)
@@ -183,7 +184,7 @@ def _capacity_short(ctx: Context, frames: list[Frame], base: Evs, own: float | N
     f = ctx.latest
     target, bound = sized_target(ctx, frames)
     target = max(target, f.live + 1)
-    used = "an unknown share" if own is None else f"only {own:.0%}"
+    used = "an unknown share" if own is None else f"only {percent(own)}"
     reason = (
         f"The listen queue is saturated with all {f.live} workers busy while they use {used} of "
         f"the instance's CPUs: it is short of workers, not of CPU ({target} by Little's law, "

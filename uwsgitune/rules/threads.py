@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.history import busy_samples
+from uwsgitune.core.units import percent
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context, frame_dt, quantile
 from uwsgitune.rules.finding import Finding, Recommendation
@@ -54,7 +55,7 @@ def threads_gil(ctx: Context) -> list[Finding]:
     processes = max(f.live + 1, min(f.live * f.threads, math.ceil(eff * s.cpu_workers_per_cpu)))
     reason = (
         f"Busy workers run near 100% of one core each with {f.threads} threads: the GIL "
-        f"serialises them while the CPUs are only {cpu:.0%} used; use processes instead of "
+        f"serialises them while the CPUs are only {percent(cpu)} used; use processes instead of "
         "threads."
     )
     effect = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from uwsgitune.render.units import ms, num, size
+from uwsgitune.core.units import ms, num, size
 from uwsgitune.sweep.analysis import (
     Criteria,
     Point,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import requests_waiting
-from uwsgitune.render.units import ms, num
+from uwsgitune.core.units import ms, num
 
 HISTORY_SECONDS = 300.0
 

@@ -19,7 +19,7 @@ from textual.containers import Grid
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widgets import Label, Sparkline, Static
 
-from uwsgitune.render.units import duration
+from uwsgitune.core.units import duration
 from uwsgitune.tui.history import METRICS, Series
 from uwsgitune.tui.warnings import Annotation
 

@@ -1,4 +1,9 @@
-"""The tuner's memory between steps, and the decision it returns. Frozen values only."""
+"""The tuner's memory between steps, and the decision it returns. Frozen values only.
+
+A decision's evidence is a mapping of raw numbers (the audit log keeps them as they are);
+`EVIDENCE_UNITS` names the unit of each key, once, so that `Decision.line()` reads them in
+human units (`core.units`) as the rules' evidence does.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,36 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from uwsgitune.core import units
 from uwsgitune.tuner.settings import TunerSettings
 
 Action = Literal["hold", "wait", "up", "down"]
 Via = Literal["none", "fifo", "reload"]
 Evidence = dict[str, float | int | str | None]
+
+# The unit of each evidence key a decision carries (`Facts.evidence`, `Estimate.evidence`).
+EVIDENCE_UNITS: dict[str, str] = {
+    "live": "workers",
+    "workers_max": "workers",
+    "rps": "req/s",
+    "mean_rt_ms": "ms",
+    "noise": "ratio",  # relative throughput change below which a difference is noise
+    "littles_l": "requests",  # in service, mean of the last polls
+    "l_max_window": "requests",
+    "queue": "connections",  # mean queued, last polls
+    "busy_ratio": "ratio",
+    "cpu_sat": "ratio",
+    "mem_cap": "workers",  # most live workers memory allows
+    "threads": "threads",
+    "cpu_ms": "ms",  # per request
+    "runq_ms": "ms",
+    "io_ms": "ms",
+    "cpus_available": "cpus",
+    "estimate": "workers",
+    "gil_busy": "ratio",
+}
+# How a change takes effect, named as the rules' advice lines name it (`rules.render.ROUTE`).
+_VIA: dict[Via, str] = {"none": "", "fifo": "FIFO", "reload": "reload"}
 
 
 @dataclass(frozen=True)
@@ -112,10 +142,21 @@ class Decision:
     def is_change(self) -> bool:
         return self.action in ("up", "down")
 
-    def line(self) -> str:
-        """One log line: what, why, and the numbers behind it."""
-        nums = " ".join(f"{k}={v}" for k, v in self.evidence.items() if v is not None)
-        via = f" via {self.via}" if self.is_change else ""
-        return f"{self.action} {self.live}->{self.desired}{via} [{self.code}] {self.reason}" + (
-            f" | {nums}" if nums else ""
+    def headline(self) -> str:
+        """What happens: `up 4 → 8 live workers (FIFO)`, or `hold at 4 live workers`."""
+        count = self.desired if self.is_change else self.live
+        workers = "live worker" if count == 1 else "live workers"
+        if self.is_change:
+            return f"{self.action} {self.live} → {count} {workers} ({_VIA[self.via]})"
+        return f"{self.action} at {count} {workers}"
+
+    def evidence_text(self) -> str:
+        """The numbers behind it in human units: `live 4 workers, rps 39.9 req/s, ...`."""
+        return units.evidence_text(
+            (k, v, EVIDENCE_UNITS.get(k, "")) for k, v in self.evidence.items() if v is not None
         )
+
+    def line(self) -> str:
+        """One line for people: what, why, and the numbers behind it."""
+        nums = self.evidence_text()
+        return f"{self.headline()} [{self.code}] {self.reason}" + (f" | {nums}" if nums else "")
