@@ -107,7 +107,7 @@ def test_a_strangers_listener_is_refused_naming_the_opt_in_which_then_applies(
         lines = _tune(addr, proc, tmp_path)
         refused = [line for line in lines if "refused" in line]
         assert len(refused) == 1, lines
-        head = f"ERROR: up 2->3 refused: {addr}: its listener (socket inode "
+        head = f"ERROR: up 2 → 3 live workers (FIFO) refused: {addr}: its listener (socket inode "
         assert refused[0].startswith(head), refused[0]
         tail = f"is not held by master {pid}, whose pid the stats name: another process may "
         assert tail + "have taken the stats port" + FIX + ". STOPPED APPLYING" in refused[0]
@@ -216,7 +216,7 @@ def test_the_tuis_apply_key_refuses_a_strangers_listener_unless_trusted(
     assert REFUSED.format(pid=doc(proc).pid) in outcome and outcome.endswith(FIX)
     assert _live(proc) == 2
     outcome = _tui(addr, proc, tmp_path / "trusted", "--trust-tcp-stats")
-    assert outcome.startswith("applied: up 2->3 via fifo"), outcome
+    assert outcome.startswith("applied: up 2 → 3 live workers (FIFO)"), outcome
     assert wait_for(lambda: _live(proc) == 3)
 
 
@@ -259,7 +259,9 @@ def test_the_daemon_refuses_a_strangers_listener_naming_its_key(
         assert not refused and wait_for(lambda: _live(proc) == 3), said
         return
     assert len(refused) == 1 and REFUSED.format(pid=doc(proc).pid) in refused[0], said
-    assert refused[0].startswith(f"ERROR: up 2->3 refused: {addr}: its listener"), refused
+    assert refused[0].startswith(
+        f"ERROR: up 2 → 3 live workers (FIFO) refused: {addr}: its listener"
+    ), refused
     assert (
         "; not applying over TCP: use a unix stats socket, or set trust_tcp_stats = true for "
         "instance app (--trust-tcp-stats) to trust whoever answers on that port."

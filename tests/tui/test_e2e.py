@@ -158,7 +158,7 @@ def test_apply_key_asks_first_then_applies_the_advice_through_the_fifo(
     term = tmux(with_status(cmd), width=160, height=50)
     term.wait_for(lambda s: "tuner advises up 1 → " in s, timeout=30)
     term.keys("a")
-    term.wait_for(lambda s: "Apply: up 1 ->" in s and "y: apply" in s)
+    term.wait_for(lambda s: "Apply: up 1 → " in s and "y: apply" in s)
     term.keys("n")
     term.wait_for(lambda s: "y: apply" not in s)
     assert live(proc) == 1 and not audit.exists()  # cancelled: nothing sent
@@ -166,7 +166,7 @@ def test_apply_key_asks_first_then_applies_the_advice_through_the_fifo(
     term.wait_for(lambda s: "y: apply" in s)
     term.keys("y")
     assert wait_for(lambda: live(proc) > 1, timeout=10), term.screen()
-    term.wait_for(lambda s: "applied: up 1->" in s)
+    term.wait_for(lambda s: "applied: up 1 → " in s)
     records = [line for line in audit.read_text().splitlines() if '"event": "change"' in line]
     assert len(records) == 1 and '"result": "sent"' in records[0]
     term.keys("q")

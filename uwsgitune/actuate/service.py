@@ -457,7 +457,7 @@ class TunerService:
         now = self._mono()
         d = self._decide(state, now)
         if (d.action, d.desired) != expect:
-            why = f"the advice is now {d.action} {d.live}->{d.desired} ({d.reason})"
+            why = f"the advice is now {d.headline()} ({d.reason})"
             return self._result(d, asked=Requested("changed", f"not applied: {why}"))
         if not d.is_change or self.stopped:
             why = f"applying is stopped ({self.stopped})"
@@ -466,7 +466,7 @@ class TunerService:
         self._apply(d, frame, now)
         out = self._outcome
         if out is not None and out.ok:
-            text = f"applied: {d.action} {d.live}->{d.desired} via {d.via} ({out.detail})"
+            text = f"applied: {d.headline()} ({out.detail})"
             return self._result(d, asked=Requested("applied", text))
         kind: Asked = "failed" if out is not None and out.result == "failed" else "refused"
         text = f"not applied: {out.result}: {out.detail}" if out else "not applied"
@@ -657,7 +657,7 @@ class TunerService:
         return None
 
     def _refused(self, move: Move, d: Decision, why: str) -> None:
-        self._note("error", "apply", f"ERROR: {d.action} {d.live}->{d.desired} refused: {why}")
+        self._note("error", "apply", f"ERROR: {d.headline()} refused: {why}")
         # Paced like a change (no retry storm), but nothing was reloaded: nothing settles.
         self.state = replace(d.state.failed(), last_reload=self.state.last_reload)
         self._change(move.to("refused"), d, why)
@@ -667,7 +667,7 @@ class TunerService:
         self.state = replace(d.state.failed(), last_reload=self.state.last_reload)
         self._change(move.to("refused"), d, why)
         fix = f"check the setup with `{self.doctor_command()}`, then resume"
-        self._stop(f"setup: {why}", f"{d.action} {d.live}->{d.desired} refused: {why}", fix)
+        self._stop(f"setup: {why}", f"{d.headline()} refused: {why}", fix)
 
     def doctor_command(self) -> str:
         parts = ["uwsgitune", "doctor", self.instance, "--fifo", str(self.fifo.path)]

@@ -234,7 +234,7 @@ class WatchApp(App[int]):
             self.notify(f"nothing to apply: {why}", timeout=4)
             return
         text = (
-            f"Apply: {d.action} {d.live} -> {d.desired} live workers via {d.via}?\n\n"
+            f"Apply: {d.headline()}?\n\n"
             f"[{d.code}] {d.reason}\n\nThe stats are read again first; if the advice has "
             "changed, nothing is applied."
         )
