@@ -52,7 +52,13 @@ class EventFormatter(logging.Formatter):
         if self.kind == "json":
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             return json.dumps({"ts": f"{stamp}Z", "level": level, **fields}, default=str)
-        body = " ".join(f"{k}={_logfmt(v)}" for k, v in fields.items() if v is not None)
+        # a structured field (a mapping: the tuner's raw evidence) is for JSON only; the
+        # text line says it in human units already
+        body = " ".join(
+            f"{k}={_logfmt(v)}"
+            for k, v in fields.items()
+            if v is not None and not isinstance(v, dict)
+        )
         if self.journal:
             return f"<{_PRIORITY.get(record.levelno, 6)}>{body}"
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))

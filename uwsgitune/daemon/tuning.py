@@ -172,6 +172,7 @@ class TunerLog:
                     live=d.live,
                     desired=d.desired,
                     line=note.text,
+                    evidence=dict(d.evidence),  # raw units, for --log-format json
                 )
 
 
