@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from uwsgitune.actuate.build import Built
 
 from tests.rules.frames import failed, series
 from tests.tui.fakes import FakeWatch
 from uwsgitune.actuate import audit as audit_mod
 from uwsgitune.actuate.audit import AuditError, AuditLog, interrupted, last_listen, resume
-from uwsgitune.actuate.build import Built
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand

@@ -96,6 +96,7 @@ def test_the_loop_uses_the_callers_findings_and_does_not_run_the_rules_again(
 ) -> None:
     """The daemon runs the rules once per poll and hands the findings to the tuner."""
     import uwsgitune.actuate.loop as loop_mod
+
     import uwsgitune.pipeline.rules as poll_rules
     import uwsgitune.rules.engine as engine
     from uwsgitune.tuner import TunerSettings

@@ -13,22 +13,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from uwsgitune.actuate.build import build_loop
+from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
+from uwsgitune.sources.watcher import InstanceWatch
 
 from tests.tuner.real import doc, drive, manual, wait_for
 from tests.tuner.test_real_scale import QUICK
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.build import build_loop
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.quiesce import LONGEST, statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, run_closed
-from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner.result import AuditRecord
 
 pytestmark = pytest.mark.uwsgi

@@ -10,19 +10,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
+from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tui.polling import PollLoop
+from uwsgitune.tui.tuning import TuiTuner, finish_applies
 
 from tests.faults.test_interrupted_apply import busy_workers, check_interrupted, intent_seen
 from tests.tuner.real import manual, wait_for
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.pipeline import InstanceState, pipeline_for
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tui.polling import PollLoop
-from uwsgitune.tui.tuning import TuiTuner, finish_applies
 from uwsgitune.tuner import TunerSettings
 
 pytestmark = pytest.mark.uwsgi

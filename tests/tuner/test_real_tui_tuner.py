@@ -10,20 +10,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from uwsgitune.actuate.loop import TuneLoop
+from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.tui.tuning import TuiTuner, applied
 
 from tests.tuner.real import live, wait_for
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import run_closed
 from uwsgitune.pipeline import InstancePipeline, pipeline_for
-from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tui.annotate import tuner_annotation
-from uwsgitune.tui.tuning import TuiTuner, applied
 from uwsgitune.tuner import Decision, TunerSettings
 
 pytestmark = pytest.mark.uwsgi

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from uwsgitune.actuate.loop import REPEAT_SECONDS, TuneLoop
+
 from tests.tuner.plant import Plant
 from tests.tuner.test_tui_advise import _Watch
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.loop import REPEAT_SECONDS, TuneLoop
 from uwsgitune.tuner import TunerSettings
 from uwsgitune.tuner.result import AuditRecord, Note
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from uwsgitune.actuate.loop import TuneLoop
+from uwsgitune.tui.tuning import TuiTuner, applied
+
 from tests.tuner.plant import Plant
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import TuneLoop
 from uwsgitune.core.frame import Frame
-from uwsgitune.tui.tuning import TuiTuner, applied
 from uwsgitune.tuner import TunerSettings
 
 
