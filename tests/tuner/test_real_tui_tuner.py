@@ -100,9 +100,14 @@ def test_apply_key_path(loaded: UwsgiProcess, tmp_path: Path) -> None:
     other.release()
     assert live(proc) == 1 and not audit.path.exists()
 
-    d = _advice(driver)
-    tuner.request("up", d.desired)
-    asked = _asked(driver)
+    # On a host busy with other work the fresh poll may see the CPUs used up and advise
+    # holding (`changed`, as above): the user then confirms the next advice, a few times.
+    for _ in range(3):
+        d = _advice(driver)
+        tuner.request("up", d.desired)
+        asked = _asked(driver)
+        if asked.kind != "changed":
+            break
     assert asked.kind == "applied" and asked.text.startswith("applied: up 1->"), asked.text
     assert wait_for(lambda: live(proc) > 1)
     changes = [r for r in audit.records() if r.event == "change"]
