@@ -41,7 +41,7 @@ from uwsgitune.actuate.quiesce import quiesce, statuses_at  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
 from uwsgitune.launch import UwsgiProcess  # noqa: E402
 from uwsgitune.loadgen import LoadRun  # noqa: E402
-from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
+from uwsgitune.pipeline import live_source, poll_once  # noqa: E402
 
 APP = ROOT / "bench" / "scenario_app.py"
 LOADGEN_NICE = -10  # ahead of the workers on the shared CPUs (needs root, as here)
@@ -84,8 +84,10 @@ def _send(fifo: str, stop: threading.Event) -> bool:
 
 def _pause(proc: UwsgiProcess, stop: threading.Event) -> None:
     """`p` and the wait for every worker to pause, as uwsgitune's reload does it."""
-    watch = InstanceWatch(parse_address(proc.stats))
-    quiesce(MasterFifo(proc.fifo), watch.step(), statuses_at(watch.address), stop.wait)
+    address = parse_address(proc.stats)
+    frame = poll_once(live_source(address)).frame
+    assert frame is not None
+    quiesce(MasterFifo(proc.fifo), frame, statuses_at(address), stop.wait)
 
 
 def _reloader(proc: UwsgiProcess, plan: Plan, stop: threading.Event, out: list[float]) -> None:

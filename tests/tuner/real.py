@@ -95,15 +95,19 @@ def tuned(
 
 
 def service(driver: InstanceDriver) -> TunerService:
-    """The driver's tuner (a `TunerService`), to look at or to ask."""
+    """The driver's tuner (a `TunerService`), to look at or to ask; take it before the
+    driver is closed (`drive` closes it), which lets it go."""
     assert isinstance(driver.tuner, TunerService)
     return driver.tuner
 
 
-def drive(driver: InstanceDriver, seconds: float, lines: list[str] | None = None) -> list[Decision]:
+def drive(
+    driver: InstanceDriver, seconds: float, lines: list[str] | None = None, *, close: bool = True
+) -> list[Decision]:
     """Run the driver in this thread for `seconds`, as `uwsgitune tune` does: the tuner's
     decisions, in order, each step once. `lines`: gets what the tuner said (its fresh
-    notes), as `uwsgitune tune` prints them. The tuner stays open (`driver.close()`)."""
+    notes), as `uwsgitune tune` prints them. Then the tuner is closed (its lock released)
+    as `tune` closes it, unless not `close` (the caller calls `driver.close()`)."""
     out: list[Decision] = []
     said: list[object] = [None]
 
@@ -118,8 +122,37 @@ def drive(driver: InstanceDriver, seconds: float, lines: list[str] | None = None
             lines.extend(n.text for n in result.notes if n.fresh)
 
     driver.subscribe(collect)
-    driver.run(deadline=time.monotonic() + seconds)
+    try:
+        driver.run(deadline=time.monotonic() + seconds)
+    finally:
+        if close:
+            driver.close()
     return out
+
+
+def applying(
+    proc: UwsgiProcess,
+    tmp_path: Path,
+    settings: TunerSettings,
+    mono: Callable[[], float] = time.monotonic,
+) -> InstanceDriver:
+    """`tune --mode apply` on a `manual` instance: its override `tmp_path/o.ini`, the audit
+    log `audit_of(tmp_path)`, the apply lock in `tmp_path/locks`."""
+    return tuned(
+        proc.stats,
+        proc.fifo,
+        settings=settings,
+        override=tmp_path / "o.ini",
+        ini=proc.ini,
+        audit=audit_of(tmp_path),
+        locks=tmp_path / "locks",
+        mono=mono,
+    )
+
+
+def audit_of(tmp_path: Path) -> AuditLog:
+    """The audit log `applying` writes."""
+    return AuditLog(tmp_path / "audit.jsonl")
 
 
 def poller(stats: str, interval: float = 0.25) -> Callable[[], Frame]:

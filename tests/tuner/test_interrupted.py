@@ -1,6 +1,6 @@
 """Interrupted applies, pure: an intent without its change resumes as a change that may have
-happened; a stop cuts a reload's or a restart's wait to its grace; the daemon's tuner never
-lets go of the lock while its thread applies; polls made while an apply waits are
+happened; a stop cuts a reload's or a restart's wait to its grace; a stopped driver never
+lets go of its tuner's lock while its thread applies; polls made while an apply waits are
 published at once; the audit log fails in one line, never a traceback or a silent reset."""
 
 from __future__ import annotations
@@ -13,22 +13,21 @@ from typing import Any
 
 import pytest
 
+from tests.observe.helpers import Instance, Load
 from tests.rules.frames import failed, series
-from tests.tui.fakes import FakeWatch
 from uwsgitune.actuate import audit as audit_mod
 from uwsgitune.actuate.audit import AuditError, AuditLog, interrupted, last_listen, resume
-from uwsgitune.actuate.build import Built
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.reload import Reloader
 from uwsgitune.core.frame import Frame
-from uwsgitune.daemon.config import InstanceConfig
-from uwsgitune.daemon.tuning import InstanceTuner
+from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.collector import add_snapshot
 from uwsgitune.exporter.families import Families
-from uwsgitune.pipeline import InstancePipeline
+from uwsgitune.pipeline import InstanceDriver, InstanceState, PollFn, poll_once
+from uwsgitune.sources.recording import ReplaySource
 from uwsgitune.tuner import TunerState
 from uwsgitune.tuner.result import AuditRecord, StepResult
 
@@ -122,9 +121,11 @@ def _polls(halt: Halt, stop_at: int) -> Callable[[], Frame]:
 def test_a_stop_cuts_the_reload_wait_to_its_grace(tmp_path: Path) -> None:
     clock = Clock()
     halt = Halt(grace=10.0, mono=clock)
-    reloader = Reloader(MasterFifo(tmp_path / "fifo"), tmp_path / "o.ini", None,
-                        _polls(halt, 2), sleep=clock.sleep, mono=clock,
-                        halt=halt)  # fmt: skip
+    polls = _polls(halt, 2)
+    fifo = MasterFifo(tmp_path / "fifo")
+    reloader = Reloader(
+        fifo, tmp_path / "o.ini", None, polls, sleep=clock.sleep, mono=clock, halt=halt
+    )
     assert reloader._wait(Override(4, 1, 2), series(1)[0], until=100.0) is None
     assert 10.0 <= clock.now < 11.0  # 10 s of grace after the stop: not 100 s
 
@@ -132,82 +133,122 @@ def test_a_stop_cuts_the_reload_wait_to_its_grace(tmp_path: Path) -> None:
 def test_a_stop_cuts_the_restart_wait_to_its_grace(tmp_path: Path) -> None:
     clock = Clock()
     halt = Halt(grace=10.0, mono=clock)
-    applier = ListenApplier(tmp_path / "o.ini", None, RestartCommand(("true",)),
-                            _polls(halt, 2), sleep=clock.sleep, mono=clock,
-                            halt=halt)  # fmt: skip
+    polls, restart = _polls(halt, 2), RestartCommand(("true",))
+    applier = ListenApplier(
+        tmp_path / "o.ini", None, restart, polls, sleep=clock.sleep, mono=clock, halt=halt
+    )
     assert applier._wait(512, series(1)[0], until=100.0) is False
     assert 10.0 <= clock.now < 11.0
 
 
-class BlockingLoop:
-    """A tuner loop whose step blocks (an apply waiting) until `go` is set."""
+def _source(n: int, name: str = "fake") -> tuple[ReplaySource, list[Poll]]:
+    """A source of `n` polls of a synthetic instance, read as fast as they come."""
+    instance = Instance(name)
+    polls = [instance.poll(float(i), Load(rps=10.0)) for i in range(n)]
+    source = ReplaySource(name)
+    for poll in polls:
+        source.feed(poll)
+    return source, polls
 
-    def __init__(self) -> None:
-        self.halt = Halt()
+
+class Blocking:
+    """A tuner whose step blocks (an apply waiting) until `go` is set: a `TunerStage`."""
+
+    mode = "apply"
+
+    def __init__(self, _poll: PollFn) -> None:
+        self.halted = threading.Event()
+        self.stepping = threading.Event()
         self.go = threading.Event()
-        self.mode = "apply"
+        self.closed_by: threading.Thread | None = None  # where `close` released the lock
 
-    def step(self, frame: Frame, findings: object) -> StepResult:
+    def step(self, state: InstanceState) -> StepResult | None:
+        self.stepping.set()
         assert self.go.wait(10)
         return StepResult(None, "apply")
 
+    def request(self, action: str, desired: int) -> None:
+        pass
 
-class Lock:
-    held = True
+    def halt(self) -> None:
+        self.halted.set()
 
-    def release(self) -> None:
-        self.held = False
+    def close(self) -> None:
+        self.closed_by = threading.current_thread()
 
 
-@pytest.mark.parametrize("interrupt", [True, False])  # a stop; a SIGHUP's new tuner
-def test_the_daemon_tuner_releases_the_lock_from_the_applying_thread(
-    tmp_path: Path, interrupt: bool
-) -> None:
-    spec = InstanceConfig(name="a", stats="/tmp/none.sock", fifo=tmp_path / "fifo", mode="apply")
-    tuner = InstanceTuner(spec, FakeWatch(), tmp_path)  # type: ignore[arg-type]
-    loop, lock = BlockingLoop(), Lock()
-    tuner.built = Built(loop, None, lock, None)  # type: ignore[arg-type]
-    applying = threading.Thread(target=tuner.step, args=(series(1)[0], ()))
-    applying.start()
+@pytest.mark.parametrize("interrupt", [True, False])  # a stop; a SIGHUP's
+def test_the_tuner_is_closed_by_the_applying_thread_after_its_step(interrupt: bool) -> None:
+    """The daemon stops an instance from its event loop while the driver's thread applies:
+    the lock (released by the tuner's `close`) is never pulled from under the apply."""
+    source, _ = _source(3)
+    driver = InstanceDriver(source, tuner=Blocking)
+    tuner = driver.tuner
+    assert isinstance(tuner, Blocking)
+    thread = driver.start()
     try:
-        tuner.close(interrupt)  # from the event loop, while the poll thread applies
-        assert loop.halt.is_set() == interrupt  # a stop ends the apply; a SIGHUP lets it run
-        assert lock.held and not tuner.released.is_set()  # not pulled from under it
+        assert tuner.stepping.wait(10)
+        driver.stop(interrupt)  # from the event loop, while the driver's thread applies
+        assert tuner.halted.is_set() == interrupt  # a stop ends the apply; a SIGHUP lets it run
+        assert not driver.join(0.2) and tuner.closed_by is None  # not pulled from under it
     finally:
-        loop.go.set()
-        applying.join(10)
-    assert not lock.held and tuner.released.is_set()  # released by the applying thread
-    assert tuner.step(series(1)[0], ()) is None  # closed: no step acts again
+        tuner.go.set()
+        assert driver.join(10)
+    assert tuner.closed_by is thread  # closed by the applying thread, after its step
+    assert driver.tuner is None and not source.exhausted  # closed: no step acts again
+
+
+class Waits:
+    """A tuner whose step polls twice, as a reload's wait does; what the subscribers had
+    been told right after each poll."""
+
+    mode = "apply"
+
+    def __init__(self, poll: PollFn) -> None:
+        self.poll = poll
+        self.told: list[InstanceState] = []  # set by the test: the subscriber's list
+        self.seen: list[tuple[float | None, int]] = []
+
+    def step(self, state: InstanceState) -> StepResult | None:
+        for _ in range(2):
+            self.poll()
+            last = self.told[-1]
+            frame_t = last.frame.t if last.frame is not None else None
+            self.seen.append((frame_t, last.counts.polls if last.counts else 0))
+        return None
+
+    def request(self, action: str, desired: int) -> None:
+        pass
+
+    def halt(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def test_polls_during_an_apply_are_published_at_once() -> None:
-    frames = series(4)
-    watch = FakeWatch(frames)
-    seen: list[tuple[Frame | None, int]] = []
-
-    def tuner(frame: Frame, findings: object) -> None:
-        for _ in range(2):  # a reload's wait polls twice
-            pipeline.poll()
-            counts = pipeline.state.counts
-            seen.append((pipeline.state.frame, counts.polls if counts else 0))
-
-    pipeline = InstancePipeline(watch, "fake", tuner=tuner)
-    pipeline.step()
-    assert seen == [(frames[1], 2), (frames[2], 3)]
-    state = pipeline.state
-    assert state.frame is frames[2]  # the step ends on the latest poll, not its first
+    source, polls = _source(3)
+    driver = InstanceDriver(source, tuner=Waits)
+    tuner = driver.tuner
+    assert isinstance(tuner, Waits)
+    driver.subscribe(tuner.told.append)
+    driver.run(until=lambda _state: True)  # one step of the tuner
+    assert tuner.seen == [(polls[1].t, 2), (polls[2].t, 3)]
+    state = driver.state
+    assert state.frame is not None and state.frame.t == polls[2].t  # the latest poll's
     assert state.counts is not None and state.counts.polls == 3
-    assert state.counts.last_t == frames[2].t
+    assert state.counts.last_t == polls[2].t
     out = Families()
     add_snapshot(out, state)
     (family,) = [m for m in out if m.name == "uwsgitune_last_poll_timestamp_seconds"]
-    assert family.samples[0].value == frames[2].t and family.samples[0].labels == {
-        "stats_uri": "fake"
-    }
+    assert family.samples[0].value == polls[2].t
+    assert family.samples[0].labels == {"stats_uri": source.uri}
 
 
 def test_a_failed_poll_moves_the_timestamp_too() -> None:
-    bad = failed(3)
-    pipeline = InstancePipeline(FakeWatch([bad]), "fake")
-    state = pipeline.step()
+    source = ReplaySource("fake")
+    bad = Poll("fake", 1_700_000_003.0, 1003.0, error="fake: connection refused")
+    source.feed(bad)
+    state = poll_once(source)
     assert state.counts is not None and state.counts.last_t == bad.t and bad.t > 0

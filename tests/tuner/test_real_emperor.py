@@ -10,26 +10,28 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import wait_for
+from tests.tuner.real import poller, wait_for
 from tests.uwsgi_harness import base_options
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.reload import Limits, Reloader, under_emperor
 from uwsgitune.core.address import parse_address
+from uwsgitune.core.frame import Frame
 from uwsgitune.launch import find_uwsgi, render_ini
 from uwsgitune.sources.stats import read_stats
-from uwsgitune.sources.watcher import InstanceWatch
 
 pytestmark = pytest.mark.uwsgi
+# the vassal's ini, its override, its polls, the Emperor
+Vassal = tuple[Path, Path, Callable[[], Frame], subprocess.Popen[bytes]]
 
 
 @pytest.fixture
-def vassal() -> Iterator[tuple[Path, Path, InstanceWatch, subprocess.Popen[bytes]]]:
+def vassal() -> Iterator[Vassal]:
     work = Path(f"/tmp/uwt-emp-{os.getpid()}-{time.monotonic_ns() % 10**6}")
     (work / "vassals").mkdir(parents=True)
     override = work / "override.ini"
@@ -38,17 +40,20 @@ def vassal() -> Iterator[tuple[Path, Path, InstanceWatch, subprocess.Popen[bytes
     opts["ini"] = str(override)
     ini = work / "vassals" / "app.ini"
     ini.write_text(render_ini(opts))
+    argv = [find_uwsgi(), "--emperor", str(work / "vassals")]
+    argv += ["--emperor-stats", str(work / "emperor.sock")]
     with (work / "log").open("wb") as log:
         emperor = subprocess.Popen(
-            [find_uwsgi(), "--emperor", str(work / "vassals"),
-             "--emperor-stats", str(work / "emperor.sock")],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
-    watch = InstanceWatch(parse_address(str(work / "stats.sock")), interval=0.25)
+        )
+    poll = poller(str(work / "stats.sock"))
     try:
-        assert wait_for(lambda: watch.step().ok, 20), (work / "log").read_text()[-2000:]
-        yield ini, override, watch, emperor
+        assert wait_for(lambda: poll().ok, 20), (work / "log").read_text()[-2000:]
+        yield ini, override, poll, emperor
     finally:
         emperor.send_signal(signal.SIGINT)  # the Emperor stops its vassals, then itself
         try:
@@ -60,17 +65,17 @@ def vassal() -> Iterator[tuple[Path, Path, InstanceWatch, subprocess.Popen[bytes
 
 
 def test_override_reload_of_a_vassal(
-    vassal: tuple[Path, Path, InstanceWatch, subprocess.Popen[bytes]],
+    vassal: Vassal,
 ) -> None:
-    ini, override, watch, emperor = vassal
-    before = watch.step()
+    ini, override, poll, emperor = vassal
+    before = poll()
     assert under_emperor(before.master_pid)
     assert before.live == 1 and before.workers_max == 4
     text, mtime = ini.read_text(), ini.stat().st_mtime_ns
-    reloader = Reloader(MasterFifo(ini.parent.parent / "fifo"), override, ini, watch.step)
+    reloader = Reloader(MasterFifo(ini.parent.parent / "fifo"), override, ini, poll)
     out = reloader.apply(Override(6, 1, 3), before, Limits(4096), deadline=15)
     assert out.ok and "Emperor vassal" in out.detail, out.detail
-    after = watch.step()
+    after = poll()
     assert after.master_pid == before.master_pid  # reloaded in place, not respawned
     assert after.workers_max == 6 and after.live == 3
     assert ini.read_text() == text and ini.stat().st_mtime_ns == mtime  # never touched

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, live, manual
-from tests.tuner.test_real_loop import _drive, _loop
+from tests.tuner.real import applying, doc, drive, live, manual
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.reload import under_emperor
 from uwsgitune.launch import UwsgiProcess
@@ -34,13 +33,13 @@ def test_no_action_before_the_metrics_settle_after_a_reload(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=6, initial=1))
-    loop, _ = _loop(proc, tmp_path, settings=TunerSettings(max_workers=6, settle_after_reload=3))
+    driver = applying(proc, tmp_path, TunerSettings(max_workers=6, settle_after_reload=3))
     result: list[LoadResult] = []
     th = _load(proc, 6.0, result)
     time.sleep(3.5)  # saturated at 1 worker: the tuner would add at once
     proc.fifo_write("r")
     reloaded = time.monotonic()
-    decisions = _drive(loop, 2.5)
+    decisions = drive(driver, 2.5)
     th.join()
     assert decisions and all(not d.is_change for d in decisions)
     assert {d.code for d in decisions} <= {"no-rates", "settling", "measuring", "unreachable"}
@@ -58,8 +57,8 @@ def test_memory_budget_caps_growth(uwsgi: Callable[..., UwsgiProcess], tmp_path:
         rss = max(w.rss for w in doc(proc).workers)
     budget = int(rss * 2.5)  # room for two workers
     settings = TunerSettings(max_workers=6, memory_budget=budget, cooldown_up=1, measure_frames=2)
-    loop, lines = _loop(proc, tmp_path, settings=settings)
-    decisions = _drive(loop, 7.0)
+    driver, lines = applying(proc, tmp_path, settings), list[str]()
+    decisions = drive(driver, 7.0, lines)
     th.join()
     assert any(d.action == "up" for d in decisions), "\n".join(lines)
     assert max(d.desired for d in decisions) <= 2 and live(proc) <= 2

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, live, manual, wait_for
-from tests.tuner.real import drive as _drive
-from tests.tuner.test_real_scale import QUICK, _load, _loop
+from tests.tuner.real import applying, doc, drive, live, manual, poller, service, wait_for
+from tests.tuner.test_real_scale import QUICK, _load
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.override import Override, SetupError
@@ -22,7 +21,6 @@ from uwsgitune.actuate.reload import Limits, Reloader
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.sources.watcher import InstanceWatch
 
 pytestmark = pytest.mark.uwsgi
 
@@ -32,12 +30,11 @@ def test_a_reload_under_lazy_is_refused_before_anything_is_written(
 ) -> None:
     override = tmp_path / "override.ini"
     proc = uwsgi(lazy=True, **manual(override, processes=4, initial=2))
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.25)
-    before = watch.step()
+    poll = poller(proc.stats)
+    before = poll()
     pids = {w.pid for w in doc(proc).live_workers}
-    reloader = Reloader(
-        MasterFifo(proc.fifo), override, proc.ini, watch.step, statuses=statuses_at(watch.address)
-    )
+    statuses = statuses_at(parse_address(proc.stats))
+    reloader = Reloader(MasterFifo(proc.fifo), override, proc.ini, poll, statuses=statuses)
     with pytest.raises(SetupError, match=r"`lazy` in its ini: .*`lazy-apps = true`"):
         reloader.apply(Override(6, 1, 3), before, Limits(4096), deadline=5)
     assert override.read_text() == "[uwsgi]\n"
@@ -52,15 +49,16 @@ def test_tune_stops_at_once_under_lazy_and_names_the_fix(
     override = tmp_path / "o.ini"
     proc = uwsgi(lazy=True, **manual(override, processes=16, initial=16))
     # A ceiling below the live count asks for a reload whatever the load measures.
-    loop, lines = _loop(proc, tmp_path, QUICK.model_copy(update={"max_workers": 8}))
+    driver = applying(proc, tmp_path, QUICK.model_copy(update={"max_workers": 8}))
+    tuner, lines = service(driver), list[str]()
     th, out = _load(url(proc, "/cpu/5"), 24, 20)
-    _drive(loop, 18, lines)
+    drive(driver, 18, lines)
     th.join()
     errors = [line for line in lines if line.startswith("ERROR")]
     assert len(errors) == 1, "\n".join(lines)
     assert "`lazy` in its ini" in errors[0] and "`lazy-apps = true`" in errors[0]
     assert "uwsgitune doctor" in errors[0] and "STOPPED APPLYING" in errors[0]
-    assert loop.stopped is not None and loop.moves == {"fifo": 0, "reload": 0, "restart": 0}
+    assert tuner.stopped is not None and tuner.moves == {"fifo": 0, "reload": 0, "restart": 0}
     assert override.read_text() == "[uwsgi]\n" and live(proc) == 16
     assert out and out[0].errors == 0
 

@@ -68,11 +68,12 @@ def daemonized(tmp_path: Path) -> Iterator[Daemonized]:
     script.write_text(RESTART.format(pidfile=work / "pid", uwsgi=find_uwsgi(), ini=ini))
     script.chmod(0o755)
     port = int(str(opts["http-socket"]).rsplit(":", 1)[1])
-    d = Daemonized(work, ini, override, work / "pid", str(work / "stats.sock"),
-                   work / "fifo", port, script)  # fmt: skip
+    d = Daemonized(
+        work, ini, override, work / "pid", str(work / "stats.sock"), work / "fifo", port, script
+    )
     subprocess.run([find_uwsgi(), "--ini", str(ini)], check=True, timeout=30)
     try:
-        assert wait_for(lambda: d.pid() is not None and d.watch().step().ok, 15), "no start"
+        assert wait_for(lambda: d.pid() is not None and d.poll()().ok, 15), "no start"
         yield d
     finally:
         pid = d.pid()
@@ -83,10 +84,10 @@ def daemonized(tmp_path: Path) -> Iterator[Daemonized]:
 
 def test_listen_is_applied_by_the_restart_and_verified(daemonized: Daemonized) -> None:
     d = daemonized
-    watch = d.watch()
-    before = watch.step()
+    poll = d.poll()
+    before = poll()
     assert wait_for(lambda: d.backlog() == 8)
-    applier = ListenApplier(d.override, d.ini, RestartCommand((str(d.restart),)), watch.step)
+    applier = ListenApplier(d.override, d.ini, RestartCommand((str(d.restart),)), poll)
     out = applier.apply(32, before, deadline=30)
     assert out.ok, out.detail
     assert read_keys(d.override) == {"listen": "32"}
@@ -98,29 +99,29 @@ def test_listen_above_somaxconn_is_refused_before_anything_is_written(
     daemonized: Daemonized,
 ) -> None:
     d = daemonized
-    watch = d.watch()
-    before = watch.step()
+    poll = d.poll()
+    before = poll()
     assert before.somaxconn
-    applier = ListenApplier(d.override, d.ini, RestartCommand((str(d.restart),)), watch.step)
+    applier = ListenApplier(d.override, d.ini, RestartCommand((str(d.restart),)), poll)
     with pytest.raises(OverrideError, match=f"> somaxconn = {before.somaxconn}"):
         applier.apply(before.somaxconn + 1, before, deadline=30)
     assert d.override.read_text() == "[uwsgi]\n"
-    assert watch.step().master_pid == before.master_pid  # not restarted
+    assert poll().master_pid == before.master_pid  # not restarted
 
 
 def test_a_failing_restart_restores_the_override(daemonized: Daemonized, tmp_path: Path) -> None:
     d = daemonized
-    watch = d.watch()
-    before = watch.step()
+    poll = d.poll()
+    before = poll()
     failing = tmp_path / "fail.sh"
     failing.write_text("#!/bin/sh\necho 'unit uwsgi@app not found' >&2\nexit 5\n")
     failing.chmod(0o755)
-    applier = ListenApplier(d.override, d.ini, RestartCommand((str(failing),)), watch.step)
+    applier = ListenApplier(d.override, d.ini, RestartCommand((str(failing),)), poll)
     out = applier.apply(32, before, deadline=5)
     assert not out.ok and out.restored
     assert "exited 5: unit uwsgi@app not found" in out.detail
     assert d.override.read_text() == "[uwsgi]\n"  # back as it was
-    assert watch.step().master_pid == before.master_pid
+    assert poll().master_pid == before.master_pid
     assert wait_for(lambda: d.backlog() == 8)
 
 
@@ -140,11 +141,12 @@ def test_tune_applies_a_burst_listen_through_the_restart_command(daemonized: Dae
     listen of 8, the rules' listen_queue.bursts, one restart, the new backlog verified."""
     d = daemonized
     audit = d.workdir / "audit.jsonl"
-    cmd = [sys.executable, "-m", "uwsgitune", "tune", d.stats, "--fifo", str(d.fifo),
-           "--override", str(d.override), "--ini", str(d.ini), "--mode", "apply",
-           "--min-workers", "1", "--max-workers", "1", "--interval", "0.5",
-           "--duration", "45", "--audit", str(audit),
-           "--restart-command", str(d.restart)]  # fmt: skip
+    flags = (
+        f"--fifo {d.fifo} --override {d.override} --ini {d.ini} --mode apply "
+        f"--min-workers 1 --max-workers 1 --interval 0.5 --duration 45 --audit {audit} "
+        f"--restart-command {d.restart}"
+    )
+    cmd = [sys.executable, "-m", "uwsgitune", "tune", d.stats, *flags.split()]
     tune = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         asyncio.run(_bursts(d.port, 40))
@@ -164,13 +166,13 @@ def test_the_deadline_counts_from_the_restart_commands_exit(
     """A restart command slower than the deadline (a slow `systemctl restart`) that succeeds
     is verified, not rolled back (which would restart uWSGI a second time)."""
     d = daemonized
-    watch = d.watch()
-    before = watch.step()
+    poll = d.poll()
+    before = poll()
     assert wait_for(lambda: d.backlog() == 8)
     slow = tmp_path / "slow.sh"
     slow.write_text(f"#!/bin/sh\nsleep 12\nexec {d.restart}\n")
     slow.chmod(0o755)
-    applier = ListenApplier(d.override, d.ini, RestartCommand((str(slow),)), watch.step)
+    applier = ListenApplier(d.override, d.ini, RestartCommand((str(slow),)), poll)
     out = applier.apply(32, before, deadline=10)
     assert out.ok, out.detail
     assert d.backlog() == 32

@@ -1,4 +1,4 @@
-"""TuneLoop against a real uWSGI: changes under a bounded non-keepalive load lose nothing;
+"""The tuner against a real uWSGI: changes under a bounded non-keepalive load lose nothing;
 stale stats get no action; the CLI fails in one line on bad input."""
 
 from __future__ import annotations
@@ -11,17 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import drive as _drive
-from tests.tuner.real import live, manual
+from tests.tuner.real import applying, audit_of, drive, live, manual
 from tests.uwsgi_harness import url
-from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.fifo import MasterFifo
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.cli.main import main
-from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, LoadRun
-from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner import TunerSettings
 
 pytestmark = pytest.mark.uwsgi
@@ -33,16 +27,6 @@ FAST = TunerSettings(
     measure_frames=3,
     settle_after_change=1,
 )
-
-
-def _loop(proc: UwsgiProcess, tmp_path: Path, **kw: object) -> tuple[TuneLoop, list[str]]:
-    lines: list[str] = []
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.5)
-    target = OverrideTarget(tmp_path / "o.ini", proc.ini)
-    audit = AuditLog(tmp_path / "audit.jsonl")
-    settings = kw.pop("settings", FAST)
-    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "apply", audit, **kw)  # type: ignore[arg-type]
-    return loop, lines
 
 
 async def _phases(u: str) -> LoadResult:
@@ -57,17 +41,17 @@ def test_tuning_under_load_loses_no_request(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=6, initial=1))
-    loop, lines = _loop(proc, tmp_path)
+    driver, lines = applying(proc, tmp_path, FAST), list[str]()
     result: list[LoadResult] = []
     load = threading.Thread(target=lambda: result.append(asyncio.run(_phases(url(proc, "/io/30")))))
     load.start()
-    decisions = _drive(loop, 24.5, lines)
+    decisions = drive(driver, 24.5, lines)
     load.join()
     ups = [d for d in decisions if d.action == "up"]
     downs = [d for d in decisions if d.action == "down"]
     assert ups and downs, "\n".join(lines)
     assert result[0].errors == 0 and result[0].ok > 300
-    verified = [r for r in loop.audit.records() if r.result == "verified"]  # type: ignore[union-attr]
+    verified = [r for r in audit_of(tmp_path).records() if r.result == "verified"]
     assert len(verified) >= 2
     assert all(1 <= d.desired <= 6 for d in decisions)
     assert all("[" in line and "]" in line for line in lines)
@@ -76,7 +60,7 @@ def test_tuning_under_load_loses_no_request(
 def test_stale_stats_get_no_action(uwsgi: Callable[..., UwsgiProcess], tmp_path: Path) -> None:
     proc = uwsgi(**manual(tmp_path / "o.ini", processes=6, initial=1))
     # Our clock runs 5 s ahead of the polls: every frame is older than two intervals.
-    loop, _ = _loop(proc, tmp_path, mono=lambda: time.monotonic() + 5)
+    driver = applying(proc, tmp_path, FAST, mono=lambda: time.monotonic() + 5)
     result: list[LoadResult] = []
     load = threading.Thread(
         target=lambda: result.append(
@@ -84,10 +68,10 @@ def test_stale_stats_get_no_action(uwsgi: Callable[..., UwsgiProcess], tmp_path:
         )
     )
     load.start()
-    decisions = _drive(loop, 6)
+    decisions = drive(driver, 6)
     load.join()
     assert {d.code for d in decisions} <= {"stale"}
-    assert live(proc) == 1 and not list(loop.audit.records())  # type: ignore[union-attr]
+    assert live(proc) == 1 and not list(audit_of(tmp_path).records())
 
 
 @pytest.mark.parametrize(

@@ -14,21 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, drive, manual, wait_for
+from tests.tuner.real import doc, drive, manual, poller, service, tuned, wait_for
 from tests.tuner.test_real_scale import QUICK
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.build import build_loop
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
 from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.quiesce import LONGEST, statuses_at
 from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.service import Mode
 from uwsgitune.core.address import parse_address
+from uwsgitune.core.frame import Frame
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, run_closed
-from uwsgitune.sources.watcher import InstanceWatch
 from uwsgitune.tuner.result import AuditRecord
 
 pytestmark = pytest.mark.uwsgi
@@ -37,17 +36,15 @@ RESUMED = b"resuming workers"
 
 
 def _setup(
-    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, fifo: MasterFifo | None = None, **kw: object
-) -> tuple[UwsgiProcess, Reloader, InstanceWatch]:
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, **kw: object
+) -> tuple[UwsgiProcess, Reloader, Callable[[], Frame]]:
     override = tmp_path / "override.ini"
     proc = uwsgi(**kw, **manual(override, processes=4, initial=2))  # the include stays last
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.25)
-    watch.step()
-    reloader = Reloader(
-        fifo or MasterFifo(proc.fifo), override, proc.ini, watch.step,
-        statuses=statuses_at(watch.address),
-    )  # fmt: skip
-    return proc, reloader, watch
+    poll = poller(proc.stats)
+    poll()
+    statuses = statuses_at(parse_address(proc.stats))
+    reloader = Reloader(MasterFifo(proc.fifo), override, proc.ini, poll, statuses=statuses)
+    return proc, reloader, poll
 
 
 def _serves(proc: UwsgiProcess) -> bool:
@@ -55,7 +52,7 @@ def _serves(proc: UwsgiProcess) -> bool:
     rollback) can still reset one, which `wait_for` then tries again."""
     try:
         with urllib.request.urlopen(url(proc, "/io/1"), timeout=5) as r:
-            return r.status == 200
+            return bool(r.status == 200)
     except OSError:
         return False
 
@@ -63,11 +60,11 @@ def _serves(proc: UwsgiProcess) -> bool:
 def test_a_reload_pauses_the_workers_first_and_the_new_ones_are_not_paused(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
-    proc, reloader, watch = _setup(uwsgi, tmp_path)
+    proc, reloader, poll = _setup(uwsgi, tmp_path)
     result: list[LoadResult] = []
     load = threading.Thread(target=lambda: result.append(run_closed(url(proc, "/cpu/2"), 8, 6.0)))
     load.start()
-    out = reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=15)
+    out = reloader.apply(Override(6, 1, 3), poll(), Limits(4096), deadline=15)
     load.join()
     assert out.ok and "workers paused first" in out.detail, out.detail
     assert PAUSED in proc.log.read_bytes()
@@ -79,7 +76,7 @@ def test_a_reload_pauses_the_workers_first_and_the_new_ones_are_not_paused(
 def test_a_long_request_is_served_and_the_reload_goes_after_the_longest_wait(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
-    proc, reloader, watch = _setup(uwsgi, tmp_path)
+    proc, reloader, poll = _setup(uwsgi, tmp_path)
     ms = int((LONGEST + 3) * 1000)
     got: list[int] = []
 
@@ -90,7 +87,7 @@ def test_a_long_request_is_served_and_the_reload_goes_after_the_longest_wait(
     t = threading.Thread(target=long_request)
     t.start()
     assert wait_for(lambda: any(w.status == "busy" for w in doc(proc).live_workers))
-    out = reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=30)
+    out = reloader.apply(Override(6, 1, 3), poll(), Limits(4096), deadline=30)
     t.join()
     assert out.ok and "reloaded anyway" in out.detail, out.detail
     assert got == [200] and _serves(proc)
@@ -98,8 +95,8 @@ def test_a_long_request_is_served_and_the_reload_goes_after_the_longest_wait(
 
 
 def test_a_threaded_pool_is_not_paused(uwsgi: Callable[..., UwsgiProcess], tmp_path: Path) -> None:
-    proc, reloader, watch = _setup(uwsgi, tmp_path, threads=2)
-    out = reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=15)
+    proc, reloader, poll = _setup(uwsgi, tmp_path, threads=2)
+    out = reloader.apply(Override(6, 1, 3), poll(), Limits(4096), deadline=15)
     assert out.ok and "paused" not in out.detail, out.detail
     assert PAUSED not in proc.log.read_bytes() and _serves(proc)
 
@@ -117,9 +114,9 @@ def test_a_pause_whose_reload_was_not_sent_is_undone(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
     override = tmp_path / "override.ini"
-    proc, reloader, watch = _setup(uwsgi, tmp_path)
+    proc, reloader, poll = _setup(uwsgi, tmp_path)
     reloader.fifo = NoReload(proc.fifo)
-    out = reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=15)
+    out = reloader.apply(Override(6, 1, 3), poll(), Limits(4096), deadline=15)
     assert not out.ok and out.restored and "pause sent before it was undone" in out.detail
     assert override.read_text() == "[uwsgi]\n"
     log = proc.log.read_bytes()
@@ -135,8 +132,8 @@ def test_new_workers_that_start_paused_are_resumed(
     # respawns start paused, and the wait resumes them.
     monkeypatch.setattr("uwsgitune.actuate.reload.pause_unsafe", lambda *a: False)
     monkeypatch.setattr("uwsgitune.actuate.reload.lazy_where", lambda *a: None)
-    proc, reloader, watch = _setup(uwsgi, tmp_path, lazy=True)
-    out = reloader.apply(Override(6, 1, 3), watch.step(), Limits(4096), deadline=5)
+    proc, reloader, poll = _setup(uwsgi, tmp_path, lazy=True)
+    out = reloader.apply(Override(6, 1, 3), poll(), Limits(4096), deadline=5)
     assert "the new workers started paused: resumed" in out.detail, out.detail
     log = proc.log.read_bytes()
     assert PAUSED in log and RESUMED in log
@@ -149,26 +146,35 @@ def test_new_workers_that_start_paused_are_resumed(
     [("apply", 5.0, True), ("observe", 5.0, False), ("apply", 3600.0, False)],
 )
 def test_a_pool_a_killed_reload_left_paused_is_resumed_in_apply_mode(
-    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, mode: str, ago: float, resumed: bool
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, mode: Mode, ago: float, resumed: bool
 ) -> None:
     override = tmp_path / "override.ini"
-    proc, _, watch = _setup(uwsgi, tmp_path)
-    pid = watch.step().master_pid
+    proc, _, poll = _setup(uwsgi, tmp_path)
+    first = poll()
+    pid = first.master_pid
     # What a tuner killed between its `p` and its `r` leaves: the intent, and a pool paused
     # but for a worker still in a long request (it reads `busy` until that ends).
     audit = AuditLog(tmp_path / "audit.jsonl")
-    audit.append(AuditRecord("intent", time.time() - ago, str(watch.address), "apply",
-                             action="down", via="reload", before=2, after=1, pid=pid))  # fmt: skip
+    t = time.time() - ago
+    audit.append(AuditRecord("intent", t, first.source, "apply", "down", "reload", 2, 1, pid=pid))
     codes: list[int] = []
     long = threading.Thread(target=lambda: codes.append(_status(url(proc, "/io/5000"))))
     long.start()
     assert wait_for(lambda: any(w.status == "busy" for w in doc(proc).live_workers))
     MasterFifo(proc.fifo).send("p", pid)
     assert wait_for(lambda: [w.status for w in doc(proc).live_workers].count("pause") == 1)
-    target = OverrideTarget(override, proc.ini)
-    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, QUICK, mode, audit)  # type: ignore[arg-type]
+    driver = tuned(
+        proc.stats,
+        proc.fifo,
+        settings=QUICK,
+        mode=mode,
+        override=override,
+        ini=proc.ini,
+        audit=audit,
+        locks=tmp_path / "locks",
+    )
     lines: list[str] = []
-    drive(loop, 3, lines)
+    drive(driver, 3, lines)
     said = [line for line in lines if "a reload cut short left paused" in line]
     assert len(said) == (1 if resumed else 0), "\n".join(lines)
     if resumed:
@@ -195,16 +201,18 @@ def _status(address: str) -> int:
 
 @pytest.mark.parametrize("marked", [True, False])
 def test_a_pool_another_tools_killed_reload_left_paused_is_resumed_from_the_lock(
-    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    uwsgi: Callable[..., UwsgiProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     marked: bool,
-) -> None:  # fmt: skip
+) -> None:
     """`tune` killed between its `p` and its `r`, the daemon next: the daemon's audit log
     holds nothing of it, but the apply lock they share says a reload of that master was
     under way, and the daemon resumes the pool. A lock with no mark: a pause someone else
     made, left alone."""
     monkeypatch.setenv("UWSGITUNE_LOCK_DIR", str(tmp_path / "locks"))
-    proc, _, watch = _setup(uwsgi, tmp_path)
-    pid = watch.step().master_pid
+    proc, _, poll = _setup(uwsgi, tmp_path)
+    pid = poll().master_pid
     killed = ApplyLock(Path(proc.fifo), "uwsgitune tune")
     assert killed.acquire() is None
     if marked:
@@ -212,16 +220,23 @@ def test_a_pool_another_tools_killed_reload_left_paused_is_resumed_from_the_lock
     MasterFifo(proc.fifo).send("p", pid)
     killed.release()  # what its death does: the flock dropped, the file as it was
     assert wait_for(lambda: all(w.status == "pause" for w in doc(proc).live_workers))
-    built = build_loop(watch, watch.step(), fifo=Path(proc.fifo), override=tmp_path /
-                       "override.ini", ini=proc.ini, settings=QUICK, mode="apply",
-                       audit=AuditLog(tmp_path / "daemon.audit.jsonl"),
-                       role="uwsgitune daemon, instance app")  # fmt: skip
-    assert built.lock is not None and built.loop.lock is built.lock
+    driver = tuned(  # the daemon's tuner: its lock in $UWSGITUNE_LOCK_DIR, as the tool's
+        proc.stats,
+        proc.fifo,
+        settings=QUICK,
+        override=tmp_path / "override.ini",
+        ini=proc.ini,
+        audit=AuditLog(tmp_path / "daemon.audit.jsonl"),
+        role="uwsgitune daemon, instance app",
+    )
+    tuner = service(driver)
     lines: list[str] = []
     try:
-        drive(built.loop, 3, lines)
+        drive(driver, 3, lines, close=False)
+        assert tuner.lock is not None and tuner.lock.held and tuner.lock.path == killed.path
     finally:
-        built.lock.release()
+        driver.close()
+    assert tuner.lock is None
     said = [line for line in lines if "a reload cut short left paused" in line]
     if marked:
         assert len(said) == 1 and said[0].startswith("apply: resumed (`p`) the 2 workers"), lines

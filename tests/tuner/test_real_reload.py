@@ -9,35 +9,34 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, manual
+from tests.tuner.real import doc, manual, poller, wait_for
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.override import Override, OverrideError, read_override
 from uwsgitune.actuate.reload import Limits, Reloader
-from uwsgitune.core.address import parse_address
+from uwsgitune.core.frame import Frame
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, run_closed
-from uwsgitune.sources.watcher import InstanceWatch
 
 pytestmark = pytest.mark.uwsgi
 
 
 def _setup(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
-) -> tuple[UwsgiProcess, Reloader, InstanceWatch]:
+) -> tuple[UwsgiProcess, Reloader, Callable[[], Frame]]:
     override = tmp_path / "override.ini"
     proc = uwsgi(**manual(override, processes=4, initial=2))
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.25)
-    watch.step()
-    reloader = Reloader(MasterFifo(proc.fifo), override, proc.ini, watch.step)
-    return proc, reloader, watch
+    poll = poller(proc.stats)
+    poll()
+    reloader = Reloader(MasterFifo(proc.fifo), override, proc.ini, poll)
+    return proc, reloader, poll
 
 
 def test_refused_override_is_never_written_and_the_instance_survives(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
-    proc, reloader, watch = _setup(uwsgi, tmp_path)
-    before = watch.step()
+    proc, reloader, poll = _setup(uwsgi, tmp_path)
+    before = poll()
     with pytest.raises(OverrideError, match="cheaper = 4 >= processes = 4"):
         reloader.apply(Override(4, 4, 4), before, Limits(4096), deadline=5)
     with pytest.raises(OverrideError, match=r"listen = 100 > somaxconn = 64"):
@@ -50,7 +49,7 @@ def test_refused_override_is_never_written_and_the_instance_survives(
     proc.ini.write_text(text)
     assert (tmp_path / "override.ini").read_text() == "[uwsgi]\n"
     assert not (tmp_path / "override.ini.prev").exists()
-    after = watch.step()
+    after = poll()
     assert proc.alive() and after.master_pid == before.master_pid
     assert after.reloads_seen == before.reloads_seen and after.workers_max == 4
 
@@ -58,8 +57,8 @@ def test_refused_override_is_never_written_and_the_instance_survives(
 def test_good_override_reload_is_verified_under_load_without_loss(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
-    proc, reloader, watch = _setup(uwsgi, tmp_path)
-    before = watch.step()
+    proc, reloader, poll = _setup(uwsgi, tmp_path)
+    before = poll()
     result: list[LoadResult] = []
     load = threading.Thread(target=lambda: result.append(run_closed(url(proc, "/io/20"), 4, 6.0)))
     load.start()
@@ -77,8 +76,8 @@ def test_good_override_reload_is_verified_under_load_without_loss(
 def test_unverified_reload_is_rolled_back(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
-    proc, reloader, watch = _setup(uwsgi, tmp_path)
-    before = watch.step()
+    proc, reloader, poll = _setup(uwsgi, tmp_path)
+    before = poll()
     reloader.poll = lambda: before  # the stats never show the new values
     out = reloader.apply(Override(6, 1, 3), before, Limits(4096), deadline=1.5)
     assert not out.ok and out.restored and "restored and reloaded" in out.detail
@@ -87,7 +86,5 @@ def test_unverified_reload_is_rolled_back(
     def back() -> bool:
         d = doc(proc)
         return len(d.workers) == 4 and len(d.live_workers) == 2
-
-    from tests.tuner.real import wait_for
 
     assert wait_for(back) and proc.alive()

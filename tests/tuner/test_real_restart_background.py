@@ -68,12 +68,17 @@ def background() -> Iterator[Background]:
     script.write_text(RESTART.format(pidfile=work / "pid", uwsgi=find_uwsgi(), ini=ini, runs=runs))
     script.chmod(0o755)
     port = int(str(opts["http-socket"]).rsplit(":", 1)[1])
-    b = Background(work, ini, override, work / "pid", str(work / "stats.sock"), port, script,
-                   runs)  # fmt: skip
-    subprocess.run([str(script)], check=True, timeout=30, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    b = Background(work, ini, override, work / "pid", str(work / "stats.sock"), port, script, runs)
+    subprocess.run(
+        [str(script)],
+        check=True,
+        timeout=30,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
-        assert wait_for(lambda: b.pid() is not None and b.watch().step().ok, 20), "no start"
+        assert wait_for(lambda: b.pid() is not None and b.poll()().ok, 20), "no start"
         runs.write_text("")
         yield b
     finally:
@@ -88,11 +93,11 @@ def test_a_uwsgi_started_in_the_background_is_a_success_not_a_timeout(
     background: Background,
 ) -> None:
     b = background
-    watch = b.watch()
-    before = watch.step()
+    poll = b.poll()
+    before = poll()
     assert b.backlog() == 8
     restart = RestartCommand((str(b.script),), timeout=20)
-    applier = ListenApplier(b.override, b.ini, restart, watch.step)
+    applier = ListenApplier(b.override, b.ini, restart, poll)
     start = time.monotonic()
     out = applier.apply(32, before, deadline=40)
     took = time.monotonic() - start
@@ -105,7 +110,7 @@ def test_a_uwsgi_started_in_the_background_is_a_success_not_a_timeout(
     # It logs every request to the pipe uwsgitune closed: EPIPE, ignored; it keeps serving.
     result = run_closed(f"http://127.0.0.1:{b.port}/io/5", 2, 2.0)
     assert result.errors == 0 and result.ok > 10
-    assert b.pid() == new and watch.step().master_pid == new
+    assert b.pid() == new and poll().master_pid == new
 
 
 def test_an_exception_running_the_command_restores_the_override(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ thread (rolled back, audited `interrupted`, lock released) before `watch` exits.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,17 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.faults.test_interrupted_apply import busy_workers, check_interrupted, intent_seen
-from tests.tuner.real import manual, wait_for
+from tests.tuner.real import manual, service, tuned, wait_for
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.fifo import MasterFifo
-from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
-from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.pipeline import InstanceState, pipeline_for
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tui.polling import PollLoop
-from uwsgitune.tui.tuning import TuiTuner, finish_applies
+from uwsgitune.pipeline import InstanceState
+from uwsgitune.tui.app import finish
 from uwsgitune.tuner import TunerSettings
 
 pytestmark = pytest.mark.uwsgi
@@ -34,34 +27,39 @@ def test_quitting_mid_apply_rolls_back_and_releases(
     override = tmp_path / "override.ini"
     proc = uwsgi(**manual(override, processes=4, initial=4))
     audit = AuditLog(tmp_path / "audit.jsonl")
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.5)
     settings = TunerSettings(min_workers=1, max_workers=2, cpu_saturated=1.0)
-    target = OverrideTarget(override, proc.ini)
-    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "recommend", audit)
-    tuner = TuiTuner(loop, ApplyLock(proc.fifo, "uwsgitune watch", tmp_path / "locks"))
+    driver = tuned(  # as `watch --fifo` builds it: recommend mode, `a` applies
+        proc.stats,
+        proc.fifo,
+        settings=settings,
+        mode="recommend",
+        override=override,
+        ini=proc.ini,
+        audit=audit,
+        locks=tmp_path / "locks",
+        role="uwsgitune watch",
+    )
+    tuner = service(driver)
     shown: list[InstanceState] = []
-    poller = PollLoop(0, pipeline_for(watch, tuner=tuner.advise), lambda _i, s: shown.append(s))
-    loop.poll = poller.poll_and_show  # what the app wires for an instance with a tuner
-    thread = threading.Thread(target=poller.run)
+    driver.subscribe(shown.append)  # what the app posts to its screen
     with busy_workers(proc, 4):
-        thread.start()
+        driver.start(name="poll-0")
         try:
             assert wait_for(lambda: _advice(shown) is not None, 30)
             tuner.request("down", _advice(shown) or 0)  # the `a` key, confirmed
+            driver.poll_now()
             assert wait_for(lambda: intent_seen(audit.path), 30)
             during = len(shown)
             assert wait_for(lambda: len(shown) >= during + 3, 15)  # the screen moves on
-            assert tuner.lock.held
+            assert tuner.lock_held and driver.stepping
             quit_at = time.monotonic()
-            poller.stop()
-            tuner.halt()  # what the app does on quit
-            assert finish_applies([tuner]) == 0
+            driver.stop()  # what the app does on quit: the apply halted
+            assert finish([driver]) == 0  # what `run_tui` does after the app exits
             took = time.monotonic() - quit_at
         finally:
-            poller.stop()
-            tuner.halt()
-            thread.join(30)
-    assert took < 20 and not tuner.lock.held, took
+            driver.stop()
+            driver.join(30)
+    assert took < 20 and not tuner.lock_held and driver.tuner is None, took
     check_interrupted(audit.path, override)
     assert proc.alive()
 
