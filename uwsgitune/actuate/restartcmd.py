@@ -158,9 +158,14 @@ def _said(code: int, tail: str) -> str:
 
 def _run(cmd: RestartCommand, env: dict[str, str], mono: Callable[[], float]) -> str | None:
     try:
-        proc = subprocess.Popen(cmd.argv, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd.argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
     except OSError as exc:
         return f"restart command {cmd.argv[0]!r} failed to run: {exc.strerror or exc}"
     assert proc.stdout is not None and proc.stderr is not None

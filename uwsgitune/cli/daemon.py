@@ -43,8 +43,12 @@ def register(sub: Any) -> None:
     add_flag(one, TunerSettings, "interval", type=str, default=None, metavar="SECONDS")
     one.add_argument("--timeout", default=None, metavar="SECONDS")
     add_flag(one, PeerSettings, "trust_tcp_stats", default=None)
-    p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
-                   help=f"metrics endpoint (default {DEFAULT_LISTEN})")  # fmt: skip
+    p.add_argument(
+        "--metrics-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"metrics endpoint (default {DEFAULT_LISTEN})",
+    )
     p.add_argument("--log-format", choices=["text", "json"], default=None)
     exporter_flags.register(p)
     p.set_defaults(func=run)

@@ -65,8 +65,12 @@ class EventFormatter(logging.Formatter):
         return f"{stamp} {level} {body}"
 
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-          "error": logging.ERROR}  # fmt: skip
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def setup(fmt: str = "text", stream: TextIO | None = None, level: str = "info") -> logging.Logger:

@@ -114,16 +114,30 @@ class Daemon:
         self._apply(self.config, first=True)
         metrics = ",".join(f"{h}:{p}" for h, p in self.server.addresses)
         if self.server.tls is None and not all(ip_loopback(h) for h, _ in self.server.addresses):
-            event("metrics_exposed", logging.WARNING, metrics=metrics,
-                  fix="TLS and basic auth: web_config_file (--web.config.file)")  # fmt: skip
+            event(
+                "metrics_exposed",
+                logging.WARNING,
+                metrics=metrics,
+                fix="TLS and basic auth: web_config_file (--web.config.file)",
+            )
         private = private_lock_dir(os.environ, lock_dir())
         if private and any(r.spec.mode == "apply" for r in self.runners.values()):
-            event("lock_private", logging.WARNING, lock_dir=private,
-                  fix="add RuntimeDirectory=uwsgitune and RuntimeDirectoryPreserve=yes to the "
-                  "unit (as systemd/uwsgitune.service does)")  # fmt: skip
-        event("started", version=__version__, pid=os.getpid(), metrics=metrics,
-              tls=self.server.tls is not None, instances=len(self.runners),
-              config=self.config_path)  # fmt: skip
+            event(
+                "lock_private",
+                logging.WARNING,
+                lock_dir=private,
+                fix="add RuntimeDirectory=uwsgitune and RuntimeDirectoryPreserve=yes to the "
+                "unit (as systemd/uwsgitune.service does)",
+            )
+        event(
+            "started",
+            version=__version__,
+            pid=os.getpid(),
+            metrics=metrics,
+            tls=self.server.tls is not None,
+            instances=len(self.runners),
+            config=self.config_path,
+        )
         self.notifier.ready(self._status())
 
     def _status(self) -> str:
@@ -177,10 +191,19 @@ class Daemon:
         if site is not None:
             self._apply_web(site)
         if new.daemon.metrics_listen != old.daemon.metrics_listen:
-            event("metrics_listen_kept", logging.WARNING, listen=old.daemon.metrics_listen,
-                  reason="a new metrics_listen takes a restart")  # fmt: skip
-            new = new.model_copy(update={"daemon": new.daemon.model_copy(
-                update={"metrics_listen": old.daemon.metrics_listen})})  # fmt: skip
+            event(
+                "metrics_listen_kept",
+                logging.WARNING,
+                listen=old.daemon.metrics_listen,
+                reason="a new metrics_listen takes a restart",
+            )
+            new = new.model_copy(
+                update={
+                    "daemon": new.daemon.model_copy(
+                        update={"metrics_listen": old.daemon.metrics_listen}
+                    )
+                }
+            )
         runners: dict[str, InstanceRunner] = {}
         for spec in new.instance:
             runner = self.runners.get(spec.name)

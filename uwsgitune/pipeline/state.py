@@ -25,8 +25,14 @@ class PollCounts:
     def after(
         self, ok: bool, seconds: float, repaired: bool = False, t: float | None = None
     ) -> PollCounts:
-        return PollCounts(self.polls + 1, self.errors + (not ok), self.seconds + seconds, seconds,
-                          self.repairs + repaired, t if t is not None else self.last_t)  # fmt: skip
+        return PollCounts(
+            self.polls + 1,
+            self.errors + (not ok),
+            self.seconds + seconds,
+            seconds,
+            self.repairs + repaired,
+            t if t is not None else self.last_t,
+        )
 
 
 Actions = tuple[tuple[str, str, int], ...]  # (kind, result, count), sorted
