@@ -203,6 +203,7 @@ class Waits:
     been told right after each poll."""
 
     mode = "apply"
+    waiting = None
 
     def __init__(self, poll: PollFn) -> None:
         self.poll = poll

@@ -108,7 +108,7 @@ def test_apply_key_path(loaded: UwsgiProcess, tmp_path: Path) -> None:
         asked = _asked(driver)
         if asked.kind != "changed":
             break
-    assert asked.kind == "applied" and asked.text.startswith("applied: up 1->"), asked.text
+    assert asked.kind == "applied" and asked.text.startswith("applied: up 1 → "), asked.text
     assert wait_for(lambda: live(proc) > 1)
     changes = [r for r in audit.records() if r.event == "change"]
     assert [c.result for c in changes] == ["sent"] and changes[0].mode == "recommend"
