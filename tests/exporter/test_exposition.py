@@ -15,11 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tests.daemon.test_collector import snapshot
-from uwsgitune.exporter.collector import UwsgiCollector, polled_registry
-from uwsgitune.exporter.exposition import POLLED_MAX_AGE, PollExposition
-from uwsgitune.exporter.scrapeclock import AHEAD
-from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerStats, handler_text
-from uwsgitune.exporter.text import render
+from uwsgitune.exporter.exposition import AHEAD, POLLED_MAX_AGE, PollExposition, render
+from uwsgitune.exporter.metrics import BuildInfo, UwsgiCollector, polled_registry
+from uwsgitune.exporter.site import HandlerStats, handler_text
 from uwsgitune.pipeline import InstanceState
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uwsgitune.exporter.scrapeclock import ScrapeClock
+from uwsgitune.exporter.exposition import ScrapeClock
 
 
 def clock_of(*times: float) -> ScrapeClock:

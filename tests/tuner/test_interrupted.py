@@ -26,8 +26,7 @@ from uwsgitune.actuate.reload import Reloader
 from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.tuning import InstanceTuner
-from uwsgitune.exporter.collector import add_snapshot
-from uwsgitune.exporter.families import Families
+from uwsgitune.exporter.metrics import Families, add_snapshot
 from uwsgitune.pipeline import InstancePipeline
 from uwsgitune.tuner import TunerState
 from uwsgitune.tuner.result import AuditRecord, StepResult

@@ -11,7 +11,7 @@ import pytest
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import SocketView
 from uwsgitune.daemon.config import validate
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
 from uwsgitune.tuner.listen import listen_wish
 

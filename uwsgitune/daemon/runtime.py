@@ -27,17 +27,16 @@ from pathlib import Path
 from uwsgitune import __version__
 from uwsgitune.actuate.lock import lock_dir, private_lock_dir
 from uwsgitune.daemon import logs
-from uwsgitune.daemon.config import DaemonConfig, load_config
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.daemon.config import DaemonConfig, DaemonSection, load_config
 from uwsgitune.daemon.instance import STOP_WAIT_SECONDS, InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
-from uwsgitune.errors import UwsgituneError
-from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.endpoint import Endpoint, build_site, ip_loopback
+from uwsgitune.errors import ConfigError, UwsgituneError
 from uwsgitune.exporter.exposition import PollExposition
-from uwsgitune.exporter.http import MetricsServer
+from uwsgitune.exporter.metrics import registry_for
 from uwsgitune.exporter.serve import prepare
+from uwsgitune.exporter.server import MetricsServer, ip_loopback
+from uwsgitune.exporter.site import Endpoint, EndpointSettings, build_site
 from uwsgitune.pipeline.state import InstanceState, PollCounts
 from uwsgitune.sources.watcher import InstanceWatch
 
@@ -48,6 +47,19 @@ RETIRED_WAIT_SECONDS = 3600.0  # a removed instance's apply runs to its own dead
 
 class StartupError(UwsgituneError):
     """The daemon could not start (e.g. the metrics address is taken): one line."""
+
+
+def endpoint_settings(daemon: DaemonSection) -> EndpointSettings:
+    """The exporter's settings from the `[daemon]` section: the exporter reads its own
+    settings, never the daemon's config."""
+    return EndpointSettings(
+        telemetry_path=daemon.telemetry_path,
+        web_config_file=daemon.web_config_file,
+        probe_targets=daemon.probe_targets,
+        scrape_timeout_offset=daemon.scrape_timeout_offset,
+        collect_cores=daemon.collect_cores,
+        uwsgi_metrics_max_series=daemon.uwsgi_metrics_max_series,
+    )
 
 
 class Daemon:
@@ -101,7 +113,7 @@ class Daemon:
     async def startup(self) -> None:
         try:
             self.server.handler, self.server.tls, self.exposition = build_site(
-                self.config.daemon, self.snapshots, self.ready
+                endpoint_settings(self.config.daemon), self.snapshots, self.ready
             )
         except ConfigError as exc:
             raise StartupError(str(exc).replace("\n", "; ")) from None
@@ -159,7 +171,7 @@ class Daemon:
         self.notifier.reloading()
         try:
             new = load_config(self.config_path, self.env)
-            site = build_site(new.daemon, self.snapshots, self.ready)
+            site = build_site(endpoint_settings(new.daemon), self.snapshots, self.ready)
         except ConfigError as exc:
             error = str(exc).replace("\n", "; ")
             event("reload_failed", logging.ERROR, error=error, kept="the running config")

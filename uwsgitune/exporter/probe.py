@@ -25,8 +25,8 @@ from uwsgitune.core.address import AddressError, StatsAddress, parse_address
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import DocumentError, parse_document
 from uwsgitune.core.samples import Poll
-from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
-from uwsgitune.exporter.text import render
+from uwsgitune.exporter.exposition import render
+from uwsgitune.exporter.metrics import ExportOptions, UwsgiCollector
 from uwsgitune.pipeline.state import InstanceState, PollCounts
 from uwsgitune.sources.stats import StatsError, read_stats
 

@@ -10,10 +10,9 @@ import contextlib
 from collections.abc import Sequence
 from functools import partial
 
-from uwsgitune.exporter.collector import polled_registry, registry_for
-from uwsgitune.exporter.exposition import PollExposition
-from uwsgitune.exporter.http import ThreadedMetricsServer
-from uwsgitune.exporter.scrapeclock import AHEAD
+from uwsgitune.exporter.exposition import AHEAD, PollExposition
+from uwsgitune.exporter.metrics import polled_registry, registry_for
+from uwsgitune.exporter.server import ThreadedMetricsServer
 from uwsgitune.pipeline import InstancePipeline, InstanceState
 from uwsgitune.pipeline.runner import Watch
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 
 VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
