@@ -34,7 +34,9 @@ The definition, fixed before the first run:
 
 Writes bench/results/render_ahead.md (appends the run's table under the definition).
 `--tree DIR` runs the daemon from another checkout (e.g. `git archive` of the commit under
-test), so the working tree can change during the run.
+test), so the working tree can change during the run. The verdict removed render-ahead
+(the commit after fa6d64b): the "ahead" variant runs only from a tree that still has it,
+e.g. `git archive fa6d64b | tar -x -C /tmp/t && bench/render_ahead.py --tree /tmp/t`.
 """
 
 from __future__ import annotations
@@ -76,12 +78,14 @@ def counted(self, *args, **kwargs):
     init(self, *args, **kwargs)
     made.append(self)
 PollExposition.__init__ = counted
+if not hasattr(PollExposition, "prepare"):
+    sys.exit("this tree renders at scrape time only: run with --tree at fa6d64b")
 if os.environ["RENDER_AHEAD_VARIANT"] == "at scrape":
     PollExposition.prepare = lambda self, within: False
 def counts():
     with open(os.environ["RENDER_AHEAD_COUNTS"], "w") as f:
         json.dump({"renders": sum(e.renders for e in made),
-                   "prepared": sum(e.prepared for e in made),
+                   "prepared": sum(getattr(e, "prepared", 0) for e in made),
                    "module": sys.modules["uwsgitune"].__file__}, f)
 atexit.register(counts)
 from uwsgitune.cli.main import main

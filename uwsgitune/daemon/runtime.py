@@ -21,7 +21,6 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 
 from uwsgitune import __version__
@@ -32,13 +31,10 @@ from uwsgitune.daemon.instance import STOP_WAIT_SECONDS, InstanceRunner, same_wa
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
 from uwsgitune.errors import ConfigError, UwsgituneError
-from uwsgitune.exporter.exposition import PollExposition
 from uwsgitune.exporter.metrics import registry_for
-from uwsgitune.exporter.serve import prepare
 from uwsgitune.exporter.server import MetricsServer, ip_loopback
 from uwsgitune.exporter.site import Endpoint, EndpointSettings, build_site
 from uwsgitune.pipeline.state import InstanceState, PollCounts
-from uwsgitune.sources.watcher import InstanceWatch
 
 GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
@@ -77,7 +73,6 @@ class Daemon:
         self.env = dict(os.environ if env is None else env)
         self.runners: dict[str, InstanceRunner] = {}  # replaced, never mutated: scrapes read it
         self.server = MetricsServer(registry_for(self.snapshots))
-        self.exposition: PollExposition | None = None  # the site's, replaced with it
         self.should_exit = False
         self.reload_requested = False
         self._wake = asyncio.Event()
@@ -112,7 +107,7 @@ class Daemon:
 
     async def startup(self) -> None:
         try:
-            self.server.handler, self.server.tls, self.exposition = build_site(
+            self.server.handler, self.server.tls = build_site(
                 endpoint_settings(self.config.daemon), self.snapshots, self.ready
             )
         except ConfigError as exc:
@@ -203,7 +198,6 @@ class Daemon:
                 runner.respec(spec)
             else:
                 runner = InstanceRunner(spec, new.daemon.state_dir)
-                runner.pipeline.after_step = partial(self._prepare, runner.watch)
                 runner.start()
                 if not first:
                     event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
@@ -214,11 +208,6 @@ class Daemon:
                 event("instance_removed", instance=name)
         self.runners = runners
         self.config = new
-
-    def _prepare(self, watch: InstanceWatch) -> None:
-        """In a poll thread, after its poll (exporter/serve.py `prepare`)."""
-        if self.exposition is not None:
-            prepare(self.exposition, watch)
 
     def _retire(self, runner: InstanceRunner) -> None:
         """Stop an instance a SIGHUP removed: an apply in flight runs to its end."""
@@ -232,12 +221,12 @@ class Daemon:
         """Routes, auth, probe list, export options and the TLS context (a rotated
         certificate, a new CA, client_auth_type, min/max_version) apply now, to the
         connections accepted from here on; turning TLS on or off takes a restart."""
-        handler, tls, exposition = site
+        handler, tls = site
         if (tls is None) != (self.server.tls is None):
             event("web_tls_kept", logging.WARNING, reason="turning TLS on or off takes a restart")
         else:
             self.server.tls = tls
-        self.server.handler, self.exposition = handler, exposition
+        self.server.handler = handler
 
     async def shutdown(self) -> None:
         self.notifier.stopping()

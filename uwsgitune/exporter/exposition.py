@@ -12,15 +12,12 @@ after it, byte for byte what rendering the whole registry gives, in the same ord
 state is recognised by identity (each poll publishes a new `InstanceState`); what is kept
 holds those objects, so their ids cannot be reused meanwhile.
 
-Rendered ahead of a due scrape. Prometheus scrapes a target at a fixed interval and a fixed
-offset, so the next scrape comes one interval after the last (`ScrapeClock`). When a
-scrape is due before an instance's next poll ends, the poll thread renders at the end of the
-poll (`prepare`), compressed too if the last scrape asked for gzip: the scrape then only
-serves bytes. Otherwise the first scrape after a poll renders, and the others of that poll
-share it. Scraped more often than polled, every poll renders, once; never scraped, or no
-longer (3 intervals without one), none does. Irregular scrapers (two Prometheus servers)
-are predicted less well, which costs a render at the scrape, never a wrong answer: what is
-served is always the latest poll's.
+Rendered at the scrape. The first scrape after a poll renders, and the other scrapes of
+that poll are served the kept bytes (`kept`: without a thread, on the event loop). Nothing
+renders ahead of a scrape: rendering in the poll thread before a scrape that was due saved
+no CPU, it cost 9% more at a 15 s scrape interval (two renders a scrape instead of one:
+bench/results/render_ahead.md), so issue 37's rule (keep it only for a 20% saving) took it
+out. A poll that no scrape reads costs no render.
 
 Shared while it runs. Scrapes that arrive while a render runs wait for it (`InFlight`):
 fifty scrapes arriving together cost one render (one thread, one transient peak of the
@@ -46,13 +43,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import statistics
 import struct
 import threading
 import time
 import zlib
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -75,9 +69,6 @@ Encoded = tuple[bytes, bytes]  # (the kept part, shared by the scrapes of a poll
 GZIP_LEVEL = 1  # as every scrape compressed before: fast, ~8x on an exposition
 GZIP_WBITS = 31  # a gzip header and trailer
 POLLED_MAX_AGE = 5.0  # seconds: older polled families (`process_*`) are read at the scrape
-GAPS = 5  # gaps between scrapes the interval is the median of
-GONE = 3.0  # intervals without a scrape after which no one is expected
-AHEAD = 1.2  # a poll renders when a scrape is due within this many of its poll intervals
 T = TypeVar("T")
 
 
@@ -175,32 +166,6 @@ def merge(parts: Iterable[tuple[Chunk, ...]]) -> bytes:
     return "".join(heads[n] + "".join(b) for n, b in bodies.items()).encode("utf-8")
 
 
-# When the next scrape is due ----------------------------------------------------------------
-
-
-class ScrapeClock:
-    """When the next scrape is due, from when the last ones came."""
-
-    def __init__(self) -> None:
-        self._times: deque[float] = deque(maxlen=GAPS + 1)
-        self._lock = threading.Lock()
-
-    def scraped(self, now: float) -> None:
-        """A scrape arrived at `now` (monotonic seconds)."""
-        with self._lock:
-            self._times.append(now)
-
-    def due(self, now: float, within: float) -> bool:
-        """Whether a scrape is expected by `now + within`: it is, too, when one is late."""
-        with self._lock:
-            times = list(self._times)
-        if len(times) < 2:
-            return False
-        interval = statistics.median(b - a for a, b in itertools.pairwise(times))
-        since = now - times[-1]
-        return since + within >= interval and since <= GONE * max(interval, within)
-
-
 # The kept exposition of a set of states ------------------------------------------------------
 
 
@@ -254,10 +219,7 @@ class PollExposition:
         self._entry: _Entry | None = None
         self._parts: dict[int, tuple[InstanceState, tuple[Chunk, ...] | None]] = {}
         self._lock = threading.Lock()
-        self.clock = ScrapeClock()
-        self._gzip = False  # whether the last scrape asked for gzip
         self.renders = 0  # kept texts built (once per set of states, whatever the scrapes)
-        self.prepared = 0  # of which in a poll thread, before the scrape
         self.parts = 0  # instance texts rendered (once per published state)
 
     def _part(self, state: InstanceState) -> tuple[Chunk, ...] | None:
@@ -296,16 +258,6 @@ class PollExposition:
                 entry.gz_split = len(zhead)
                 entry.gzip = zhead + stream.compress(polled) + stream.flush(zlib.Z_SYNC_FLUSH)
 
-    def prepare(self, within: float) -> bool:
-        """Render now (a poll thread, after its poll) if a scrape is due `within` seconds."""
-        if not self.clock.due(self._mono(), within):
-            return False
-        entry = self._current()
-        if self._gzip:
-            self._compress(entry)
-        self.prepared += 1
-        return True
-
     def kept(self, gzipped: bool) -> Encoded | None:
         """The answer if nothing is left to render or compress but the scrape's own part
         (about 0.2 ms: it may run on the event loop); else None, and `encoded` renders."""
@@ -323,12 +275,10 @@ class PollExposition:
         return self._answer(entry, gzipped)
 
     def _answer(self, entry: _Entry, gzipped: bool) -> Encoded:
-        """The kept part and this scrape's own (rendered now), the scrape noted. The polled
-        families are read again, as the scrape's own, when they are older than
-        POLLED_MAX_AGE: polls that stalled must not freeze the daemon's own `process_*`."""
+        """The kept part and this scrape's own (rendered now). The polled families are read
+        again, as the scrape's own, when they are older than POLLED_MAX_AGE: polls that
+        stalled must not freeze the daemon's own `process_*`."""
         now = self._mono()
-        self.clock.scraped(now)
-        self._gzip = gzipped
         live = self._live()
         if now - entry.made > POLLED_MAX_AGE:
             own = render(self._polled) + live

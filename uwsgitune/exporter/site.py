@@ -235,7 +235,7 @@ class Site:
         self.stats.in_flight += 1
         try:
             ready = self.kept(wants_gzip(request)) if self.kept is not None else None
-            if ready is not None:  # rendered by the poll: served from the event loop
+            if ready is not None:  # this poll's, rendered already: served from the event loop
                 body, tail = ready
                 answer = Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, _encoding(request), tail)
             else:
@@ -321,7 +321,7 @@ class EndpointSettings:
     uwsgi_metrics_max_series: int
 
 
-Endpoint = tuple[Site, ssl.SSLContext | None, PollExposition]  # what the settings build
+Endpoint = tuple[Site, ssl.SSLContext | None]  # what the settings build
 _CHECKER: list[Checker] = []  # the process's one, made on first use
 
 
@@ -335,9 +335,8 @@ def checker() -> Checker:
 def build_site(
     settings: EndpointSettings, source: StateSource, ready: Callable[[], bool]
 ) -> Endpoint:
-    """The site, its TLS context and what it serves at the telemetry path (whose `prepare`
-    the poll threads call). Raises ConfigError (one line per problem) when the web config
-    does not load."""
+    """The site and its TLS context. Raises ConfigError (one line per problem) when the web
+    config does not load."""
     path = settings.web_config_file
     web = WebConfig() if path is None else load_web_config(path)
     options = ExportOptions(settings.collect_cores, settings.uwsgi_metrics_max_series)
@@ -355,4 +354,4 @@ def build_site(
     site = Site(
         exposition.encoded, config=config, auth=auth, ready=ready, stats=stats, kept=exposition.kept
     )
-    return site, web.tls, exposition
+    return site, web.tls
