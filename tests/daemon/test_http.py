@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from tests.daemon.helpers import http_get, parse
-from uwsgitune.exporter.server import MetricsServer, ThreadedMetricsServer, split_listen
+from uwsgitune.core.address import split_listen
+from uwsgitune.exporter.server import MetricsServer, ThreadedMetricsServer
 
 
 def registry() -> CollectorRegistry:

@@ -63,12 +63,10 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from uwsgitune.actuate.peer import PeerSettings
-from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.core.address import AddressError, parse_address, split_listen
 from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
 from uwsgitune.daemon.tables import TunerTable, check_shared, lift_bounds, set_keys, shared
 from uwsgitune.errors import ConfigError
-from uwsgitune.exporter.server import split_listen
-from uwsgitune.exporter.webconfig import load_web_config
 from uwsgitune.rules.settings import RuleSettings
 from uwsgitune.tuner.settings import TunerSettings
 
@@ -332,6 +330,8 @@ def validate(
         raise ConfigError(describe_errors(exc, origins), source=source) from None
     web = config.daemon.web_config_file
     if web is not None:  # checked here so that `config check` reports its problems too
+        from uwsgitune.exporter.webconfig import load_web_config  # YAML and TLS: ~40 ms
+
         load_web_config(web)
     return config
 

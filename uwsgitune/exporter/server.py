@@ -53,8 +53,8 @@ server answers `GET /metrics` (and HEAD) with `render()` (a shared part and a sc
 tail), 404 elsewhere and 405 for other methods, which is all `watch --metrics-listen`
 needs. Rendering runs in a thread, so a scrape never stalls the event loop.
 
-Where it listens: `HOST:PORT` (`split_listen`). A host is required: 127.0.0.1 is local
-only, 0.0.0.0 (or ::) every interface; `:9117` is refused rather than guessed.
+Where it listens: `HOST:PORT` (`core.address.split_listen`: a host is required, `:9117` is
+refused rather than guessed), on every address the host resolves to.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ import h11
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
-from uwsgitune.core.address import split_host_port
+from uwsgitune.core.address import split_listen
 from uwsgitune.exporter.admission import CURRENT, Budget, Conn, Slots
 from uwsgitune.exporter.exposition import InFlight
 from uwsgitune.exporter.exposition import render as render_text
@@ -110,23 +110,7 @@ NO_BODY = (b"GET", b"HEAD")
 log = logging.getLogger(__name__)
 
 
-# Where it listens -----------------------------------------------------------------------------
-
-
-def split_listen(text: str) -> tuple[str, int]:
-    """Parse `HOST:PORT` or `[IPV6]:PORT`. Raises ValueError with a one-line hint."""
-    host, port_text, problem = split_host_port(text.strip())
-    if problem == "unclosed":
-        raise ValueError(f"{text!r}: unclosed '['; write [::1]:9117")
-    if problem == "no-colon":
-        raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:9117")
-    if not host:
-        raise ValueError(
-            f"{text!r}: give a host: 127.0.0.1:PORT (local) or 0.0.0.0:PORT (every interface)"
-        )
-    if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
-        raise ValueError(f"{text!r}: the port must be a number from 0 to 65535")
-    return host, int(port_text)
+# Where it listens (`core.address.split_listen` parses HOST:PORT) -------------------------------
 
 
 def ip_loopback(host: str) -> bool:
