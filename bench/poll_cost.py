@@ -56,11 +56,9 @@ from uwsgitune.core.model import parse_document  # noqa: E402
 from uwsgitune.core.samples import Poll  # noqa: E402
 from uwsgitune.core.window import WHOLE_FRAMES, Window  # noqa: E402
 from uwsgitune.daemon.instance import WINDOW_SECONDS  # noqa: E402
-from uwsgitune.exporter.collector import polled_registry, registry_for  # noqa: E402
-from uwsgitune.exporter.exposition import PollExposition  # noqa: E402
-from uwsgitune.exporter.selfmetrics import HandlerStats, handler_text  # noqa: E402
-from uwsgitune.exporter.site import Site, each_time  # noqa: E402
-from uwsgitune.exporter.text import render  # noqa: E402
+from uwsgitune.exporter.exposition import PollExposition, render  # noqa: E402
+from uwsgitune.exporter.metrics import polled_registry, registry_for  # noqa: E402
+from uwsgitune.exporter.site import HandlerStats, Site, each_time, handler_text  # noqa: E402
 from uwsgitune.launch import free_port  # noqa: E402
 from uwsgitune.pipeline import InstanceState  # noqa: E402
 from uwsgitune.pipeline.rules import RulesRunner  # noqa: E402
@@ -166,7 +164,7 @@ def scrape_cpu(address: str, scrapes: int) -> dict[str, float]:
         poll = Poll(address, time.time(), time.monotonic(), doc=parse_document(raw).doc)
         frame = tracker.update(poll)
     snap = InstanceState(addr.uri, "app", "observe", frame, poll)
-    stats = HandlerStats()  # as the daemon serves it (exporter/endpoint.py)
+    stats = HandlerStats()  # as the daemon serves it (exporter/site.py)
     kept = PollExposition(lambda: [snap], polled_registry(True), live=partial(handler_text, stats))
     once = Site(kept.encoded, stats=stats)
     registry = registry_for(lambda: [snap])

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from importlib.resources import as_file
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from tests.uwsgi_harness import uwsgi_instance
 from uwsgitune.launch import free_port
 from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec, Window
 from uwsgitune.sweep.live import StopFlag
-from uwsgitune.sweep.wrk import Wrk
+from uwsgitune.sweep.wrk import REPORT, Wrk, parse
 
 ROUTES = {
     "/io/20": "server-bound: 20 ms waits, workers / 0.02 s is the ceiling",
@@ -44,12 +44,14 @@ WRK_THREADS = 2
 
 
 def plain_wrk(wrk: str, target: str, clients: int, seconds: float, keepalive: bool) -> float:
-    cmd = [wrk, f"-t{WRK_THREADS}", f"-c{clients}", f"-d{seconds:g}s", target]
-    if not keepalive:
-        cmd[1:1] = ["-H", "Connection: close"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
-    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    return float(m.group(1)) if m else 0.0
+    """wrk's requests a second (its "Requests/sec"), from its report script's JSON."""
+    with as_file(REPORT) as script:
+        cmd = [wrk, f"-t{WRK_THREADS}", f"-c{clients}", f"-d{seconds:g}s", "-s", str(script)]
+        if not keepalive:
+            cmd += ["-H", "Connection: close"]
+        out = subprocess.run([*cmd, target], capture_output=True, text=True, timeout=seconds + 30)
+    report = parse(out.stdout, keepalive)
+    return report.requests / report.seconds
 
 
 def ours(gen: Generator, seconds: float) -> Window:

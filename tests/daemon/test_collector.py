@@ -15,7 +15,7 @@ from tests.states import decided, finding
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
-from uwsgitune.exporter.collector import registry_for
+from uwsgitune.exporter.metrics import registry_for
 from uwsgitune.pipeline import InstanceState, PollCounts
 
 URI = "unix:///run/uwsgi/app.sock"
@@ -165,7 +165,7 @@ def test_promtool_accepts_the_exposition(doc: str) -> None:
 
 @pytest.mark.parametrize("doc", ["64-workers-2-threads-busy.json", "cheaper.json", "emperor.json"])
 def test_fast_text_is_byte_identical_to_generate_latest(doc: str) -> None:
-    from uwsgitune.exporter.text import render as fast
+    from uwsgitune.exporter.exposition import render as fast
 
     a = snapshot(
         doc,

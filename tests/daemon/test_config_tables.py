@@ -9,7 +9,7 @@ import pytest
 
 from uwsgitune.core.settings import SHARED
 from uwsgitune.daemon.config import load_config, validate
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 from uwsgitune.rules.settings import RuleSettings
 from uwsgitune.tuner.settings import TunerSettings
 

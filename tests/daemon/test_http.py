@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from tests.daemon.helpers import http_get, parse
-from uwsgitune.exporter.http import MetricsServer, ThreadedMetricsServer
-from uwsgitune.exporter.listen import split_listen
+from uwsgitune.core.address import split_listen
+from uwsgitune.exporter.server import MetricsServer, ThreadedMetricsServer
 
 
 def registry() -> CollectorRegistry:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.daemon.helpers import wait_for
 from tests.daemon.test_http import registry
-from uwsgitune.exporter.http import MetricsServer
+from uwsgitune.exporter.server import MetricsServer
 from uwsgitune.launch import free_port
 
 PASSWORD = "s3cret-scraper"

@@ -96,7 +96,7 @@ def test_bad_flags_are_one_line_and_exit_2(argv: list[str], needle: str) -> None
 
 
 def test_only_loopback_counts_as_local() -> None:
-    from uwsgitune.exporter.endpoint import ip_loopback
+    from uwsgitune.exporter.server import ip_loopback
 
     assert ip_loopback("127.0.0.1") and ip_loopback("::1") and ip_loopback("localhost")
     assert not ip_loopback("0.0.0.0") and not ip_loopback("::") and not ip_loopback("10.1.2.3")

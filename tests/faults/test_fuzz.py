@@ -19,7 +19,7 @@ from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
 from uwsgitune.daemon.config import DaemonConfig, load_config, validate
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 
 SOURCE = "fuzz"
 BASE = json.loads(stats_fixture("cheaper.json"))

@@ -23,7 +23,7 @@ from uwsgitune.core.address import parse_address
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.core.samples import Poll
-from uwsgitune.exporter.collector import registry_for
+from uwsgitune.exporter.metrics import registry_for
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.sources.poller import LiveSource
 from uwsgitune.tuner import TunerSettings

@@ -20,7 +20,7 @@ from tests.uwsgi_harness import http_port
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import DocumentError, parse_document
-from uwsgitune.exporter.collector import ExportOptions
+from uwsgitune.exporter.metrics import ExportOptions
 from uwsgitune.exporter.probe import probe_text
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.poller import LiveSource

@@ -8,7 +8,7 @@ from tests.rules.frames import frame, series, tcp
 from uwsgitune.core import signals
 from uwsgitune.core.frame import SocketView
 from uwsgitune.core.settings import SharedSettings
-from uwsgitune.exporter.collector import FRAME_GAUGES
+from uwsgitune.exporter.metrics import FRAME_GAUGES
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.facts import NO_FACTS
 from uwsgitune.rules.settings import RuleSettings

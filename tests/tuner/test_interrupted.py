@@ -24,8 +24,7 @@ from uwsgitune.actuate.override import Override
 from uwsgitune.actuate.reload import Reloader
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
-from uwsgitune.exporter.collector import add_snapshot
-from uwsgitune.exporter.families import Families
+from uwsgitune.exporter.metrics import Families, add_snapshot
 from uwsgitune.pipeline import InstanceDriver, InstanceState, PollFn, poll_once
 from uwsgitune.sources.recording import ReplaySource
 from uwsgitune.tuner import TunerState

@@ -12,7 +12,7 @@ from tests.tuner.offline import at, offline
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.daemon.config import validate
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
 from uwsgitune.tuner import TunerSettings
 from uwsgitune.tuner.listen import listen_wish

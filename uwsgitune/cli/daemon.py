@@ -19,7 +19,7 @@ from uwsgitune.cli import exporter_flags
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 from uwsgitune.tuner.settings import TunerSettings
 
 

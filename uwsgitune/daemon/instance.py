@@ -3,8 +3,8 @@
 Each instance is one driver (pipeline/driver.py) polling in a daemon thread of its own, so
 a hung stats socket delays only its own instance, and a poll in flight never holds the
 process at exit. Each poll publishes one frozen `InstanceState`; the metrics endpoint reads
-the latest, and the driver's subscribers log what changed (connections, reloads, findings,
-the tuner's events) and render the exposition ahead of a due scrape.
+the latest, and the driver's subscriber logs what changed (connections, reloads, findings,
+the tuner's events).
 
 Stopping never abandons an apply: `stop` halts the tuner (an apply in flight is verified
 within its grace, else rolled back; with `interrupt=False`, a SIGHUP's, it runs to its end),
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from uwsgitune.core.address import parse_address
@@ -30,7 +29,6 @@ from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.tuning import TunerLog, daemon_tuner
 from uwsgitune.pipeline import (
     LOOKBACK_SECONDS,
-    InstanceDriver,
     InstanceState,
     RulesRunner,
     live_driver,
@@ -56,7 +54,6 @@ class InstanceRunner:
         self,
         spec: InstanceConfig,
         state_dir: Path = Path("/var/lib/uwsgitune"),
-        after_poll: Callable[[InstanceDriver], object] | None = None,
     ) -> None:
         self.spec = spec
         self.state_dir = state_dir
@@ -77,9 +74,6 @@ class InstanceRunner:
         self._tuner_log = TunerLog(spec, state_dir)
         self._last = self.driver.state
         self.driver.subscribe(self._changed)
-        if after_poll is not None:
-            driver = self.driver
-            driver.subscribe(lambda _state: after_poll(driver))
         self.stopping = False
 
     @property

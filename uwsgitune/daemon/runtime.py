@@ -26,18 +26,14 @@ from pathlib import Path
 from uwsgitune import __version__
 from uwsgitune.actuate.lock import lock_dir, private_lock_dir
 from uwsgitune.daemon import logs
-from uwsgitune.daemon.config import DaemonConfig, load_config
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.daemon.config import DaemonConfig, DaemonSection, load_config
 from uwsgitune.daemon.instance import STOP_WAIT_SECONDS, InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
-from uwsgitune.errors import UwsgituneError
-from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.endpoint import Endpoint, build_site, ip_loopback
-from uwsgitune.exporter.exposition import PollExposition
-from uwsgitune.exporter.http import MetricsServer
-from uwsgitune.exporter.serve import prepare
-from uwsgitune.pipeline import InstanceDriver
+from uwsgitune.errors import ConfigError, UwsgituneError
+from uwsgitune.exporter.metrics import registry_for
+from uwsgitune.exporter.server import MetricsServer, ip_loopback
+from uwsgitune.exporter.site import Endpoint, EndpointSettings, build_site
 from uwsgitune.pipeline.state import InstanceState, PollCounts
 
 GRACE_SECONDS = 3.0
@@ -47,6 +43,19 @@ RETIRED_WAIT_SECONDS = 3600.0  # a removed instance's apply runs to its own dead
 
 class StartupError(UwsgituneError):
     """The daemon could not start (e.g. the metrics address is taken): one line."""
+
+
+def endpoint_settings(daemon: DaemonSection) -> EndpointSettings:
+    """The exporter's settings from the `[daemon]` section: the exporter reads its own
+    settings, never the daemon's config."""
+    return EndpointSettings(
+        telemetry_path=daemon.telemetry_path,
+        web_config_file=daemon.web_config_file,
+        probe_targets=daemon.probe_targets,
+        scrape_timeout_offset=daemon.scrape_timeout_offset,
+        collect_cores=daemon.collect_cores,
+        uwsgi_metrics_max_series=daemon.uwsgi_metrics_max_series,
+    )
 
 
 class Daemon:
@@ -64,7 +73,6 @@ class Daemon:
         self.env = dict(os.environ if env is None else env)
         self.runners: dict[str, InstanceRunner] = {}  # replaced, never mutated: scrapes read it
         self.server = MetricsServer(registry_for(self.snapshots))
-        self.exposition: PollExposition | None = None  # the site's, replaced with it
         self.should_exit = False
         self.reload_requested = False
         self._wake = asyncio.Event()
@@ -99,8 +107,8 @@ class Daemon:
 
     async def startup(self) -> None:
         try:
-            self.server.handler, self.server.tls, self.exposition = build_site(
-                self.config.daemon, self.snapshots, self.ready
+            self.server.handler, self.server.tls = build_site(
+                endpoint_settings(self.config.daemon), self.snapshots, self.ready
             )
         except ConfigError as exc:
             raise StartupError(str(exc).replace("\n", "; ")) from None
@@ -172,7 +180,7 @@ class Daemon:
         self.notifier.reloading()
         try:
             new = load_config(self.config_path, self.env)
-            site = build_site(new.daemon, self.snapshots, self.ready)
+            site = build_site(endpoint_settings(new.daemon), self.snapshots, self.ready)
         except ConfigError as exc:
             error = str(exc).replace("\n", "; ")
             event("reload_failed", logging.ERROR, error=error, kept="the running config")
@@ -212,7 +220,7 @@ class Daemon:
                     event("instance_changed", instance=spec.name, mode=spec.mode)
                 runner.respec(spec)
             else:
-                runner = InstanceRunner(spec, new.daemon.state_dir, self._prepare)
+                runner = InstanceRunner(spec, new.daemon.state_dir)
                 runner.start()
                 if not first:
                     event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
@@ -223,11 +231,6 @@ class Daemon:
                 event("instance_removed", instance=name)
         self.runners = runners
         self.config = new
-
-    def _prepare(self, driver: InstanceDriver) -> None:
-        """In a poll thread, after its poll (exporter/serve.py `prepare`)."""
-        if self.exposition is not None:
-            prepare(self.exposition, driver.interval)
 
     def _retire(self, runner: InstanceRunner) -> None:
         """Stop an instance a SIGHUP removed: an apply in flight runs to its end."""
@@ -241,12 +244,12 @@ class Daemon:
         """Routes, auth, probe list, export options and the TLS context (a rotated
         certificate, a new CA, client_auth_type, min/max_version) apply now, to the
         connections accepted from here on; turning TLS on or off takes a restart."""
-        handler, tls, exposition = site
+        handler, tls = site
         if (tls is None) != (self.server.tls is None):
             event("web_tls_kept", logging.WARNING, reason="turning TLS on or off takes a restart")
         else:
             self.server.tls = tls
-        self.server.handler, self.exposition = handler, exposition
+        self.server.handler = handler
 
     async def shutdown(self) -> None:
         self.notifier.stopping()

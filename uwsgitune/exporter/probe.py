@@ -20,8 +20,8 @@ from __future__ import annotations
 from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.core.address import AddressError, StatsAddress, parse_address
-from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
-from uwsgitune.exporter.text import render
+from uwsgitune.exporter.exposition import render
+from uwsgitune.exporter.metrics import ExportOptions, UwsgiCollector
 from uwsgitune.pipeline import InstanceState, poll_once
 from uwsgitune.sources.poller import LiveSource
 
