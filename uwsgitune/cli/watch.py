@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -145,33 +146,40 @@ def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
         print("\n".join(summary(f)))
 
 
-def _printer(json_out: bool) -> Callable[[InstanceState], None]:
+def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState], None]:
     """A subscriber printing one line per published state (under a lock: several drivers
-    print from their own threads)."""
+    print from their own threads). When the reader leaves (`| head`), `gone` is set and
+    nothing more is printed: the command ends quietly."""
     guard = threading.Lock()
 
     def emit(state: InstanceState) -> None:
         frame = state.frame
-        if frame is None:
+        if frame is None or gone.is_set():
             return
         line = jsonview.dumps([frame], indent=None) if json_out else plain_line(frame)
         with guard:
-            print(line, flush=True)
+            try:
+                print(line, flush=True)
+            except BrokenPipeError:
+                gone.set()
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
 
     return emit
 
 
 def _plain(drivers: list[InstanceDriver], args: argparse.Namespace) -> int:
-    emit = _printer(args.json)
+    gone = threading.Event()
+    emit = _printer(args.json, gone)
     for d in drivers:
         d.subscribe(emit)
         d.start()
     try:
-        while any(not d.join(0.5) for d in drivers):
+        while not gone.wait(0.5) and any(not d.join(0) for d in drivers):
             pass
     except KeyboardInterrupt:
-        for d in drivers:
-            d.stop()
+        pass
+    for d in drivers:
+        d.stop()
     return 0
 
 
@@ -207,7 +215,8 @@ def _tuned(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    emit = _printer(args.json) if args.plain else None
+    gone = threading.Event()
+    emit = _printer(args.json, gone) if args.plain else None
 
     def make(source: ReplaySource) -> InstanceDriver:
         driver = InstanceDriver(source)  # frames only: `watch` shows no findings
@@ -215,7 +224,7 @@ def _replay(args: argparse.Namespace) -> int:
             driver.subscribe(emit)
         return driver
 
-    drivers = run_replay(read_recording(args.replay), make)  # RecordingError: exit 2
+    drivers = run_replay(read_recording(args.replay), make, gone)  # RecordingError: exit 2
     if not drivers:
         raise UserError(f"{args.replay}: the recording holds no polls", code=2)
     if not args.plain:

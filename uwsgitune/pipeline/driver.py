@@ -402,13 +402,18 @@ class InstanceDriver:
 
 
 def run_replay(
-    polls: Iterable[Poll], make: Callable[[ReplaySource], InstanceDriver]
+    polls: Iterable[Poll],
+    make: Callable[[ReplaySource], InstanceDriver],
+    stop: threading.Event | None = None,
 ) -> list[InstanceDriver]:
     """Drive a recording's instances in the recorded order: each poll, as read, through the
-    driver of its instance (`make` builds one for each instance as it first appears). The
-    drivers, in that order, each with its last state."""
+    driver of its instance (`make` builds one for each instance as it first appears), until
+    the recording ends or `stop` is set. The drivers, in that order, each with its last
+    state."""
     drivers: dict[str, tuple[ReplaySource, InstanceDriver]] = {}
     for poll in polls:
+        if stop is not None and stop.is_set():
+            break
         pair = drivers.get(poll.source)
         if pair is None:
             source = ReplaySource(poll.source)
