@@ -290,8 +290,8 @@ def test_test_frames_come_from_the_tracker() -> None:
 DRIVES_A_POLL = frozenset({"read_stats", "read_stats_from", "Tracker", "_step", "poll_in_step"})
 NOT_A_POLL = {
     # the statuses alone, 20 times a second while a reload pauses the workers: a poll's frame
-    # would go into the tuner's window (actuate/quiesce.py's docstring)
-    ("actuate/quiesce.py", "read_stats"),
+    # would go into the tuner's window (actuate/reload.py's docstring)
+    ("actuate/reload.py", "read_stats"),
     # waits until a uWSGI it started itself answers (the demo, the tests)
     ("launch.py", "read_stats"),
 }

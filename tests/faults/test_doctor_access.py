@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.tuner.real import manual
-from uwsgitune.actuate.access import Reader, reader_from_proc, why_unreadable
+from uwsgitune.actuate.doctor.access import Reader, reader_from_proc, why_unreadable
 from uwsgitune.cli.main import main
 from uwsgitune.launch import UwsgiProcess
 

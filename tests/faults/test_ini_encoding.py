@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import (
     IniEncodingError,
     IniError,
@@ -20,6 +19,7 @@ from uwsgitune.actuate.override import (
     write_atomic,
 )
 from uwsgitune.actuate.reload import Limits, plan
+from uwsgitune.actuate.restart import ListenApplier, RestartCommand
 from uwsgitune.cli.main import main
 
 LATIN1 = b"[uwsgi]\nprocesses = 4\n; caf\xe9\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.uwsgi_harness import APP
-from uwsgitune.actuate.procini import ini_from_proc
+from uwsgitune.actuate.override import ini_from_proc
 from uwsgitune.launch import free_port
 
 

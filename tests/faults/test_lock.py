@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.actuate import lock, lockdir
+from uwsgitune.actuate import lock
 from uwsgitune.actuate.lock import ApplyLock, lock_path
 
 HOLD = """
@@ -103,7 +103,7 @@ def test_every_actor_resolves_the_same_directory_whatever_its_tmp(
     as uid 33 or root (the host's /tmp, a login's XDG_RUNTIME_DIR), `sweep`: one directory,
     never under a /tmp that PrivateTmp would make private."""
     run = tmp_path / "run-uwsgitune"
-    monkeypatch.setattr(lockdir, "RUN_DIR", run)  # where lock_dir() reads it
+    monkeypatch.setattr(lock, "RUN_DIR", run)  # where lock_dir() reads it
     monkeypatch.delenv("UWSGITUNE_LOCK_DIR", raising=False)
     monkeypatch.setattr(os, "geteuid", lambda: 33)
     monkeypatch.setattr(os, "getuid", lambda: 33)

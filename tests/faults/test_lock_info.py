@@ -14,8 +14,7 @@ from tests.daemon.conftest import DaemonProc
 from tests.daemon.helpers import wait_for
 from tests.tuner.real import manual
 from uwsgitune.actuate.doctor import DoctorFacts, checks
-from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.lockinfo import LockInfo, flock_holders, lock_info
+from uwsgitune.actuate.lock import ApplyLock, LockInfo, flock_holders, lock_info
 from uwsgitune.launch import UwsgiProcess
 
 

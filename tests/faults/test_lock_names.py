@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.actuate import lockdir
-from uwsgitune.actuate.lock import ApplyLock, lock_path
-from uwsgitune.actuate.lockinfo import lock_info
+from uwsgitune.actuate import lock as lock_module
+from uwsgitune.actuate.lock import ApplyLock, lock_info, lock_path
 
 NOBODY = 65534
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
@@ -155,7 +154,7 @@ def tmp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     fake = tmp_path / "tmp"
     fake.mkdir()
     fake.chmod(0o1777)
-    monkeypatch.setattr(lockdir, "TMP", fake)
+    monkeypatch.setattr(lock_module, "TMP", fake)
     return fake
 
 
@@ -165,12 +164,12 @@ def test_a_fallback_planted_as_a_link_to_a_root_directory_is_refused(
     """Before, the link was followed and the directory it led to passed (root's)."""
     fifo, target = _fifo(tmp_path), tmp_path / "roots"
     target.mkdir(mode=0o755)
-    fallback = lockdir.fallback_dir(os.geteuid())
+    fallback = lock_module.fallback_dir(os.geteuid())
     fallback.symlink_to(target)
     problem = ApplyLock(fifo, "x", fallback).acquire()
     assert problem == (
         f"the lock directory {fallback} is a symlink, and anyone can plant that name: remove "
-        f"it (uwsgitune makes a new one), {lockdir.FIX}"
+        f"it (uwsgitune makes a new one), {lock_module.FIX}"
     )
     assert not list(target.iterdir())
 
@@ -181,7 +180,7 @@ def test_a_fallback_of_another_uid_is_refused_even_the_instances(
 ) -> None:
     fifo = _fifo(tmp_path)
     os.chown(fifo, NOBODY, NOBODY)  # the instance's user: trusted for /run/uwsgitune, not here
-    fallback = lockdir.fallback_dir(os.geteuid())
+    fallback = lock_module.fallback_dir(os.geteuid())
     fallback.mkdir(mode=0o755)
     os.chown(fallback, NOBODY, NOBODY)
     problem = ApplyLock(fifo, "x", fallback).acquire()
@@ -192,7 +191,7 @@ def test_a_fallback_of_another_uid_is_refused_even_the_instances(
 def test_a_sticky_fallback_is_refused_and_a_new_one_is_made_ours(
     tmp_path: Path, tmp_dir: Path
 ) -> None:
-    fifo, fallback = _fifo(tmp_path), lockdir.fallback_dir(os.geteuid())
+    fifo, fallback = _fifo(tmp_path), lock_module.fallback_dir(os.geteuid())
     fallback.mkdir()
     fallback.chmod(0o1777)
     problem = ApplyLock(fifo, "x", fallback).acquire()

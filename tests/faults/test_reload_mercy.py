@@ -12,8 +12,8 @@ import pytest
 
 from tests.tuner.real import manual, service, tuned, wait_for
 from tests.uwsgi_harness import url
-from uwsgitune.actuate.mercy import MARGIN, mercy, reload_deadline, reload_deadline_for
 from uwsgitune.actuate.override import read_override
+from uwsgitune.actuate.reload import MARGIN, mercy, reload_deadline, reload_deadline_for
 from uwsgitune.core.frame import Frame
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.tuner import Decision, TunerSettings

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.actuate import restartcmd
-from uwsgitune.actuate.restartcmd import KEEP, RestartCommand, command_env, run_restart
+from uwsgitune.actuate import restart
+from uwsgitune.actuate.restart import KEEP, RestartCommand, command_env, run_restart
 
 EXTRA = {"UWSGITUNE_LISTEN": "64", "UWSGITUNE_OVERRIDE": "/var/lib/uwsgitune/app.ini"}
 
@@ -100,7 +100,7 @@ def test_output_is_read_while_it_runs_and_capped(tmp_path: Path) -> None:
     """Megabytes of output never block the command (a full pipe would) nor are all kept."""
     r, w = os.pipe()
     with os.fdopen(r, "rb") as reader:
-        out = restartcmd._Output([reader])
+        out = restart._Output([reader])
         os.write(w, b"y" * 60000 + b"\nlast line\x1b[31m\n")
         os.close(w)
         while out.read(0.1):
@@ -129,7 +129,7 @@ def test_the_environment_is_minimal(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_command_env_without_path_or_home() -> None:
     env = command_env(EXTRA, {"HOME": "", "TOKEN": "x"})
-    assert env["PATH"] == ":".join(restartcmd.SAFE_PATH)
+    assert env["PATH"] == ":".join(restart.SAFE_PATH)
     assert set(env) == {"PATH", "LANG", "LC_ALL", *EXTRA}
 
 
@@ -160,12 +160,12 @@ def test_an_exception_while_waiting_kills_the_command(
     main = tmp_path / "main.pid"
     cmd = _script(tmp_path, f"echo $$ > {main}\nexec sleep 300\n")
 
-    def broken(self: restartcmd._Output, timeout: float) -> int:
+    def broken(self: restart._Output, timeout: float) -> int:
         if main.exists() and main.read_text().strip():
             raise MemoryError("no memory")
         return 0
 
-    monkeypatch.setattr(restartcmd._Output, "read", broken)
+    monkeypatch.setattr(restart._Output, "read", broken)
     said = run_restart(cmd, EXTRA)
     pid = _pid(main)
     pids.append(pid)

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.peer import PeerCheck
+from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import Mode, TunerService, TunerSetup, tuner_factory
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame

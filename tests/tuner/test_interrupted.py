@@ -18,10 +18,9 @@ from tests.rules.frames import failed, series
 from uwsgitune.actuate import audit as audit_mod
 from uwsgitune.actuate.audit import AuditError, AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import MasterFifo
-from uwsgitune.actuate.halt import Halt
-from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import Override
-from uwsgitune.actuate.reload import Reloader
+from uwsgitune.actuate.reload import Halt, Reloader
+from uwsgitune.actuate.restart import ListenApplier, RestartCommand
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
 from uwsgitune.exporter.metrics import Families, add_snapshot

@@ -10,8 +10,7 @@ import pytest
 
 from tests.tuner.test_quiesce import _proc
 from uwsgitune.actuate.doctor import DoctorFacts, checks
-from uwsgitune.actuate.options import flag_on, lazy_where, master_options
-from uwsgitune.actuate.override import Override, SetupError
+from uwsgitune.actuate.override import Override, SetupError, flag_on, lazy_where, master_options
 from uwsgitune.actuate.reload import Limits, plan
 
 

@@ -1,4 +1,4 @@
-"""The pause before a reload (actuate/quiesce.py), on a scripted FIFO and status reads."""
+"""The pause before a reload (actuate/reload.py), on a scripted FIFO and status reads."""
 
 from __future__ import annotations
 
@@ -13,8 +13,15 @@ from msgspec.structs import replace as struct_replace
 from tests.tuner.plant import Plant
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.quiesce import LONGEST, Statuses, can_pause, pause_unsafe, quiesce, undo
-from uwsgitune.actuate.reload import Reloader
+from uwsgitune.actuate.reload import (
+    LONGEST,
+    Reloader,
+    Statuses,
+    can_pause,
+    pause_unsafe,
+    quiesce,
+    undo,
+)
 from uwsgitune.core.frame import Frame
 
 

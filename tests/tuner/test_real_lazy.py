@@ -16,8 +16,7 @@ from tests.tuner.test_real_scale import QUICK, _load
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.override import Override, SetupError
-from uwsgitune.actuate.quiesce import statuses_at
-from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.reload import Limits, Reloader, statuses_at
 from uwsgitune.cli.main import main
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess

@@ -20,8 +20,8 @@ import pytest
 
 from tests.tuner.real import PidfileUwsgi, stop_pid, wait_for
 from tests.uwsgi_harness import base_options
-from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.override import OverrideError, read_keys
+from uwsgitune.actuate.restart import ListenApplier, RestartCommand
 from uwsgitune.launch import find_uwsgi, render_ini
 from uwsgitune.loadgen import LoadRun
 

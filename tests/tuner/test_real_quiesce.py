@@ -21,8 +21,7 @@ from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.override import Override
-from uwsgitune.actuate.quiesce import LONGEST, statuses_at
-from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.reload import LONGEST, Limits, Reloader, statuses_at
 from uwsgitune.actuate.service import Mode
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame

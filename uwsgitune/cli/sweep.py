@@ -29,8 +29,7 @@ from typing import Any
 
 from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.quiesce import statuses_at
-from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.reload import Limits, Reloader, statuses_at
 from uwsgitune.cli import sweep_hold
 from uwsgitune.cli.common import addresses
 from uwsgitune.cli.errors import UserError
@@ -142,7 +141,7 @@ def _axis(
         args.override,
         args.ini,
         target.poll,
-        statuses=statuses_at(target.address),  # the statuses alone: see actuate/quiesce.py
+        statuses=statuses_at(target.address),  # the statuses alone: see actuate/reload.py
         lock=lock,
     )
     limits = Limits(somaxconn=frame.somaxconn)

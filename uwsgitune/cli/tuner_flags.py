@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import fifo_inode
-from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.peer import PeerCheck, PeerSettings
+from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import Mode, TunerSetup
 from uwsgitune.cli.errors import UserError
 from uwsgitune.core.address import StatsAddress

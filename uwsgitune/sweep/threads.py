@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from uwsgitune.actuate.mercy import reload_deadline
 from uwsgitune.actuate.override import (
     Override,
     as_int,
@@ -26,7 +25,7 @@ from uwsgitune.actuate.override import (
     override_bytes,
     write_atomic,
 )
-from uwsgitune.actuate.reload import Limits, Reloader, plan, reloaded_since
+from uwsgitune.actuate.reload import Limits, Reloader, plan, reload_deadline, reloaded_since
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import SweepError
 

@@ -10,7 +10,7 @@ so that advice is only said.
 `decide_listen` turns the findings of one poll into nothing (None), `advise`, `held` (with
 why: applying is stopped, the numbers are doubtful, the hourly change limit or the listen
 cool-down) or `apply` (the target). Its pacing is `decide`'s: one hourly limit, one
-cool-down helper (tuner/policy.py). Applying it is actuate/listen.py's.
+cool-down helper (tuner/policy.py). Applying it is actuate/restart.py's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`doctor`: is an instance ready to be tuned, and what exactly to add where it is not.
 
 `checks` is pure: facts in, one `Check` per requirement out, each with the line to add to
-the uWSGI ini. `gather` is the thin shell that reads the stats, the FIFO, /proc and the ini.
+the uWSGI ini. `gather` is the thin shell that reads the stats, the FIFO, /proc and the ini;
+whether uWSGI's user can read its files is doctor/access.py's.
 """
 
 from __future__ import annotations
@@ -10,20 +11,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.actuate.access import Reader, reader_from_ini, reader_from_proc, why_unreadable
+from uwsgitune.actuate.doctor.access import (
+    Reader,
+    reader_from_ini,
+    reader_from_proc,
+    why_unreadable,
+)
 from uwsgitune.actuate.fifo import FifoError, fifo_inode, master_reads
-from uwsgitune.actuate.inifile import override_refusal
-from uwsgitune.actuate.lockinfo import LockInfo, lock_info
-from uwsgitune.actuate.options import lazy_where
+from uwsgitune.actuate.lock import LockInfo, lock_info
 from uwsgitune.actuate.override import (
     DEFAULT_LISTEN,
     IniEncodingError,
     IniError,
+    ini_from_proc,
     last_include,
+    lazy_where,
     load_config,
+    override_refusal,
     read_ini,
 )
-from uwsgitune.actuate.procini import ini_from_proc
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.pipeline import poll_once
@@ -168,7 +174,8 @@ def _access(f: DoctorFacts) -> Check:
 
 
 def _reload(f: DoctorFacts) -> Check:
-    """Under `lazy`, `r` only respawns the workers: the override is never read (options.py)."""
+    """Under `lazy`, `r` only respawns the workers: the override is never read again
+    (actuate/override.py)."""
     if f.lazy:
         fix = "lazy-apps = true   (in place of `lazy`; then restart uWSGI)"
         return Check("reload", False, f"{f.lazy}: a reload never reads the ini again", fix)
