@@ -320,3 +320,45 @@ def test_nothing_outside_the_pipeline_drives_a_poll() -> None:
             if (where, name) not in NOT_A_POLL:
                 wrong.append(f"{where} uses {name}: read the driver's states instead")
     assert not wrong, "\n".join(wrong)
+
+
+# One name, one thing: a module's name finds one module with `grep` or a file search, and a
+# class's name one class. The command line is the exception: `cli/<command>.py` is named
+# after the command it adds (`cli/doctor.py` adds `uwsgitune doctor`, whose checks are in
+# `actuate/doctor/`).
+
+
+def _command_modules() -> set[str]:
+    """The modules of cli/ that add a command of their own name (`sub.add_parser("name")`)."""
+    out = set()
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "add_parser"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == path.stem
+            ):
+                out.add(_name(path))
+    return out
+
+
+def test_a_module_name_is_used_in_one_package() -> None:
+    commands = _command_modules()
+    by_name: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        if path.name != "__init__.py" and module not in commands:
+            by_name.setdefault(path.stem, []).append(_shown(module))
+    shared = [f"{name}: {', '.join(where)}" for name, where in by_name.items() if len(where) > 1]
+    assert not shared, "rename one of each (a module name finds one module):\n" + "\n".join(shared)
+
+
+def test_no_two_public_classes_share_a_name() -> None:
+    by_name: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                by_name.setdefault(node.name, []).append(_shown(module))
+    shared = [f"{name}: {', '.join(where)}" for name, where in by_name.items() if len(where) > 1]
+    assert not shared, "rename one of each (a class name finds one class):\n" + "\n".join(shared)

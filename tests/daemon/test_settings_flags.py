@@ -7,11 +7,11 @@ import argparse
 import pytest
 
 from uwsgitune.cli.daemon import load
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.main import build_parser
 from uwsgitune.cli.tune import _restart, settings_from
 from uwsgitune.daemon.config import validate
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.errors import UserError
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -10,9 +10,9 @@ import pytest
 
 from tests.exporter.test_webconfig import UWSGITUNE
 from uwsgitune.cli.daemon import load
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.exporter_flags import go_duration
 from uwsgitune.cli.main import build_parser
+from uwsgitune.errors import UserError
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""The daemon's compact window (core/history.py) changes no number a user sees.
+"""The daemon's compact window (core/compact.py) changes no number a user sees.
 
 The same polls go through a window of whole frames and through the daemon's compact one;
 at every poll the rules' findings (with hysteresis), the tuner's decision and the TUI's
@@ -18,19 +18,19 @@ from tests.observe.helpers import Load, replayed
 from tests.rules.frames import load, play, varying
 from uwsgitune.cli.recommend import settings_for
 from uwsgitune.core.address import parse_address
+from uwsgitune.core.compact import HistoryFrame, busy_samples, compact
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.history import HistoryFrame, busy_samples, compact
 from uwsgitune.core.window import WHOLE_FRAMES, Window
 from uwsgitune.daemon.config import InstanceConfig
 from uwsgitune.daemon.instance import WINDOW_SECONDS, InstanceRunner
 from uwsgitune.pipeline import RulesRunner
 from uwsgitune.render.jsonview import frame_to_dict
 from uwsgitune.rules import Facts
-from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.tui.history import series
+from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.tui.sparklines import series
+from uwsgitune.tuner.decision import TunerState
 from uwsgitune.tuner.policy import decide
-from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.state import TunerState
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 RECORDINGS = Path(__file__).resolve().parent.parent / "data" / "recordings"
 TUNER = TunerSettings(min_workers=1, max_workers=128)

@@ -7,7 +7,7 @@ import json
 from tests.rules.frames import MIB, T0, frame, series, stuck, varying
 from uwsgitune.rules import ConfigFacts, Facts, Finding, evaluate, finding_to_dict
 from uwsgitune.rules.build import model_estimate
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 
 def ids(findings: tuple[Finding, ...]) -> set[str]:

@@ -11,9 +11,9 @@ from uwsgitune.core.settings import SharedSettings
 from uwsgitune.exporter.metrics import FRAME_GAUGES
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.facts import NO_FACTS
-from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.tuner.facts import gather
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.tuner.measures import gather
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 
 def unix(queue: int | None, backlog: int | None = 100, path: str = "/run/app.sock") -> SocketView:

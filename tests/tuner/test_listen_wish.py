@@ -15,7 +15,7 @@ from uwsgitune.daemon.config import validate
 from uwsgitune.errors import ConfigError
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
 from uwsgitune.tuner import TunerSettings
-from uwsgitune.tuner.listen import listen_wish
+from uwsgitune.tuner.backlog import listen_wish
 
 
 def _frame(backlog: int, somaxconn: int | None) -> Frame:

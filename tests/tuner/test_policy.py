@@ -247,7 +247,7 @@ def test_what_probing_learned_is_forgotten_when_a_request_costs_more() -> None:
 def test_an_uncertain_estimate_is_approached_at_the_top_of_its_range() -> None:
     """Not a halving per cool-down (32 -> 16 -> 8 -> ...): the top of the estimate's range,
     which is below the halving here, and above the estimate."""
-    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.sizing import over_capacity
 
     settings = TunerSettings(max_workers=64)
@@ -277,7 +277,7 @@ def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> Non
     of one-thread processes in the same state is still held."""
     from tests.observe.helpers import Instance, Load
     from uwsgitune.core.frame import SocketView
-    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.policy import _bound
     from uwsgitune.tuner.sizing import saturated_up
 
@@ -314,8 +314,8 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
     reason. Only a throughput change beyond the noise decides."""
     from tests.observe.helpers import Instance, Load
     from uwsgitune.core.frame import SocketView
-    from uwsgitune.tuner.facts import gather
-    from uwsgitune.tuner.state import Probe
+    from uwsgitune.tuner.decision import Probe
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.verdict import judge
 
     def polls(live: int, queued: int, in_service: float, rps: float) -> list:  # type: ignore[type-arg]

@@ -122,7 +122,7 @@ def test_a_finding_uses_cheap_slots_before_a_larger_pool() -> None:
     from tests.rules.frames import series
     from uwsgitune.rules.context import Context
     from uwsgitune.rules.facts import NO_FACTS
-    from uwsgitune.rules.settings import DEFAULT_SETTINGS
+    from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS
 
     frames = series(10, live=4, workers_max=8, cheap=4)
     ctx = Context(tuple(frames), NO_FACTS, DEFAULT_SETTINGS)

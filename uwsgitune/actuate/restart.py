@@ -6,7 +6,7 @@ new `listen` written for a reload would silently do nothing. uwsgitune therefore
 reloads for `listen`. With a restart command configured (`--restart-command`, or
 `restart_command` in the daemon's config: an argv, run without a shell), a listen change:
 
-1. takes the tuner's listen decision (tuner/listen.py: the rules' `listen_queue.bursts`
+1. takes the tuner's listen decision (tuner/backlog.py: the rules' `listen_queue.bursts`
    advice, capped at somaxconn: uWSGI refuses to start above it);
 2. validates the configuration uWSGI would read (the user's ini with the override on top);
 3. writes the override atomically with `listen = N` (the previous kept as `.prev`);

@@ -21,7 +21,7 @@ everything it decides on is in that state, or in the states its own polls return
    it and observes, retrying the lock every `lock_retry` seconds).
 2. **Decide**: a pool a reload cut short left paused is resumed first (actuate/leftpaused.py);
    a change sent earlier is verified; `decide` (tuner/policy.py) gives the worker count and
-   `decide_listen` (tuner/listen.py) the backlog.
+   `decide_listen` (tuner/backlog.py) the backlog.
 3. **Act as the mode allows**: observe says the decision; recommend says it with the exact
    command; apply sends it by its route (tuner/moves.py: fifo, reload, restart), each
    change audited with the phases it went through. A failed reload or restart, or a setup
@@ -67,7 +67,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline.state import InstanceState
 from uwsgitune.sources.hostfiles import somaxconn
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
-from uwsgitune.tuner.listen import ListenDecision, ListenGate, ListenWish, decide_listen
+from uwsgitune.tuner.backlog import ListenDecision, ListenGate, ListenWish, decide_listen
 from uwsgitune.tuner.moves import Move, Phase, Route
 from uwsgitune.tuner.policy import last_hour
 from uwsgitune.tuner.result import (

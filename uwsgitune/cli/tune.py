@@ -22,11 +22,11 @@ from typing import Any
 from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import MODES, tuner_factory
 from uwsgitune.cli.common import addresses, positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.progress import WaitLine
 from uwsgitune.cli.tuner_flags import add_tuner_flags, settings_from, tuner_setup
 from uwsgitune.core.settings import add_flag, restart_argv
 from uwsgitune.core.window import WHOLE_FRAMES
+from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
 from uwsgitune.stopsignals import stop_signals
 from uwsgitune.tuner import TunerSettings

@@ -22,9 +22,9 @@ from typing import Literal
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules.context import backlog
 from uwsgitune.rules.finding import Finding
+from uwsgitune.tuner.decision import Decision, TunerState
 from uwsgitune.tuner.policy import cooling, hour_full
-from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.state import Decision, TunerState
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 APPLIED_BY = ("listen_queue.bursts",)  # findings whose listen advice may be applied
 # Decisions on numbers too doubtful to restart on: a listen change waits with them.

@@ -1,4 +1,6 @@
-"""The tuner's memory between steps, and the decision it returns. Frozen values only.
+"""The tuner's values between its pure steps: its memory from one step to the next
+(`TunerState`, with a `Probe` waiting for its verdict), what a sizing rule proposes
+(`Proposal`), and the decision it returns (`Decision`). Frozen values only.
 
 A decision's evidence is a mapping of raw numbers (the audit log keeps them as they are);
 `EVIDENCE_UNITS` names the unit of each key, once, so that `Decision.line()` reads them in
@@ -12,13 +14,13 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from uwsgitune.core import units
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 Action = Literal["hold", "wait", "up", "down"]
 Via = Literal["none", "fifo", "reload"]
 Evidence = dict[str, float | int | str | None]
 
-# The unit of each evidence key a decision carries (`Facts.evidence`, `Estimate.evidence`).
+# The unit of each evidence key a decision carries (`Measures.evidence`, `Estimate.evidence`).
 EVIDENCE_UNITS: dict[str, str] = {
     "live": "workers",
     "workers_max": "workers",
@@ -125,6 +127,29 @@ class TunerState:
         if self.learned_at is not None and now - self.learned_at > s.reprobe_after:
             return self.unlearned()
         return self
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a sizing rule proposes (tuner/sizing.py, chosen by `propose`): a live count, and
+    why. The guards (tuner/policy.py) turn it into a `Decision`."""
+
+    desired: int
+    code: str
+    reason: str
+    probe: bool = False  # a hill-climbing step, to be judged
+    urgent: bool = False  # a safety move: not held back by the cool-down
+    fast: bool = False  # a probe that need not wait for a full measurement first
+    # a step up that saturated CPUs do not hold back: a revert to what was better, or
+    # processes that each keep their GIL busy (the processes, not the CPUs, are the limit)
+    past_hot_cpu: bool = False
+    # a move down paced like a step up (`cooldown_up`): the load fell and settled
+    quick: bool = False
+    # requests in service the new count must hold for uWSGI's `-` to apply (None: the
+    # most of the recent polls and the down window)
+    in_service: float | None = None
+    # the move a probe's verdict asks for: held back by pacing, the probe is judged again
+    verdict: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
 from uwsgitune.core.staffing import Estimate, estimate, pstdev
 from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 RECENT = 3  # polls behind the short-term means
 LOAD_JUMP = 3.0  # the recent polls' throughputs this many times apart: the load is moving
@@ -25,7 +25,7 @@ QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wob
 
 
 @dataclass(frozen=True)
-class Facts:
+class Measures:
     latest: Frame
     now: float
     live: int
@@ -187,7 +187,7 @@ def _recent(recent: Sequence[Frame], latest: Frame) -> dict[str, float | None]:
 
 def gather(
     frames: Sequence[Frame], settings: TunerSettings, now: float, regime_start: float
-) -> Facts:
+) -> Measures:
     latest = frames[-1]
     edge = latest.mono - settings.down_window
     keep = max(settings.measure_frames, RECENT, 2)  # what reads `regime` needs no more
@@ -196,7 +196,7 @@ def gather(
     x_part, noise = _measure(sample, settings)
     w_part = _mean([f.mean_rt_ms for f in sample])
     full = len(sample) >= settings.measure_frames
-    return Facts(
+    return Measures(
         latest=latest,
         now=now,
         live=latest.live,

@@ -17,7 +17,7 @@ from textual.widgets import ContentSwitcher
 from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.annotate import annotations_for
-from uwsgitune.tui.history import Memo, series
+from uwsgitune.tui.sparklines import Memo, series
 from uwsgitune.tui.summary import emperor_lines, summary_lines
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.widgets import AnnotationsPane, HistoryPanel, SummaryPanel

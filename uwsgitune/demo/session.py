@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from uwsgitune.core.address import parse_address
-from uwsgitune.demo import app as demo_app
+from uwsgitune.demo import webapp
 from uwsgitune.demo.load import DemoLoad
 from uwsgitune.launch import IniValue, UwsgiProcess, free_port
 from uwsgitune.pipeline import InstanceDriver, live_driver
@@ -31,7 +31,7 @@ def demo_options(workdir: Path, port: int, processes: int, live: int) -> dict[st
     return {
         "master": True,
         "http-socket": f"127.0.0.1:{port}",
-        "wsgi-file": str(Path(demo_app.__file__).resolve()),
+        "wsgi-file": str(Path(webapp.__file__).resolve()),
         "processes": processes,
         "cheaper": 1,
         "cheaper-initial": live,

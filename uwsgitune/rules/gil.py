@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from uwsgitune.core.compact import busy_samples
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.history import busy_samples
 from uwsgitune.core.units import percent
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context, frame_dt, quantile

@@ -2,7 +2,7 @@
 
 A frame's per-worker views are most of its memory (64 workers: ~40 KB of the ~42 KB a frame
 holds), and of an old frame only one thing reads them: the GIL rule, which counts the busy
-workers' CPU (`rules/threads.py`). Every other reader of the history (the rules, the tuner,
+workers' CPU (`rules/gil.py`). Every other reader of the history (the rules, the tuner,
 the sparklines, `summary`) reads the frame's own fields; the exporter, the daemon's logs and
 `stuck_requests` read the latest frame only. So a `HistoryFrame` is its frame with every
 field but `workers`, which is empty; the busy workers' CPU is kept beside it as one sorted

@@ -30,19 +30,21 @@ def _cpu(f: Frame) -> float | None:
 
 
 @dataclass(frozen=True)
-class Metric:
+class Chart:
+    """One sparkline of the summary: what a frame gives it, and how its values read."""
+
     key: str
     label: str
     get: Callable[[Frame], float | None]
     fmt: Callable[[float | None], str]
 
 
-METRICS: tuple[Metric, ...] = (
-    Metric("rps", "req/s", lambda f: f.rps, lambda v: num(v)),
-    Metric("rt", "mean rt", lambda f: f.mean_rt_ms, ms),
-    Metric("queue", "queue", _queue, lambda v: num(v, ".0f")),
-    Metric("busy", "busy wkr", _busy, lambda v: num(v, ".0f")),
-    Metric("cpu", "cpu %", _cpu, lambda v: num(v, ".0f")),
+CHARTS: tuple[Chart, ...] = (
+    Chart("rps", "req/s", lambda f: f.rps, lambda v: num(v)),
+    Chart("rt", "mean rt", lambda f: f.mean_rt_ms, ms),
+    Chart("queue", "queue", _queue, lambda v: num(v, ".0f")),
+    Chart("busy", "busy wkr", _busy, lambda v: num(v, ".0f")),
+    Chart("cpu", "cpu %", _cpu, lambda v: num(v, ".0f")),
 )
 
 
@@ -67,7 +69,7 @@ def recent(frames: Sequence[Frame], seconds: float = HISTORY_SECONDS) -> Sequenc
     return frames[start:]
 
 
-Values = tuple[float | None, ...]  # one frame's value of each metric, METRICS' order
+Values = tuple[float | None, ...]  # one frame's value of each chart, CHARTS' order
 Memo = dict[int, tuple[Frame, Values]]  # id(frame) -> the frame (kept: no id reused), values
 
 
@@ -75,10 +77,10 @@ def values(f: Frame, memo: Memo | None = None) -> Values:
     """The value of each metric on frame `f`; with `memo`, computed once per frame (a frame
     is immutable, and the window hands the same frame objects poll after poll)."""
     if memo is None:
-        return tuple(m.get(f) for m in METRICS)
+        return tuple(m.get(f) for m in CHARTS)
     hit = memo.get(id(f))
     if hit is None or hit[0] is not f:
-        hit = memo[id(f)] = (f, tuple(m.get(f) for m in METRICS))
+        hit = memo[id(f)] = (f, tuple(m.get(f) for m in CHARTS))
     return hit[1]
 
 
@@ -94,7 +96,7 @@ def series(
         for key in [k for k in memo if k not in keep]:
             del memo[key]
     out = []
-    for i, m in enumerate(METRICS):
+    for i, m in enumerate(CHARTS):
         raw = [r[i] for r in rows]
         known = [v for v in raw if v is not None]
         latest = raw[-1] if raw else None
