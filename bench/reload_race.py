@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.tuner.real import doc  # noqa: E402
+from tests.support.tuned import doc  # noqa: E402
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.actuate.fifo import MasterFifo  # noqa: E402
 from uwsgitune.actuate.reload import quiesce, statuses_at  # noqa: E402

@@ -263,7 +263,7 @@ def test_tests_stay_inside_the_repository() -> None:
 
 
 # the test-frame factory: synthetic documents and host samples, fed through the real Tracker
-FRAME_FACTORY = {"tests/observe/helpers.py", "tests/rules/frames.py"}
+FRAME_FACTORY = {"tests/support/instances.py", "tests/support/frames.py"}
 
 
 def test_test_frames_come_from_the_tracker() -> None:
@@ -280,7 +280,7 @@ def test_test_frames_come_from_the_tracker() -> None:
                 called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
                 if called == "Frame":
                     built.append(f"{name}:{node.lineno}")
-    assert not built, f"build these frames with tests/rules/frames.py or Instance: {built}"
+    assert not built, f"build these frames with tests/support/frames.py or Instance: {built}"
 
 
 # What drives a poll: reading a stats document, folding polls into frames, a driver's step.
@@ -362,3 +362,13 @@ def test_no_two_public_classes_share_a_name() -> None:
                 by_name.setdefault(node.name, []).append(_shown(module))
     shared = [f"{name}: {', '.join(where)}" for name, where in by_name.items() if len(where) > 1]
     assert not shared, "rename one of each (a class name finds one class):\n" + "\n".join(shared)
+
+
+def test_the_test_files_named_by_path_exist() -> None:
+    """CPU_GROUP (tests/conftest.py) and FRAME_FACTORY name test files by path: a file moved
+    without them would silently leave its group or fail the frame check."""
+    from tests.conftest import CPU_GROUP
+
+    named = {f"tests/{p}" for p in CPU_GROUP} | FRAME_FACTORY
+    missing = sorted(p for p in named if not (ROOT / p).is_file())
+    assert not missing, f"these paths name no file; update them: {missing}"

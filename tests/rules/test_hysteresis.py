@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.rules.frames import frame, tcp
+from tests.support.frames import frame, tcp
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules import EngineState, Finding, evaluate
 from uwsgitune.rules.rulesettings import RuleSettings

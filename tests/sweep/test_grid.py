@@ -178,7 +178,7 @@ def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> 
     # spawned, the counters never showed the reload, and a good restore was called failed.
     from types import SimpleNamespace
 
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.actuate.reload import Limits
     from uwsgitune.sweep.threadaxis import Original, ThreadAxis
 
@@ -224,7 +224,7 @@ def test_no_threads_reload_while_the_stats_peer_is_refused(tmp_path: Path) -> No
     happens while the stats socket is another uid's; the override file is left alone."""
     from types import SimpleNamespace
 
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.actuate.reload import Limits
     from uwsgitune.sweep.threadaxis import Original, ThreadAxis
 
@@ -257,7 +257,7 @@ def test_a_threads_reload_waits_for_the_inis_worker_reload_mercy(tmp_path: Path)
     over: the deadline is the ini's worker-reload-mercy + 15 s, not a fixed 30 s."""
     from types import SimpleNamespace
 
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.actuate.reload import Limits, ReloadOutcome
     from uwsgitune.sweep.threadaxis import ThreadAxis
 

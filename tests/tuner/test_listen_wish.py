@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.tuner.offline import at, offline
+from tests.actuate.offline import at, offline
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.daemon.config import validate

@@ -275,7 +275,7 @@ def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> Non
     req/s, 2 served 482). "CPU saturated: adding cannot help" held it at 2. A process uses
     one CPU at most, so the model's count is probed; a plateau there stops it, and a pool
     of one-thread processes in the same state is still held."""
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.core.frame import SocketView
     from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.policy import _bound
@@ -312,7 +312,7 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
     shorter by as much. Judged on W as a tie-break, the step was "worse" and reverted; the
     reverse (64 -> 16 on a CPU-bound load, W 83 -> 29 ms) read as better for the same
     reason. Only a throughput change beyond the noise decides."""
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.core.frame import SocketView
     from uwsgitune.tuner.decision import Probe
     from uwsgitune.tuner.measures import gather
