@@ -3,7 +3,7 @@
     .venv/bin/python bench/history_memory.py [--minutes 30] [--hz 10] [--workers 64]
         [--window SECONDS] [--all-whole]
 
-A synthetic 64-worker instance (tests/observe/helpers.py's `Instance`: real stats documents
+A synthetic 64-worker instance (tests/support/instances.py's `Instance`: real stats documents
 and host samples) is the source of a driver (pipeline/driver.py) built as the daemon builds
 its own: the real `Tracker`, the daemon's window (`WINDOW_SECONDS`, compacted as the daemon
 compacts it) and rules, at `--hz` for a simulated `--minutes`, its polls read back to
@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.observe.helpers import Instance, Load
+from tests.support.instances import Instance, Load
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.daemon.instance import WINDOW_SECONDS

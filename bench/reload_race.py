@@ -7,7 +7,7 @@ the request unread: the client gets a reset (unbit/uwsgi#1375, open). This measu
 closed loop of non-keepalive clients on a real uWSGI, a reload every `--every` seconds,
 `--reloads` times, and the same length of load with no reload as the control. Then the
 same with the workers paused first (`p`, then `r` once every worker reads `pause`), as
-uwsgitune's reload does it (uwsgitune/actuate/quiesce.py). `--burn N` runs N busy loops
+uwsgitune's reload does it (uwsgitune/actuate/reload.py). `--burn N` runs N busy loops
 beside the pool: the CPU contention of a busy host, which widens the window, and `--nice`
 puts uWSGI behind them. Each error is reported with its time after the reload before it.
 
@@ -34,10 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.tuner.real import doc  # noqa: E402
+from tests.support.tuned import doc  # noqa: E402
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.actuate.fifo import MasterFifo  # noqa: E402
-from uwsgitune.actuate.quiesce import quiesce, statuses_at  # noqa: E402
+from uwsgitune.actuate.reload import quiesce, statuses_at  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
 from uwsgitune.launch import UwsgiProcess  # noqa: E402
 from uwsgitune.loadgen import LoadRun  # noqa: E402

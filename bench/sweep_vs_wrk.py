@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.uwsgi_harness import uwsgi_instance
 from uwsgitune.launch import free_port
-from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec, Window
+from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec, LoadWindow
 from uwsgitune.sweep.live import StopFlag
 from uwsgitune.sweep.wrk import REPORT, Wrk, parse
 
@@ -54,13 +54,13 @@ def plain_wrk(wrk: str, target: str, clients: int, seconds: float, keepalive: bo
     return report.requests / report.seconds
 
 
-def ours(gen: Generator, seconds: float) -> Window:
+def ours(gen: Generator, seconds: float) -> LoadWindow:
     return gen.measure(1.0, seconds, lambda: None)
 
 
 def row(
     wrk: str, target: str, args: argparse.Namespace, keepalive: bool, i: int
-) -> tuple[float, Window, Window]:
+) -> tuple[float, LoadWindow, LoadWindow]:
     """Each generator `--repeat` times, the order rotating every round; the median of each."""
     spec = LoadSpec(target, clients=args.clients, keepalive=keepalive, timeout=10.0)
     runs = [
@@ -79,7 +79,7 @@ def row(
     return ref, drv, builtin
 
 
-def cell(w: Window, ref: float) -> str:
+def cell(w: LoadWindow, ref: float) -> str:
     tput = w.ok / w.seconds
     flag = ", generator-bound" if w.generator_bound else ""
     cpu = f"{w.gen_cpu_cores:.2f}" if w.gen_cpu_cores is not None else "-"

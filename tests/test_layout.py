@@ -263,7 +263,7 @@ def test_tests_stay_inside_the_repository() -> None:
 
 
 # the test-frame factory: synthetic documents and host samples, fed through the real Tracker
-FRAME_FACTORY = {"tests/observe/helpers.py", "tests/rules/frames.py"}
+FRAME_FACTORY = {"tests/support/instances.py", "tests/support/frames.py"}
 
 
 def test_test_frames_come_from_the_tracker() -> None:
@@ -280,7 +280,7 @@ def test_test_frames_come_from_the_tracker() -> None:
                 called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
                 if called == "Frame":
                     built.append(f"{name}:{node.lineno}")
-    assert not built, f"build these frames with tests/rules/frames.py or Instance: {built}"
+    assert not built, f"build these frames with tests/support/frames.py or Instance: {built}"
 
 
 # What drives a poll: reading a stats document, folding polls into frames, a driver's step.
@@ -290,8 +290,8 @@ def test_test_frames_come_from_the_tracker() -> None:
 DRIVES_A_POLL = frozenset({"read_stats", "read_stats_from", "Tracker", "_step", "poll_in_step"})
 NOT_A_POLL = {
     # the statuses alone, 20 times a second while a reload pauses the workers: a poll's frame
-    # would go into the tuner's window (actuate/quiesce.py's docstring)
-    ("actuate/quiesce.py", "read_stats"),
+    # would go into the tuner's window (actuate/reload.py's docstring)
+    ("actuate/reload.py", "read_stats"),
     # waits until a uWSGI it started itself answers (the demo, the tests)
     ("launch.py", "read_stats"),
 }
@@ -320,3 +320,55 @@ def test_nothing_outside_the_pipeline_drives_a_poll() -> None:
             if (where, name) not in NOT_A_POLL:
                 wrong.append(f"{where} uses {name}: read the driver's states instead")
     assert not wrong, "\n".join(wrong)
+
+
+# One name, one thing: a module's name finds one module with `grep` or a file search, and a
+# class's name one class. The command line is the exception: `cli/<command>.py` is named
+# after the command it adds (`cli/doctor.py` adds `uwsgitune doctor`, whose checks are in
+# `actuate/doctor/`).
+
+
+def _command_modules() -> set[str]:
+    """The modules of cli/ that add a command of their own name (`sub.add_parser("name")`)."""
+    out = set()
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "add_parser"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == path.stem
+            ):
+                out.add(_name(path))
+    return out
+
+
+def test_a_module_name_is_used_in_one_package() -> None:
+    commands = _command_modules()
+    by_name: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        if path.name != "__init__.py" and module not in commands:
+            by_name.setdefault(path.stem, []).append(_shown(module))
+    shared = [f"{name}: {', '.join(where)}" for name, where in by_name.items() if len(where) > 1]
+    assert not shared, "rename one of each (a module name finds one module):\n" + "\n".join(shared)
+
+
+def test_no_two_public_classes_share_a_name() -> None:
+    by_name: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                by_name.setdefault(node.name, []).append(_shown(module))
+    shared = [f"{name}: {', '.join(where)}" for name, where in by_name.items() if len(where) > 1]
+    assert not shared, "rename one of each (a class name finds one class):\n" + "\n".join(shared)
+
+
+def test_the_test_files_named_by_path_exist() -> None:
+    """CPU_GROUP (tests/conftest.py) and FRAME_FACTORY name test files by path: a file moved
+    without them would silently leave its group or fail the frame check."""
+    from tests.conftest import CPU_GROUP
+
+    named = {f"tests/{p}" for p in CPU_GROUP} | FRAME_FACTORY
+    missing = sorted(p for p in named if not (ROOT / p).is_file())
+    assert not missing, f"these paths name no file; update them: {missing}"

@@ -36,3 +36,12 @@ class ConfigError(UwsgituneError):
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+class UserError(UwsgituneError):
+    """Bad input or an unreachable instance, found by the command line (a flag, an address,
+    a file it was given); `code` as the caller says."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code

@@ -2,7 +2,7 @@
 
     .venv/bin/python docs/images/make_screenshots.py [--size 120x36] [--out docs/images]
 
-What it runs: the bundled demo (uwsgitune/demo/demo.py `DemoSession`): the demo app under a
+What it runs: the bundled demo (uwsgitune/demo/session.py `DemoSession`): the demo app under a
 real uWSGI in a temporary directory under /tmp, on loopback only, 4 live workers of 8 in
 cheaper mode with `listen = 16`, and the demo's own load, which cycles through its phases
 (idle 5 s, steady 25 s, burst 20 s, overload 25 s: uwsgitune/demo/phases.py) and stops after
@@ -36,8 +36,8 @@ from pathlib import Path
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.service import TunerSetup, tuner_factory
 from uwsgitune.core.address import parse_address
-from uwsgitune.demo.demo import DemoSession
 from uwsgitune.demo.phases import PHASES, cycle_seconds
+from uwsgitune.demo.session import DemoSession
 from uwsgitune.pipeline import InstanceDriver, live_driver
 from uwsgitune.tui.app import WatchApp
 from uwsgitune.tuner import TunerSettings

@@ -10,8 +10,8 @@ import pytest
 from uwsgitune.core.settings import SHARED
 from uwsgitune.daemon.config import load_config, validate
 from uwsgitune.errors import ConfigError
-from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "uwsgitune.toml"
 BASE = {"name": "app", "stats": "/run/app.sock"}

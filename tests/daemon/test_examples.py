@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
-from tests.daemon.test_collector import URI
+from tests.exporter.test_collector import URI
 from tests.states import finding
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats

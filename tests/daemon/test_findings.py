@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.rules.frames import frame
 from tests.states import change, finding
+from tests.support.frames import frame
 from uwsgitune.daemon import logs
 from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.pipeline import InstanceState, RulesRunner

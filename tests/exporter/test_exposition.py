@@ -14,7 +14,7 @@ from functools import partial
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from tests.daemon.test_collector import snapshot
+from tests.exporter.test_collector import snapshot
 from uwsgitune.exporter.exposition import POLLED_MAX_AGE, PollExposition, render
 from uwsgitune.exporter.metrics import BuildInfo, UwsgiCollector, polled_registry
 from uwsgitune.exporter.site import HandlerStats, handler_text

@@ -6,7 +6,7 @@ import json
 
 from tests.conftest import stats_fixture
 from tests.daemon.helpers import parse, types, value
-from tests.daemon.test_collector import URI, render, snapshot
+from tests.exporter.test_collector import URI, render, snapshot
 from uwsgitune.core.model import parse_stats
 from uwsgitune.exporter.exposition import render as render_text
 from uwsgitune.exporter.metrics import ExportOptions, Families, add_snapshot

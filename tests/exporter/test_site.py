@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.exporter.conftest import HASH, PASSWORD
-from tests.observe.helpers import document, fake_server, worker
+from tests.support.instances import document, fake_server, worker
 from uwsgitune.exporter.auth import BasicAuth
 from uwsgitune.exporter.probe import PROBES_AT_ONCE
 from uwsgitune.exporter.server import MAX_HEAD, Request, RequestParser

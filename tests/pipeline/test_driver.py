@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.observe.helpers import Instance
+from tests.support.instances import Instance
 from tests.tui.fakes import ScriptedSource
 from tests.tui.frames import history_polls, load
 from uwsgitune.core.samples import Poll

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.observe.helpers import replayed
-from tests.rules.frames import MIB, MONO0, T0, tcp, varying
-from tests.rules.frames import frame as synthetic
+from tests.support.frames import MIB, MONO0, T0, tcp, varying
+from tests.support.frames import frame as synthetic
+from tests.support.instances import replayed
 from uwsgitune.cli.recommend import settings_for
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame

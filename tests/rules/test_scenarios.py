@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.observe.helpers import replayed
+from tests.support.instances import replayed
 from uwsgitune.cli.recommend import settings_for
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.rules.frames import series, tcp
+from tests.support.frames import series, tcp
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame
 from uwsgitune.daemon.config import InstanceConfig, validate

@@ -12,7 +12,7 @@ import pytest
 from uwsgitune.cli.sweep_args import production_looking
 from uwsgitune.core.address import parse_address
 from uwsgitune.loadgen import LoadRun
-from uwsgitune.sweep.generator import LoadSpec, Window
+from uwsgitune.sweep.generator import LoadSpec, LoadWindow
 from uwsgitune.sweep.live import SweepError
 from uwsgitune.sweep.wrk import command, parse
 
@@ -165,10 +165,10 @@ def test_wrk_command_is_bounded_and_closes_unless_keepalive() -> None:
 
 
 def test_a_generator_at_its_cores_is_flagged() -> None:
-    w = Window(1.0, 10, 0, None, None, None, gen_cpu_cores=0.95, gen_cores_max=1.0)
+    w = LoadWindow(1.0, 10, 0, None, None, None, gen_cpu_cores=0.95, gen_cores_max=1.0)
     assert w.generator_bound
-    assert not Window(1.0, 10, 0, None, None, None, 0.95, 2.0).generator_bound
-    assert not Window(1.0, 10, 0, None, None, None, None, 1.0).generator_bound
+    assert not LoadWindow(1.0, 10, 0, None, None, None, 0.95, 2.0).generator_bound
+    assert not LoadWindow(1.0, 10, 0, None, None, None, None, 1.0).generator_bound
 
 
 def test_production_looking_targets() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.observe.helpers import Instance, Load
+from tests.support.instances import Instance, Load
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import Interrupted, LiveCount, SweepError
 

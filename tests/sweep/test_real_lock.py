@@ -19,8 +19,8 @@ from subprocess import PIPE, STDOUT
 
 import pytest
 
+from tests.support.tuned import doc, kill_mid_reload, wait_for
 from tests.sweep.test_real import SHORT, _lines, live, one_line_error, sweep_cmd, wait_for_line
-from tests.tuner.real import doc, kill_mid_reload, wait_for
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.stats import read_stats

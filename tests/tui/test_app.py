@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.tui.fakes import ScriptedSource, driver, make_app, snapshot
 from tests.tui.frames import disconnected, emperor_frame, history, history_polls, instance, load
 from uwsgitune.tui.app import WatchApp, next_rate, next_sort
-from uwsgitune.tui.instance import InstancePane
+from uwsgitune.tui.pane import InstancePane
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.widgets import AnnotationsPane, SummaryPanel

@@ -149,7 +149,7 @@ def test_apply_key_asks_first_then_applies_the_advice_through_the_fifo(
 ) -> None:
     """`watch --fifo`: the tuner's advice is shown, `a` then `n` changes nothing, `a` then
     `y` applies it through the guarded FIFO path, audited."""
-    from tests.tuner.real import live, wait_for
+    from tests.support.tuned import live, wait_for
 
     proc = uwsgi(processes=6, cheaper=1, cheaper_initial=1, cheaper_algo="manual")
     load(url(proc, "/io/50"), 6, 40)

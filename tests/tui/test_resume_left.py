@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, kill_mid_reload, manual, service, tuned, wait_for
+from tests.support.tuned import doc, kill_mid_reload, manual, service, tuned, wait_for
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.lock import lock_path
 from uwsgitune.launch import UwsgiProcess

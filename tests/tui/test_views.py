@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.tui.frames import disconnected, emperor_frame, frame, history, varying
 from uwsgitune.tui.detail import detail_lines, memory_trend
-from uwsgitune.tui.history import series
+from uwsgitune.tui.sparklines import series
 from uwsgitune.tui.summary import emperor_lines, queue_full_events, summary_lines
 from uwsgitune.tui.vassals import ini_stats, vassal_stats_address
 from uwsgitune.tui.workers import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from itertools import chain
 
 from tests.tuner.test_decision_golden import PLANTS, RECORDINGS, _replayed, _simulated
-from uwsgitune.tuner.state import EVIDENCE_UNITS, Decision
+from uwsgitune.tuner.decision import EVIDENCE_UNITS, Decision
 
 EVIDENCE = {"live": 4, "rps": 39.94, "busy_ratio": 0.97, "mean_rt_ms": 850.0, "queue": 16.0}
 

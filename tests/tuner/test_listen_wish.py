@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from tests.tuner.offline import at, offline
+from tests.actuate.offline import at, offline
 from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.daemon.config import validate
 from uwsgitune.errors import ConfigError
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
 from uwsgitune.tuner import TunerSettings
-from uwsgitune.tuner.listen import listen_wish
+from uwsgitune.tuner.backlog import listen_wish
 
 
 def _frame(backlog: int, somaxconn: int | None) -> Frame:

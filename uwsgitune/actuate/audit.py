@@ -32,9 +32,9 @@ from pathlib import Path
 
 from uwsgitune.errors import UwsgituneError
 from uwsgitune.nofollow import UnsafeFile, open_dir
+from uwsgitune.tuner.decision import TunerState
 from uwsgitune.tuner.policy import HOUR
 from uwsgitune.tuner.result import AuditRecord
-from uwsgitune.tuner.state import TunerState
 
 
 class AuditError(UwsgituneError):

@@ -21,7 +21,7 @@ everything it decides on is in that state, or in the states its own polls return
    it and observes, retrying the lock every `lock_retry` seconds).
 2. **Decide**: a pool a reload cut short left paused is resumed first (actuate/leftpaused.py);
    a change sent earlier is verified; `decide` (tuner/policy.py) gives the worker count and
-   `decide_listen` (tuner/listen.py) the backlog.
+   `decide_listen` (tuner/backlog.py) the backlog.
 3. **Act as the mode allows**: observe says the decision; recommend says it with the exact
    command; apply sends it by its route (tuner/moves.py: fifo, reload, restart), each
    change audited with the phases it went through. A failed reload or restart, or a setup
@@ -48,29 +48,26 @@ from typing import Any, Literal
 
 from uwsgitune.actuate.audit import AuditError, AuditLog, interrupted, last_listen, resume
 from uwsgitune.actuate.fifo import FifoError, FifoSetupError, MasterFifo
-from uwsgitune.actuate.halt import Halt
 from uwsgitune.actuate.leftpaused import LEFT_PAUSED_S, STOPS, LeftPaused, Resume
-from uwsgitune.actuate.listen import ListenApplier, RestartCommand
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.mercy import reload_deadline_for
 from uwsgitune.actuate.override import (
     IniError,
     Override,
     OverrideError,
     SetupError,
     as_int,
+    ini_from_proc,
     read_keys,
 )
 from uwsgitune.actuate.peer import PeerCheck
-from uwsgitune.actuate.procini import ini_from_proc
-from uwsgitune.actuate.quiesce import statuses_at
-from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.reload import Halt, Limits, Reloader, reload_deadline_for, statuses_at
+from uwsgitune.actuate.restart import ListenApplier, RestartCommand
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline.state import InstanceState
 from uwsgitune.sources.hostfiles import somaxconn
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
-from uwsgitune.tuner.listen import ListenDecision, ListenGate, ListenWish, decide_listen
+from uwsgitune.tuner.backlog import ListenDecision, ListenGate, ListenWish, decide_listen
 from uwsgitune.tuner.moves import Move, Phase, Route
 from uwsgitune.tuner.policy import last_hour
 from uwsgitune.tuner.result import (
@@ -118,7 +115,7 @@ class TunerSetup:
     role: str = "uwsgitune"  # in the apply lock: who holds it
     peer: PeerCheck = field(default_factory=PeerCheck)
     lock_retry: float | None = None  # seconds between tries of a held lock; None: one try
-    lock_dir: Path | None = None  # the apply lock's directory (None: actuate/lockdir.py's)
+    lock_dir: Path | None = None  # the apply lock's directory (None: actuate/lock.py's)
     resume_apply: bool = False  # clear a stop the audit log holds (`--resume-apply`)
 
 
@@ -376,7 +373,7 @@ class TunerService:
     # -- a pool a reload cut short left paused ---------------------------------------------
 
     def _left_paused(self, frame: Frame, now: float) -> bool:
-        """A reload sends `p` before its `r` (actuate/quiesce.py): one cut short by a kill
+        """A reload sends `p` before its `r` (actuate/reload.py): one cut short by a kill
         in between leaves the workers paused. The marks the lock's last holder left (it may
         have been another tool, with another audit log) and the audit log's own cut reload
         are watched, and the pool resumed in apply mode, as `LeftPaused` rules (the same
@@ -620,7 +617,7 @@ class TunerService:
             target.user_ini,
             self._poll,
             halt=self.halt_flag,
-            statuses=statuses_at(self.setup.stats),  # the statuses alone: see quiesce.py
+            statuses=statuses_at(self.setup.stats),  # the statuses alone: see actuate/reload.py
             lock=self.lock,
         )
         limits = Limits(  # somaxconn read now: a poll's is up to SETTINGS_SECONDS old

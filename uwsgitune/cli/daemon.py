@@ -16,11 +16,10 @@ from typing import Any
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
-from uwsgitune.cli.errors import UserError
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
-from uwsgitune.errors import ConfigError
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.errors import ConfigError, UserError
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 
 def register(sub: Any) -> None:

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from uwsgitune.cli.common import positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.demo.phases import PHASES
+from uwsgitune.errors import UserError
 
 DESCRIPTION = """\
 Start the bundled example app under uWSGI (in a temporary directory under /tmp, with a stats
@@ -58,7 +58,7 @@ def _show(interval: float) -> Any:
 def run(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UserError("the demo opens a TUI and needs a terminal; run it in one", code=2)
-    from uwsgitune.demo.demo import DemoSession, run_session
+    from uwsgitune.demo.session import DemoSession, run_session
     from uwsgitune.launch import LaunchError
 
     session = DemoSession(duration=args.duration, load=not args.no_load)

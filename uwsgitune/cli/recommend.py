@@ -15,19 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.cli.common import addresses, positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.progress import timed
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.ini import NotUtf8, decode_ini, read_ini_facts
 from uwsgitune.core.settings import add_flag
+from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, RulesRunner, live_driver, run_replay
 from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
 from uwsgitune.rules.render import report
-from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
+from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS, RuleSettings
 from uwsgitune.sources.recording import ReplaySource, read_recording
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 EXIT_NONE, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNOBSERVED = 0, 1, 2, 3
 

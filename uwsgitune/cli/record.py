@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from uwsgitune.cli.common import addresses, duration_seconds, positive_float
-from uwsgitune.cli.errors import UserError
+from uwsgitune.errors import UserError
 from uwsgitune.nofollow import Directory, open_dir, writable_by_others
 from uwsgitune.pipeline import InstanceState, live_driver
 from uwsgitune.sources.recording import RecordingWriter

@@ -27,27 +27,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
+from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.quiesce import statuses_at
-from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.reload import Limits, Reloader, statuses_at
 from uwsgitune.cli import sweep_hold
 from uwsgitune.cli.common import addresses
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.progress import timed
 from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
+from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, live_driver
 from uwsgitune.sweep import grid, outdir, plan, report
 from uwsgitune.sweep.analysis import Criteria
 from uwsgitune.sweep.chart import render_svg
-from uwsgitune.sweep.fifo import FifoError, MasterFifo
 from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec
 from uwsgitune.sweep.gridchart import render_grid_svg
-from uwsgitune.sweep.live import LiveCount, Poll, driver_polls
+from uwsgitune.sweep.live import BoundFifo, LiveCount, Poll, driver_polls
 from uwsgitune.sweep.runner import Sweep, SweepConfig, SweepOutcome
-from uwsgitune.sweep.threads import ThreadAxis, parse_threads
+from uwsgitune.sweep.threadaxis import ThreadAxis, parse_threads
 from uwsgitune.sweep.wrk import Wrk, find_wrk
 
 RELOAD_SECONDS = 3.0  # per threads value: the reload and its verification, typically
@@ -74,7 +72,7 @@ class Target:
     driver: InstanceDriver
     poll: Poll
     refused: Callable[[], str | None]
-    fifo: MasterFifo
+    fifo: BoundFifo
 
 
 def _instance(args: argparse.Namespace, top: int) -> tuple[Target, Frame]:
@@ -108,7 +106,7 @@ def _checked(
     if why is not None:
         raise UserError(why)
     check_target(args.url, address, frame.rps, args.yes)
-    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=refused)
+    fifo = BoundFifo(args.fifo, frame.master_pid, refusal=refused)
     try:
         fifo.check()
     except FifoError as exc:
@@ -138,11 +136,11 @@ def _axis(
             code=2,
         )
     reloader = Reloader(
-        GuardedFifo(args.fifo),
+        MasterFifo(args.fifo),
         args.override,
         args.ini,
         target.poll,
-        statuses=statuses_at(target.address),  # the statuses alone: see actuate/quiesce.py
+        statuses=statuses_at(target.address),  # the statuses alone: see actuate/reload.py
         lock=lock,
     )
     limits = Limits(somaxconn=frame.somaxconn)

@@ -18,8 +18,8 @@ from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.leftpaused import LeftPaused, Resume
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.peer import PeerCheck
-from uwsgitune.cli.errors import UserError
 from uwsgitune.core.address import StatsAddress
+from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver
 from uwsgitune.sweep.live import Poll
 

@@ -7,7 +7,7 @@ master does not hold or a lock another uwsgitune holds end it at once (exit 2), 
 audit log that cannot be read (exit 1), naming the fix.
 
 Ctrl-C (SIGINT), SIGTERM or a closed terminal (SIGHUP) stops it as the daemon stops: a
-reload or a restart in flight is verified within its grace or rolled back (actuate/halt.py),
+reload or a restart in flight is verified within its grace or rolled back (actuate/reload.py),
 audited, the lock released, then one line and exit 128 + the signal (130 for Ctrl-C, 129 for
 a hangup)."""
 
@@ -19,14 +19,14 @@ import time
 from contextlib import AbstractContextManager
 from typing import Any
 
-from uwsgitune.actuate.listen import RestartCommand
+from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import MODES, tuner_factory
 from uwsgitune.cli.common import addresses, positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.progress import WaitLine
 from uwsgitune.cli.tuner_flags import add_tuner_flags, settings_from, tuner_setup
 from uwsgitune.core.settings import add_flag, restart_argv
 from uwsgitune.core.window import WHOLE_FRAMES
+from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
 from uwsgitune.stopsignals import stop_signals
 from uwsgitune.tuner import TunerSettings

@@ -12,12 +12,12 @@ from pydantic import ValidationError
 
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.fifo import fifo_inode
-from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.peer import PeerCheck, PeerSettings
+from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import Mode, TunerSetup
-from uwsgitune.cli.errors import UserError
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.settings import add_flag, flag_problem
+from uwsgitune.errors import UserError
 from uwsgitune.tuner import TunerSettings
 
 MAX_WORKERS_HELP = "the ceiling (default: the instance's `processes`)"

@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.cli.common import addresses, positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.cli.tuner_flags import add_tuner_flags
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.settings import add_flag
+from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver, run_replay
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
 from uwsgitune.sources.recording import ReplaySource, read_recording
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 RATED = ("first", "reload", "restart")  # frames of these kinds have no rates yet
 ONCE_POLLS = 3  # `--once`: a first poll, one for the rates, one more after a reload

@@ -1,7 +1,7 @@
 """Human units: how a person reads a number, by the unit it is in. Pure.
 
 Every number uwsgitune shows a person goes through here: the rules' evidence (`Evidence`
-carries its unit), the tuner's (`tuner.state.EVIDENCE_UNITS` names each key's unit), and
+carries its unit), the tuner's (`tuner.decision.EVIDENCE_UNITS` names each key's unit), and
 the views' summaries. `reading(value, unit)` looks the unit up in `UNITS`, the one table
 from a unit to its format:
 

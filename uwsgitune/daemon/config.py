@@ -20,9 +20,9 @@ interval = 1.0
 # restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
 # trust_tcp_stats = false           # apply over a TCP stats address not proved the master's
 
-[instance.tuner]                    # any tuner setting (uwsgitune.tuner.settings)
+[instance.tuner]                    # any tuner setting (uwsgitune.tuner.tunersettings)
 cooldown_down = 60
-[instance.rules]                    # any rule setting (uwsgitune.rules.settings)
+[instance.rules]                    # any rule setting (uwsgitune.rules.rulesettings)
 window_seconds = 60
 ```
 
@@ -67,8 +67,8 @@ from uwsgitune.core.address import AddressError, parse_address, split_listen
 from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
 from uwsgitune.daemon.tables import TunerTable, check_shared, lift_bounds, set_keys, shared
 from uwsgitune.errors import ConfigError
-from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 if sys.version_info >= (3, 11):
     import tomllib

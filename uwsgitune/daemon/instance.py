@@ -36,10 +36,10 @@ from uwsgitune.pipeline import (
 from uwsgitune.rules.facts import Facts
 
 # Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. Only the newest
-# WHOLE_FRAMES keep their worker views; older frames are compact (core/history.py: ~1.5 KB a
+# WHOLE_FRAMES keep their worker views; older frames are compact (core/compact.py: ~1.5 KB a
 # frame whatever the workers, where a whole one holds ~0.6 KB a worker, 40 KB at 64).
 WINDOW_SECONDS = LOOKBACK_SECONDS + 30
-# The longest a stop waits for an apply in flight: its grace (actuate/halt.py, 10 s), the
+# The longest a stop waits for an apply in flight: its grace (actuate/reload.py, 10 s), the
 # rollback and a poll in flight. systemd's TimeoutStopSec must be longer (30 s).
 STOP_WAIT_SECONDS = 20.0
 

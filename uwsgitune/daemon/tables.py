@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from uwsgitune.core.settings import SHARED
-from uwsgitune.tuner.settings import TunerFields
+from uwsgitune.tuner.tunersettings import TunerFields
 
 BOUNDS = ("min_workers", "max_workers", "interval")  # [[instance]] keys that are tuner settings
 

@@ -20,8 +20,8 @@ import logging
 from pathlib import Path
 
 from uwsgitune.actuate.audit import AuditError, AuditLog
-from uwsgitune.actuate.listen import RestartCommand
 from uwsgitune.actuate.peer import PeerCheck
+from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import TunerSetup, tuner_factory
 from uwsgitune.core.address import parse_address
 from uwsgitune.daemon.config import InstanceConfig

@@ -22,7 +22,7 @@ from uwsgitune.pipeline.driver import (
 from uwsgitune.pipeline.rules import LOOKBACK_SECONDS, RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts
 from uwsgitune.rules.facts import Facts
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 from uwsgitune.sources.host import HostSampler
 from uwsgitune.sources.poller import LiveSource, default_timeout
 

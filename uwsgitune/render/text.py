@@ -6,7 +6,7 @@ import time
 
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.units import duration, ms, num, pct, reading, size
-from uwsgitune.rules.settings import DEFAULT_SETTINGS
+from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS
 
 
 def _clock(t: float) -> str:

@@ -28,7 +28,7 @@ from uwsgitune.rules.build import (
 )
 from uwsgitune.rules.context import Context, all_busy, mean, quantile
 from uwsgitune.rules.finding import Finding
-from uwsgitune.rules.listen import sized_target
+from uwsgitune.rules.listenqueue import sized_target
 
 
 class _Stretch(NamedTuple):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from uwsgitune.sweep.generator import LoadSpec, Window
+from uwsgitune.sweep.generator import LoadSpec, LoadWindow
 from uwsgitune.sweep.live import Interrupted, StopFlag, SweepError
 
 REPORT = files("uwsgitune.sweep").joinpath("wrk_report.lua")
@@ -91,13 +91,13 @@ class Wrk:
     mono: Callable[[], float] = time.monotonic
     name: str = "wrk"
 
-    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window:
+    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> LoadWindow:
         self._run(warmup)
         mark()
         out, took, cpu = self._run(seconds)
         mark()
         report = parse(out, self.spec.keepalive)
-        return Window(
+        return LoadWindow(
             seconds=report.seconds,
             ok=report.ok,
             errors=report.errors,

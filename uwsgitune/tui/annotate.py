@@ -11,7 +11,7 @@ from uwsgitune.pipeline.state import InstanceState
 from uwsgitune.rules.finding import Finding
 from uwsgitune.rules.render import evidence_text, recommendation_text
 from uwsgitune.tui.warnings import Annotation, builtin_warnings, sort_annotations
-from uwsgitune.tuner.state import Decision
+from uwsgitune.tuner.decision import Decision
 
 
 def annotation_from_finding(f: Finding) -> Annotation:

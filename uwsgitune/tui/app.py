@@ -30,7 +30,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent, TabP
 
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
-from uwsgitune.tui.instance import InstancePane, VassalSelected, WorkerSelected
+from uwsgitune.tui.pane import InstancePane, VassalSelected, WorkerSelected
 from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
 from uwsgitune.tui.vassals import vassal_stats_address
 from uwsgitune.tui.workers import CORE_COLUMNS, VASSAL_COLUMNS, WORKER_COLUMNS

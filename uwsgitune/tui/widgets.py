@@ -20,7 +20,7 @@ from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widgets import Label, Sparkline, Static
 
 from uwsgitune.core.units import duration
-from uwsgitune.tui.history import METRICS, Series
+from uwsgitune.tui.sparklines import CHARTS, Series
 from uwsgitune.tui.warnings import Annotation
 
 SEVERITY_STYLE = {
@@ -217,7 +217,7 @@ class HistoryPanel(Grid):
     sparkline (no container per row: each widget on screen costs every repaint)."""
 
     def compose(self) -> ComposeResult:
-        for m in METRICS:
+        for m in CHARTS:
             yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
             yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
 
@@ -230,7 +230,7 @@ class HistoryPanel(Grid):
                     self.query_one(f"#hl-{m.key}", QuietLabel),
                     self.query_one(f"#hs-{m.key}", QuietSparkline),
                 )
-                for m in METRICS
+                for m in CHARTS
             }
         for s in series:
             label, spark = self._rows[s.key]

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from uwsgitune.tuner.listen import ListenDecision
+from uwsgitune.tuner.backlog import ListenDecision
+from uwsgitune.tuner.decision import Decision
 from uwsgitune.tuner.moves import MoveRecord
-from uwsgitune.tuner.state import Decision
 
 Level = Literal["info", "warning", "error"]
 NoteKind = Literal["decision", "listen", "apply", "verify", "stop", "resume"]
