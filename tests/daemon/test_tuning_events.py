@@ -15,9 +15,9 @@ import pytest
 from uwsgitune.daemon import tuning
 from uwsgitune.daemon.config import validate
 from uwsgitune.daemon.tuning import TunerLog
-from uwsgitune.pipeline.state import count_actions
+from uwsgitune.pipeline.state import InstanceState, count_actions
 from uwsgitune.tuner import Decision
-from uwsgitune.tuner.result import AuditRecord, Note, StepResult
+from uwsgitune.tuner.result import AuditRecord, Note, Opened, StepResult
 
 HOLD = Decision("hold", "steady", 2, 2, "steady")
 UP = Decision("up", "saturated", 3, 2, "all busy", "fifo")
@@ -72,3 +72,44 @@ def test_actions_are_counted_from_the_records() -> None:
     stop = AuditRecord("stop", 3.0, "app", "apply", reason="x")
     actions = count_actions((), StepResult(HOLD, "apply", records=(sent, verified, stop)))
     assert [(k, r) for k, r, _ in actions] == [("fifo", "sent"), ("verify", "verified")]
+
+
+def test_each_opening_problem_is_its_own_event_with_its_effect(
+    tmp_path: Path, events: list[tuple[str, int, dict[str, Any]]]
+) -> None:
+    t = _tuner(tmp_path)
+    opened = Opened(
+        "observe",
+        1,
+        8,
+        fifo_problem="/run/app.fifo: no such file",
+        lock_problem="held by pid 7 (uwsgitune tune)",
+        audit_problem="audit log /x: cannot read (Is a directory)",
+    )
+    t(InstanceState("unix:///run/app.sock", tuning=StepResult(HOLD, "observe", opened=opened)))
+    by_name = {name: (level, fields) for name, level, fields in events}
+    assert by_name["fifo_unusable"] == (
+        logging.WARNING,
+        {
+            "instance": "app",
+            "error": "/run/app.fifo: no such file",
+            "effect": "every write is checked again; none goes to an unproven FIFO",
+        },
+    )
+    level, fields = by_name["audit_unreadable"]
+    assert level == logging.ERROR and fields["error"].startswith("audit log /x: cannot read")
+    assert list(fields) == ["instance", "error", "effect"]
+    level, fields = by_name["apply_locked"]
+    assert (level, fields["holder"], fields["effect"]) == (
+        logging.WARNING,
+        "held by pid 7 (uwsgitune tune)",
+        "observing instead",
+    )
+    assert by_name["tuner_started"][1]["mode"] == "observe"
+    events.clear()
+    t(
+        InstanceState(
+            "unix:///run/app.sock", tuning=StepResult(HOLD, "observe", opened=Opened("apply"))
+        )
+    )
+    assert [name for name, _, _ in events] == ["apply_unlocked"]  # opened again: the lock came free

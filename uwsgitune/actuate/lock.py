@@ -166,6 +166,10 @@ def fallback_problem(path: Path, st: os.stat_result, euid: int) -> str | None:
     return f"the lock directory {path} {problem}, and anyone can plant that name: {fix}, {FIX}"
 
 
+def _unusable(directory: Path, exc: OSError) -> LockProblem:
+    return LockProblem(f"cannot use the lock directory {directory} ({exc.strerror}): {FIX}")
+
+
 def _open_fallback(directory: Path) -> tuple[int, os.stat_result]:
     """`/tmp/uwsgitune-<uid>`: lstat'ed, then opened without following a link, and the same
     directory (a swap between the two fails)."""
@@ -179,9 +183,7 @@ def _open_fallback(directory: Path) -> tuple[int, os.stat_result]:
             raise LockProblem(problem)
         dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise LockProblem(
-            f"cannot use the lock directory {directory} ({exc.strerror}): {FIX}"
-        ) from None
+        raise _unusable(directory, exc) from None
     now = os.fstat(dfd)
     problem = fallback_problem(directory, now, euid)
     if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or problem:
@@ -198,9 +200,7 @@ def open_dir(directory: Path, trusted: frozenset[int]) -> tuple[int, os.stat_res
         directory.mkdir(mode=0o755, parents=True, exist_ok=True)
         dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise LockProblem(
-            f"cannot use the lock directory {directory} ({exc.strerror}): {FIX}"
-        ) from None
+        raise _unusable(directory, exc) from None
     st = os.fstat(dfd)
     problem = dir_problem(directory, st, trusted)
     if problem:

@@ -68,17 +68,21 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _read_ini(path: Path, what: str, fix: str = "") -> str:
+    """The ini at `path` as text; else a UserError (exit 2) naming it, `what` it is and the
+    `fix`."""
+    try:
+        return decode_ini(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read {what} ({exc.strerror}){fix}", code=2) from None
+    except NotUtf8 as exc:
+        raise UserError(str(exc), code=2) from None
+
+
 def _file_loader(base: Path) -> Any:
     def load(name: str) -> str:
         path = (base.parent / name) if not Path(name).is_absolute() else Path(name)
-        try:
-            return decode_ini(path.read_bytes(), str(path))
-        except OSError as exc:
-            raise UserError(
-                f"{path}: cannot read the included ini ({exc.strerror})", code=2
-            ) from None
-        except NotUtf8 as exc:
-            raise UserError(str(exc), code=2) from None
+        return _read_ini(path, "the included ini")
 
     return load
 
@@ -86,14 +90,7 @@ def _file_loader(base: Path) -> Any:
 def config_facts(path: Path | None) -> ConfigFacts:
     if path is None:
         return ConfigFacts()
-    try:
-        text = decode_ini(path.read_bytes(), str(path))
-    except OSError as exc:
-        raise UserError(
-            f"{path}: cannot read the ini ({exc.strerror}); check --ini", code=2
-        ) from None
-    except NotUtf8 as exc:
-        raise UserError(str(exc), code=2) from None
+    text = _read_ini(path, "the ini", "; check --ini")
     return ConfigFacts(**read_ini_facts(text, _file_loader(path)))  # type: ignore[arg-type]
 
 

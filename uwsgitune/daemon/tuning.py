@@ -115,30 +115,25 @@ class TunerLog:
 
     def _opened(self, opened: Opened) -> None:
         name = self.spec.name
-        if opened.fifo_problem:
-            event(
+        for problem, kind, level, key, effect in (
+            (
+                opened.fifo_problem,
                 "fifo_unusable",
                 logging.WARNING,
-                instance=name,
-                error=opened.fifo_problem,
-                effect="every write is checked again; none goes to an unproven FIFO",
-            )
-        if opened.audit_problem:
-            event(
+                "error",
+                "every write is checked again; none goes to an unproven FIFO",
+            ),
+            (
+                opened.audit_problem,
                 "audit_unreadable",
                 logging.ERROR,
-                instance=name,
-                error=opened.audit_problem,
-                effect="observing instead; fix the file, then restart uwsgitune",
-            )
-        if opened.lock_problem:
-            event(
-                "apply_locked",
-                logging.WARNING,
-                instance=name,
-                holder=opened.lock_problem,
-                effect="observing instead",
-            )
+                "error",
+                "observing instead; fix the file, then restart uwsgitune",
+            ),
+            (opened.lock_problem, "apply_locked", logging.WARNING, "holder", "observing instead"),
+        ):
+            if problem:
+                event(kind, level, instance=name, **{key: problem}, effect=effect)
         if self._started:  # opened again: the lock came free
             event("apply_unlocked", instance=name, effect="applying from now on")
             return
