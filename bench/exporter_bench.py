@@ -35,9 +35,9 @@ from tests.uwsgi_harness import uwsgi_instance  # noqa: E402
 from uwsgitune.core.derive import Tracker  # noqa: E402
 from uwsgitune.core.model import parse_stats  # noqa: E402
 from uwsgitune.core.samples import Poll  # noqa: E402
-from uwsgitune.exporter.collector import registry_for  # noqa: E402
-from uwsgitune.exporter.http import MetricsServer  # noqa: E402
-from uwsgitune.exporter.text import render  # noqa: E402
+from uwsgitune.exporter.exposition import render  # noqa: E402
+from uwsgitune.exporter.metrics import registry_for  # noqa: E402
+from uwsgitune.exporter.server import MetricsServer  # noqa: E402
 from uwsgitune.launch import free_port  # noqa: E402
 from uwsgitune.pipeline import InstanceState  # noqa: E402
 
@@ -83,7 +83,10 @@ def scrape_bench(n: int) -> None:
     for name in ("64-workers.json", "64-workers-2-threads-busy.json"):
         snap = fixture_snapshot(name)
         registry = registry_for(lambda s=snap: [s])  # type: ignore[misc]
-        for label, fn in (("generate_latest", generate_latest), ("exporter.text.render", render)):
+        for label, fn in (
+            ("generate_latest", generate_latest),
+            ("exporter.exposition.render", render),
+        ):
             med, p99, worst = timings(lambda r=registry, f=fn: f(r), n)  # type: ignore[misc]
             print(f"{label} {name}: median {med:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms")
         med, p99, worst, size = asyncio.run(_http_bench(snap, n))

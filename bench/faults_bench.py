@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.observe.helpers import fake_server  # noqa: E402
-from tests.tuner.real import manual  # noqa: E402
+from tests.support.instances import fake_server  # noqa: E402
+from tests.support.tuned import manual  # noqa: E402
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.launch import UwsgiProcess, free_port  # noqa: E402
 from uwsgitune.loadgen import LoadResult, run_closed  # noqa: E402

@@ -1,13 +1,14 @@
-"""Memory of one instance's history: tracemalloc on the daemon's pipeline, no sockets.
+"""Memory of one instance's history: tracemalloc on the daemon's driver, no sockets.
 
     .venv/bin/python bench/history_memory.py [--minutes 30] [--hz 10] [--workers 64]
         [--window SECONDS] [--all-whole]
 
-A synthetic 64-worker instance (tests/observe/helpers.py's `Instance`: real stats documents
-and host samples, derived by the real `Tracker`) is polled through the daemon's own window
-(`WINDOW_SECONDS`, compacted as the daemon compacts it) and rules, at `--hz` for a simulated
-`--minutes`. Prints the traced memory held at the end and tracemalloc's top allocations by
-line. The load changes every poll, so every value is a fresh object as in a real poll.
+A synthetic 64-worker instance (tests/support/instances.py's `Instance`: real stats documents
+and host samples) is the source of a driver (pipeline/driver.py) built as the daemon builds
+its own: the real `Tracker`, the daemon's window (`WINDOW_SECONDS`, compacted as the daemon
+compacts it) and rules, at `--hz` for a simulated `--minutes`, its polls read back to
+back. Prints the traced memory held at the end and tracemalloc's top allocations by line.
+The load changes every poll, so every value is a fresh object as in a real poll.
 `--window` sets the window's length (default the daemon's); `--all-whole` keeps every frame
 whole, as the window did before it kept old frames compact (the same run, before and after).
 """
@@ -23,67 +24,84 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.observe.helpers import Instance, Load
-from uwsgitune.core.frame import Frame
-from uwsgitune.core.window import WHOLE_FRAMES, Window
+from tests.support.instances import Instance, Load
+from uwsgitune.core.samples import Poll
+from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.daemon.instance import WINDOW_SECONDS
-from uwsgitune.pipeline import InstancePipeline, RulesRunner
+from uwsgitune.pipeline import InstanceDriver, InstanceState, RulesRunner
 
 
-class SynthWatch:
-    """InstanceWatch's surface over a synthetic instance, polled every `1/hz` s."""
+class SynthSource:
+    """A driver's source over a synthetic instance: `polls` polls, `1/hz` s apart on its
+    clocks, read as fast as they come (not paced)."""
 
-    def __init__(
-        self, workers: int, hz: float, threads: int, seconds: float, whole: int | None
-    ) -> None:
-        self.interval, self.next_due, self.last_poll = 1 / hz, 0.0, None
-        self.window = Window(seconds, whole=whole)  # the daemon's: WINDOW_SECONDS, WHOLE_FRAMES
+    name = uri = "bench"
+    kind = "unix"
+    paced = False
+
+    def __init__(self, workers: int, hz: float, threads: int, polls: int) -> None:
+        self.interval, self.polls = 1 / hz, polls
         self.instance, self.workers, self.threads, self.i = Instance("bench"), workers, threads, 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.i >= self.polls
 
     def load(self) -> Load:
         k = self.i % 37
         return Load(
-            live=self.workers, threads=self.threads, busy=k % self.workers, rps=200.0 + k * 3,
-            in_service=k / 4, worker_cpu=0.01 * (k % 5), runq=0.001 * k, host_busy=0.5 + k / 50,
+            live=self.workers,
+            threads=self.threads,
+            busy=k % self.workers,
+            rps=200.0 + k * 3,
+            in_service=k / 4,
+            worker_cpu=0.01 * (k % 5),
+            runq=0.001 * k,
+            host_busy=0.5 + k / 50,
             rss=(50 << 20) + self.i * 64,
-        )  # fmt: skip
+        )
 
-    def step(self) -> Frame:
+    def poll(self) -> Poll:
         self.i += 1
-        frame = self.instance.frame(self.i * self.interval, self.load())
-        self.window.add(frame)
-        return frame
+        return self.instance.poll(self.i * self.interval, self.load())
 
-    def due(self) -> bool:
-        return True
+    def raw(self) -> bytes | None:
+        return None
 
 
 def run(minutes: float, hz: float, workers: int, threads: int, top: int, opts: Any) -> None:
     whole = None if opts.all_whole else WHOLE_FRAMES
-    watch = SynthWatch(workers, hz, threads, opts.window, whole)
-    pipe = InstancePipeline(watch, "bench", rules=RulesRunner())  # type: ignore[arg-type]
     polls = int(minutes * 60 * hz)
+    source = SynthSource(workers, hz, threads, polls)
+    driver = InstanceDriver(
+        source, window_seconds=opts.window, whole_frames=whole, rules=RulesRunner()
+    )
+
+    def progress(_state: InstanceState) -> None:
+        n = source.i
+        if n and n % (polls // 10 or 1) == 0:
+            cur, _peak = tracemalloc.get_traced_memory()
+            print(f"  {n / hz / 60:5.1f} min  traced {cur / 2**20:6.1f} MiB", flush=True)
+
+    driver.subscribe(progress)
     tracemalloc.start(1)
     cpu = time.process_time()
-    for n in range(polls):
-        pipe.step()
-        if n and n % (polls // 10 or 1) == 0:
-            cur, peak = tracemalloc.get_traced_memory()
-            print(f"  {n / hz / 60:5.1f} min  traced {cur / 2**20:6.1f} MiB", flush=True)
+    driver.run()  # to the source's end
     cpu = time.process_time() - cpu
     snap = tracemalloc.take_snapshot()
     cur, peak = tracemalloc.get_traced_memory()
     print(
         f"{polls} polls ({minutes:g} simulated min at {hz:g} Hz, {workers} workers x {threads} "
-        f"threads, window {opts.window:g} s, {len(watch.window)} frames, "
+        f"threads, window {opts.window:g} s, {len(driver.window)} frames, "
         f"{'all whole' if whole is None else f'{whole} whole'}): traced "
         f"{cur / 2**20:.1f} MiB held, peak {peak / 2**20:.1f} MiB; "
-        f"CPU {cpu / polls * 1000:.2f} ms a poll (with tracemalloc)"
+        f"CPU {cpu / max(polls, 1) * 1000:.2f} ms a poll (with tracemalloc)"
     )
+    here = Path.cwd()
     for stat in snap.statistics("lineno")[:top]:
         frame = stat.traceback[0]
-        name = str(Path(frame.filename).relative_to(Path.cwd())) if Path.cwd() in Path(
-            frame.filename).parents else Path(frame.filename).name  # fmt: skip
+        path = Path(frame.filename)
+        name = str(path.relative_to(here)) if here in path.parents else path.name
         print(f"{stat.size / 2**20:8.2f} MiB {stat.count:8d} blocks  {name}:{frame.lineno}")
 
 

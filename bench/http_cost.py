@@ -44,9 +44,9 @@ HEAD = (
 def child() -> None:
     """Serve the 64-worker fixture's exposition, gzipped once, until stdin closes."""
     from bench.exporter_bench import fixture_snapshot
-    from uwsgitune.exporter.collector import registry_for
-    from uwsgitune.exporter.http import MetricsServer
-    from uwsgitune.exporter.text import render
+    from uwsgitune.exporter.exposition import render
+    from uwsgitune.exporter.metrics import registry_for
+    from uwsgitune.exporter.server import MetricsServer
 
     snap = fixture_snapshot("64-workers.json")
     registry = registry_for(lambda: [snap])

@@ -49,25 +49,22 @@ from poll_bench import UWSGITOP, fixture_server, time_uwsgitop  # noqa: E402
 
 from tests.exporter.test_site import get  # noqa: E402
 from tests.uwsgi_harness import uwsgi_instance  # noqa: E402
-from uwsgitune.actuate.loop import TuneLoop  # noqa: E402
+from uwsgitune.actuate.service import TunerService, TunerSetup  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
 from uwsgitune.core.derive import Tracker  # noqa: E402
 from uwsgitune.core.model import parse_document  # noqa: E402
 from uwsgitune.core.samples import Poll  # noqa: E402
-from uwsgitune.core.window import WHOLE_FRAMES  # noqa: E402
+from uwsgitune.core.window import WHOLE_FRAMES, Window  # noqa: E402
 from uwsgitune.daemon.instance import WINDOW_SECONDS  # noqa: E402
-from uwsgitune.exporter.collector import polled_registry, registry_for  # noqa: E402
-from uwsgitune.exporter.exposition import PollExposition  # noqa: E402
-from uwsgitune.exporter.selfmetrics import HandlerStats, handler_text  # noqa: E402
-from uwsgitune.exporter.site import Site, each_time  # noqa: E402
-from uwsgitune.exporter.text import render  # noqa: E402
+from uwsgitune.exporter.exposition import PollExposition, render  # noqa: E402
+from uwsgitune.exporter.metrics import polled_registry, registry_for  # noqa: E402
+from uwsgitune.exporter.site import HandlerStats, Site, each_time, handler_text  # noqa: E402
 from uwsgitune.launch import free_port  # noqa: E402
 from uwsgitune.pipeline import InstanceState  # noqa: E402
 from uwsgitune.pipeline.rules import RulesRunner  # noqa: E402
 from uwsgitune.rules.facts import Facts  # noqa: E402
 from uwsgitune.sources.host import HostSampler  # noqa: E402
 from uwsgitune.sources.stats import read_stats  # noqa: E402
-from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
 from uwsgitune.tuner import TunerSettings  # noqa: E402
 
 GO = ROOT.parent / "shared" / "tools" / "uwsgi_exporter" / "uwsgi_exporter"
@@ -105,16 +102,14 @@ def poll_parts(address: str, polls: int, every: float = 1.0) -> dict[str, float]
     wall clock, 10 Hz polls put 300 frames in the tuner's 30 s look-back at 1 s, not 30)."""
     addr = parse_address(address)
     fill = int(WINDOW_SECONDS / every)
-    watch = InstanceWatch(
-        addr, interval=every, window_seconds=WINDOW_SECONDS, whole_frames=WHOLE_FRAMES
-    )
+    tracker, window = Tracker(address), Window(WINDOW_SECONDS, whole=WHOLE_FRAMES)
     sampler = HostSampler()
     rules = RulesRunner(Facts(stats_kind=addr.kind))
     base_t, base_mono = time.time(), time.monotonic()
     clock = [base_mono]
-    tuner = TuneLoop(
-        watch, None, None, TunerSettings(interval=every), "recommend", mono=lambda: clock[0]
-    )
+    settings = TunerSettings(interval=every)
+    setup = TunerSetup(addr, Path(address + ".fifo"), lambda _slots: settings, "recommend")
+    tuner = TunerService(setup, _no_poll, mono=lambda: clock[0])
     samples: dict[str, list[float]] = {p: [] for p in (*PARTS, "whole")}
     cpu = time.thread_time
     since = None
@@ -129,14 +124,15 @@ def poll_parts(address: str, polls: int, every: float = 1.0) -> dict[str, float]
         dated = (i - fill) * every  # the fill before this run, then one poll each `every`
         clock[0] = base_mono + dated
         poll = Poll(address, base_t + dated, clock[0], doc=parsed.doc, host=host)
-        frame = watch.tracker.update(poll)
-        watch.window.add(frame)
-        watch.last_poll = poll
+        frame = tracker.update(poll)
+        window.add(frame)
         t.append(cpu())
-        findings = rules.run(watch.window.frames(), since)
+        frames = window.frames()  # one copy per poll, for the rules and the tuner
+        findings = rules.run(frames, since)
         t.append(cpu())
-        result = tuner.step(frame, findings)
-        since = result.listen_since
+        state = InstanceState(addr.uri, frame=frame, poll=poll, frames=frames, findings=findings)
+        result = tuner.step(state)
+        since = result.listen_since if result is not None else since
         t.append(cpu())
         if i >= fill + 5:  # warm: the window and the rules' state built
             for name, a, b in zip(PARTS, t, t[1:], strict=False):
@@ -145,6 +141,10 @@ def poll_parts(address: str, polls: int, every: float = 1.0) -> dict[str, float]
         if i >= fill:
             time.sleep(0.1)
     return {k: statistics.median(v) * 1000 for k, v in samples.items()}
+
+
+def _no_poll() -> InstanceState:
+    raise AssertionError("a tuner in recommend mode applies nothing, so waits on no poll")
 
 
 def _median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
@@ -164,7 +164,7 @@ def scrape_cpu(address: str, scrapes: int) -> dict[str, float]:
         poll = Poll(address, time.time(), time.monotonic(), doc=parse_document(raw).doc)
         frame = tracker.update(poll)
     snap = InstanceState(addr.uri, "app", "observe", frame, poll)
-    stats = HandlerStats()  # as the daemon serves it (exporter/endpoint.py)
+    stats = HandlerStats()  # as the daemon serves it (exporter/site.py)
     kept = PollExposition(lambda: [snap], polled_registry(True), live=partial(handler_text, stats))
     once = Site(kept.encoded, stats=stats)
     registry = registry_for(lambda: [snap])
@@ -242,8 +242,11 @@ def master_cpu(master: int, stats: str, seconds: float) -> tuple[float, float]:
     exe = str(Path(sys.executable).parent / "uwsgitune")
 
     def watched() -> None:
-        w = subprocess.Popen([exe, "watch", stats, "--plain", "--interval", "0.1"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        w = subprocess.Popen(
+            [exe, "watch", stats, "--plain", "--interval", "0.1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(seconds)
         finally:
@@ -279,16 +282,20 @@ def chart(rows: dict[int, dict[str, Any]]) -> str:
     def y(v: float) -> float:
         return 20 + h * (1 - (math.log10(v) - lo) / (hi - lo))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 2 * pad + 220}" '
-             f'height="{h + 70}" font-family="sans-serif" font-size="10">',
-             f'<rect x="{pad}" y="20" width="{w}" height="{h}" fill="none" stroke="#999"/>',
-             f'<text x="{pad}" y="14" font-size="12">ms, against workers</text>']  # fmt: skip
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 2 * pad + 220}" '
+        f'height="{h + 70}" font-family="sans-serif" font-size="10">',
+        f'<rect x="{pad}" y="20" width="{w}" height="{h}" fill="none" stroke="#999"/>',
+        f'<text x="{pad}" y="14" font-size="12">ms, against workers</text>',
+    ]
     for n in ns:
         parts.append(f'<text x="{x(n) - 8:.0f}" y="{h + 36}">{n}</text>')
     for e in range(math.ceil(lo), math.floor(hi) + 1):
         parts.append(f'<text x="4" y="{y(10**e) + 3:.0f}">{10**e:g} ms</text>')
-        parts.append(f'<line x1="{pad}" x2="{pad + w}" y1="{y(10**e):.0f}" y2="{y(10**e):.0f}" '
-                     'stroke="#eee"/>')  # fmt: skip
+        parts.append(
+            f'<line x1="{pad}" x2="{pad + w}" y1="{y(10**e):.0f}" y2="{y(10**e):.0f}" '
+            'stroke="#eee"/>'
+        )
     for j, (label, (color, f)) in enumerate(series.items()):
         pts = [(x(n), y(v)) for n in ns if (v := f(rows[n]))]
         coords = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
@@ -324,11 +331,12 @@ def report(rows: dict[int, dict[str, Any]], master: tuple[float, float], load: s
         p = r["poll"]
         top = r.get("uwsgitop")
         lines.append(
-            f"| {n} | " + " | ".join(f"{p[k]:.2f}" for k in PARTS)
+            f"| {n} | "
+            + " | ".join(f"{p[k]:.2f}" for k in PARTS)
             + f" | **{p['whole']:.2f}** | {' / '.join(f'{x:.2f}' for x in r['rounds'])}"
             + f" | {r['poll10']['whole']:.2f}"
             + f" | {'-' if top is None else f'{top:.2f}'} |"
-        )  # fmt: skip
+        )
     lines += [
         "",
         "## A scrape (ms)",

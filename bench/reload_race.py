@@ -7,7 +7,7 @@ the request unread: the client gets a reset (unbit/uwsgi#1375, open). This measu
 closed loop of non-keepalive clients on a real uWSGI, a reload every `--every` seconds,
 `--reloads` times, and the same length of load with no reload as the control. Then the
 same with the workers paused first (`p`, then `r` once every worker reads `pause`), as
-uwsgitune's reload does it (uwsgitune/actuate/quiesce.py). `--burn N` runs N busy loops
+uwsgitune's reload does it (uwsgitune/actuate/reload.py). `--burn N` runs N busy loops
 beside the pool: the CPU contention of a busy host, which widens the window, and `--nice`
 puts uWSGI behind them. Each error is reported with its time after the reload before it.
 
@@ -34,14 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.tuner.real import doc  # noqa: E402
+from tests.support.tuned import doc  # noqa: E402
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.actuate.fifo import MasterFifo  # noqa: E402
-from uwsgitune.actuate.quiesce import quiesce, statuses_at  # noqa: E402
+from uwsgitune.actuate.reload import quiesce, statuses_at  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
 from uwsgitune.launch import UwsgiProcess  # noqa: E402
 from uwsgitune.loadgen import LoadRun  # noqa: E402
-from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
+from uwsgitune.pipeline import live_source, poll_once  # noqa: E402
 
 APP = ROOT / "bench" / "scenario_app.py"
 LOADGEN_NICE = -10  # ahead of the workers on the shared CPUs (needs root, as here)
@@ -84,8 +84,10 @@ def _send(fifo: str, stop: threading.Event) -> bool:
 
 def _pause(proc: UwsgiProcess, stop: threading.Event) -> None:
     """`p` and the wait for every worker to pause, as uwsgitune's reload does it."""
-    watch = InstanceWatch(parse_address(proc.stats))
-    quiesce(MasterFifo(proc.fifo), watch.step(), statuses_at(watch.address), stop.wait)
+    address = parse_address(proc.stats)
+    frame = poll_once(live_source(address)).frame
+    assert frame is not None
+    quiesce(MasterFifo(proc.fifo), frame, statuses_at(address), stop.wait)
 
 
 def _reloader(proc: UwsgiProcess, plan: Plan, stop: threading.Event, out: list[float]) -> None:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.rules.frames import MIB, frame, tcp
+from tests.support.frames import MIB, frame, tcp
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules import ConfigFacts, Facts, evaluate
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 SECONDS, WORKERS = 600, 64
 

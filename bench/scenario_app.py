@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from uwsgitune.demo.app import application as demo
+from uwsgitune.demo.webapp import application as demo
 
 _kept: list[bytes] = []
 _heap: dict[str, Any] = {}

@@ -70,8 +70,8 @@ def snapshot(workers: int) -> object:
 def serve(workers: int) -> None:
     import asyncio
 
-    from uwsgitune.exporter.collector import registry_for
-    from uwsgitune.exporter.http import MetricsServer
+    from uwsgitune.exporter.metrics import registry_for
+    from uwsgitune.exporter.server import MetricsServer
 
     snap = snapshot(workers)
     current = [snap]
@@ -79,8 +79,8 @@ def serve(workers: int) -> None:
     async def main() -> None:
         server = MetricsServer(registry_for(lambda: current))  # type: ignore[arg-type]
         try:  # as the daemon serves it: rendered once per poll (a checkout that has it)
-            from uwsgitune.exporter.collector import polled_registry
             from uwsgitune.exporter.exposition import PollExposition
+            from uwsgitune.exporter.metrics import polled_registry
 
             exposition = PollExposition(lambda: current, polled_registry())  # type: ignore[arg-type]
             server._render = lambda: exposition.encoded(False)
@@ -173,9 +173,9 @@ def serve_auth(workers: int) -> None:
     import bcrypt
 
     from uwsgitune.exporter.auth import BasicAuth
-    from uwsgitune.exporter.collector import polled_registry, registry_for
     from uwsgitune.exporter.exposition import PollExposition
-    from uwsgitune.exporter.http import MetricsServer
+    from uwsgitune.exporter.metrics import polled_registry, registry_for
+    from uwsgitune.exporter.server import MetricsServer
     from uwsgitune.exporter.site import Site
 
     users = {USER: PASSWORD, **{f"fresh{i}": f"pw-fresh{i}" for i in range(FRESH)}}

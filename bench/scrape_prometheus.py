@@ -6,8 +6,8 @@ each target is read back (median, p90, max over the run).
 
 Prometheus (Debian's package: `apt-get install -y prometheus`) scrapes every `--interval`
 seconds, gzip and all, as it does in production; the daemon polls every second, so every
-scrape of it comes after a new poll: what it serves was rendered by the poll before it
-(exporter/scrapeclock.py), or, on a scrape that was not foreseen, by the scrape itself.
+scrape of it comes after a new poll and renders it (nothing renders ahead of a scrape since
+issue 37: bench/results/render_ahead.md).
 The Go exporter reads and renders uWSGI's stats on every scrape.
 """
 

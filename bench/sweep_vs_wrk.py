@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from importlib.resources import as_file
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.uwsgi_harness import uwsgi_instance
 from uwsgitune.launch import free_port
-from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec, Window
+from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec, LoadWindow
 from uwsgitune.sweep.live import StopFlag
-from uwsgitune.sweep.wrk import Wrk
+from uwsgitune.sweep.wrk import REPORT, Wrk, parse
 
 ROUTES = {
     "/io/20": "server-bound: 20 ms waits, workers / 0.02 s is the ceiling",
@@ -44,21 +44,23 @@ WRK_THREADS = 2
 
 
 def plain_wrk(wrk: str, target: str, clients: int, seconds: float, keepalive: bool) -> float:
-    cmd = [wrk, f"-t{WRK_THREADS}", f"-c{clients}", f"-d{seconds:g}s", target]
-    if not keepalive:
-        cmd[1:1] = ["-H", "Connection: close"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
-    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    return float(m.group(1)) if m else 0.0
+    """wrk's requests a second (its "Requests/sec"), from its report script's JSON."""
+    with as_file(REPORT) as script:
+        cmd = [wrk, f"-t{WRK_THREADS}", f"-c{clients}", f"-d{seconds:g}s", "-s", str(script)]
+        if not keepalive:
+            cmd += ["-H", "Connection: close"]
+        out = subprocess.run([*cmd, target], capture_output=True, text=True, timeout=seconds + 30)
+    report = parse(out.stdout, keepalive)
+    return report.requests / report.seconds
 
 
-def ours(gen: Generator, seconds: float) -> Window:
+def ours(gen: Generator, seconds: float) -> LoadWindow:
     return gen.measure(1.0, seconds, lambda: None)
 
 
 def row(
     wrk: str, target: str, args: argparse.Namespace, keepalive: bool, i: int
-) -> tuple[float, Window, Window]:
+) -> tuple[float, LoadWindow, LoadWindow]:
     """Each generator `--repeat` times, the order rotating every round; the median of each."""
     spec = LoadSpec(target, clients=args.clients, keepalive=keepalive, timeout=10.0)
     runs = [
@@ -77,7 +79,7 @@ def row(
     return ref, drv, builtin
 
 
-def cell(w: Window, ref: float) -> str:
+def cell(w: LoadWindow, ref: float) -> str:
     tput = w.ok / w.seconds
     flag = ", generator-bound" if w.generator_bound else ""
     cpu = f"{w.gen_cpu_cores:.2f}" if w.gen_cpu_cores is not None else "-"

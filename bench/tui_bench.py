@@ -6,7 +6,7 @@
 Every stats document comes from a real 64-worker one (tests/data/stats/64-workers.json):
 its workers are replicated to N with new ids and pids, and every poll moves their counters
 on (requests, busy time, bytes, status, requests in service), so each refresh changes what a
-real one does. The documents go through the real parse, derive and rules (`InstancePipeline`).
+real one does. The documents go through the real parse, derive and rules (an `InstanceDriver`).
 
 Each worker count runs in a child process of its own (a clean RSS): `history` polls fill the
 window, then each refresh is one poll (timed apart: the poll thread's cost) and the state
@@ -43,12 +43,9 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from uwsgitune.core.derive import Tracker  # noqa: E402
-from uwsgitune.core.frame import Frame  # noqa: E402
 from uwsgitune.core.model import parse_stats  # noqa: E402
 from uwsgitune.core.samples import Poll  # noqa: E402
-from uwsgitune.core.window import Window  # noqa: E402
-from uwsgitune.pipeline import InstancePipeline, RulesRunner  # noqa: E402
+from uwsgitune.pipeline import InstanceDriver, RulesRunner  # noqa: E402
 from uwsgitune.rules.facts import Facts  # noqa: E402
 from uwsgitune.tui.app import FrameArrived, WatchApp  # noqa: E402
 
@@ -93,44 +90,43 @@ def evolve(doc: dict[str, Any], step: int, t: float) -> bytes:
     return json.dumps(dict(doc, workers=workers, sockets=sockets, listen_queue=queue)).encode()
 
 
-class DocWatch:
-    """InstanceWatch's surface over evolving real documents: the real parse and derive."""
+class DocSource:
+    """A poll source (`pipeline.driver.Source`) over evolving real documents: the real parse
+    and derive follow. Not paced while measured (each refresh polls once, by hand); paced
+    at 1 s for the tmux run."""
 
-    def __init__(self, workers: int, interval: float = 1.0) -> None:
+    name = uri = "bench"
+    kind = "unix"
+    exhausted = False
+
+    def __init__(self, workers: int, paced: bool = False) -> None:
         self.base = replicate(json.loads(REAL_DOC.read_text()), workers)
         self.t0 = max(w["last_spawn"] for w in self.base["workers"]) + 600.0
-        self.interval, self.next_due = interval, 0.0
-        self.window = Window()
-        self.tracker = Tracker("bench")
+        self.paced = paced
         self.steps = 0
-        self.last_poll: Poll | None = None
-        self.raw = b""
         self.ready: list[bytes] = []
+        self.next_raw = b""
 
     def prepare(self) -> None:
         """The next document's bytes (outside any timing: uWSGI writes them, not us)."""
         step = self.steps + 1
-        self.raw = self.ready.pop(0) if self.ready else evolve(self.base, step, self.t0 + step)
+        self.next_raw = self.ready.pop(0) if self.ready else evolve(self.base, step, self.t0 + step)
 
     def pregenerate(self, n: int) -> None:
         """The next `n` documents now, so that a poll in the measured time only parses."""
         self.ready = [evolve(self.base, s, self.t0 + s) for s in range(1, n + 1)]
 
-    def step(self) -> Frame:
-        if not self.raw:
+    def poll(self) -> Poll:
+        if not self.next_raw:
             self.prepare()
         self.steps += 1
         t = self.t0 + self.steps
-        poll = Poll("bench", t, 1000.0 + self.steps, doc=parse_stats(self.raw))
-        self.raw = b""
-        self.last_poll = poll
-        frame = self.tracker.update(poll)
-        self.window.add(frame)
-        self.next_due = time.monotonic() + self.interval
-        return frame
+        poll = Poll("bench", t, 1000.0 + self.steps, doc=parse_stats(self.next_raw))
+        self.next_raw = b""
+        return poll
 
-    def due(self) -> bool:
-        return time.monotonic() >= self.next_due
+    def raw(self) -> bytes | None:
+        return None
 
 
 def rss_mib() -> float:
@@ -139,20 +135,19 @@ def rss_mib() -> float:
 
 async def measure(workers: int, history: int, refreshes: int, prof: bool) -> dict[str, Any]:
     """One worker count in this process: see the module's docstring."""
-    watch = DocWatch(workers)
-    for _ in range(history):
-        watch.step()
-    pipeline = InstancePipeline(watch, "bench", rules=RulesRunner(Facts()))
-    app = WatchApp([pipeline], names=[f"bench {workers} workers"], autopoll=False)
+    source = DocSource(workers)
+    driver = InstanceDriver(source, rules=RulesRunner(Facts()))
+    driver.run(until=lambda s: s.counts is not None and s.counts.polls >= history)
+    app = WatchApp([driver], names=[f"bench {workers} workers"], autopoll=False)
     profile = cProfile.Profile(time.process_time) if prof else None
     display, polls = [], []
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         idle = await idle_ms_per_s()
         for _ in range(refreshes + 2):  # two to warm up
-            watch.prepare()
+            source.prepare()
             c = time.process_time()
-            state = pipeline.step()
+            state = driver.run(until=lambda _s: True)  # one poll
             polls.append((time.process_time() - c) * 1000)
             c = time.process_time()
             if profile is not None:
@@ -204,10 +199,10 @@ def report(r: dict[str, Any]) -> str:
 
 def serve(workers: int, docs: int) -> None:
     """The TUI on an evolving real document at 1 s, for the tmux measurement."""
-    watch = DocWatch(workers)
-    watch.pregenerate(docs)
-    pipeline = InstancePipeline(watch, "bench", rules=RulesRunner(Facts()))
-    WatchApp([pipeline], names=[f"bench {workers} workers"]).run()
+    source = DocSource(workers, paced=True)
+    source.pregenerate(docs)
+    driver = InstanceDriver(source, rules=RulesRunner(Facts()))
+    WatchApp([driver], names=[f"bench {workers} workers"]).run()
 
 
 def tmux_cpu(workers: int, seconds: float) -> float:

@@ -49,13 +49,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.actuate.audit import AuditLog  # noqa: E402
-from uwsgitune.actuate.fifo import MasterFifo  # noqa: E402
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop  # noqa: E402
+from uwsgitune.actuate.service import TunerSetup, tuner_factory  # noqa: E402
 from uwsgitune.core.address import parse_address  # noqa: E402
-from uwsgitune.launch import IniValue  # noqa: E402
+from uwsgitune.core.frame import Frame  # noqa: E402
+from uwsgitune.launch import IniValue, UwsgiProcess  # noqa: E402
 from uwsgitune.loadgen import LoadResult, LoadRun  # noqa: E402
-from uwsgitune.pipeline.rules import RulesRunner  # noqa: E402
-from uwsgitune.sources.watcher import InstanceWatch  # noqa: E402
+from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver  # noqa: E402
 from uwsgitune.tuner import TunerSettings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -196,26 +195,48 @@ def _options(setup: str, override: Path, top: int, threads: int = 1) -> dict[str
     return {**pool, "cheaper-initial": FLOOR, **ALGOS[setup]}
 
 
-def _observe(
-    stats: str,
-    stop: threading.Event,
-    run: Run,
-    t0: float,
-    loop_for: Callable[[InstanceWatch], TuneLoop | None],
-) -> None:
-    watch = InstanceWatch(parse_address(stats), interval=1.0)
-    loop = loop_for(watch)
-    rules, since = RulesRunner(), None
-    while not stop.is_set():
-        frame = watch.step()
-        if frame.ok:
+def _driver(
+    proc: UwsgiProcess, setup: str, override: Path, top: int, audit: AuditLog
+) -> InstanceDriver:
+    """The instance's driver, one poll a second with the rules; for a tuner setup, with the
+    tuner of `uwsgitune tune --mode apply`."""
+    address = parse_address(proc.stats)
+    if setup not in TUNERS:
+        return live_driver(address, interval=1.0)
+    settings = TunerSettings(min_workers=FLOOR, max_workers=top)
+    tuning = TunerSetup(
+        stats=address,
+        fifo=Path(proc.fifo),
+        settings=lambda _slots: settings,
+        mode="apply",
+        override=override,
+        ini=proc.ini,
+        audit=audit,
+    )
+    return live_driver(address, interval=1.0, tuner=tuner_factory(tuning), mode="apply")
+
+
+def _observe(driver: InstanceDriver, run: Run, t0: float) -> None:
+    """Until the driver is stopped: the live count of every poll (those an apply's wait
+    makes too) and what the tuner said, once a step."""
+    seen: list[object] = [None, None]  # the last frame, the last step's result
+
+    def record(state: InstanceState) -> None:
+        frame: Frame | None = state.frame
+        if frame is not None and frame is not seen[0] and frame.ok:
             run.live.append((round(time.monotonic() - t0, 1), frame.live))
-        if loop is not None:
-            result = loop.step(frame, rules.run(watch.window.frames(), since))
-            since = result.listen_since
+        seen[0] = frame
+        result = state.tuning
+        if result is not None and result is not seen[1]:
+            seen[1] = result
             at = f"{time.monotonic() - t0:5.1f}s"
             run.decisions += [f"{at} {n.text}" for n in result.notes if n.fresh]
-        stop.wait(max(0.0, watch.next_due - time.monotonic()))
+
+    driver.subscribe(record)
+    try:
+        driver.run()
+    finally:
+        driver.close()  # the apply lock released, in this thread
 
 
 def _merge(results: list[LoadResult]) -> LoadResult:
@@ -275,17 +296,8 @@ def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Ru
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
     audit.path.unlink(missing_ok=True)
     with uwsgi_instance(**_options(setup, override, top, sc.threads)) as proc:
-
-        def loop_for(watch: InstanceWatch) -> TuneLoop | None:
-            if setup not in TUNERS:
-                return None
-            settings = TunerSettings(min_workers=FLOOR, max_workers=top)
-            target = OverrideTarget(override, proc.ini)
-            fifo = MasterFifo(proc.fifo)
-            return TuneLoop(watch, fifo, target, settings, "apply", audit)
-
-        stop, t0 = threading.Event(), time.monotonic()
-        th = threading.Thread(target=_observe, args=(proc.stats, stop, run, t0, loop_for))
+        driver, t0 = _driver(proc, setup, override, top, audit), time.monotonic()
+        th = threading.Thread(target=_observe, args=(driver, run, t0))
         th.start()
         # The generator shares the 2 CPUs with uWSGI: run it ahead of the workers, so that 64
         # runnable workers starve the app, not the load that measures it.
@@ -294,7 +306,7 @@ def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Ru
             results = asyncio.run(_load(lambda p: url(proc, p), phases))
         finally:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
-            stop.set()
+            driver.stop(interrupt=False)  # an apply in flight runs to its end
             th.join()
     # Steady state: after the warm-up, or for phased loads after the start (the first
     # PHASED_WARMUP s, where tuner-2 ramps up); the phases' changes stay in it.

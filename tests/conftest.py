@@ -20,11 +20,17 @@ DATA = Path(__file__).resolve().parent / "data"
 # load (the tuner's and sweep's sizing) share one group (one process) and take turns with
 # the rest: while one of them runs, the other process waits (`_cpu_turns`), so they see
 # what a serial run sees.
-CPU_GROUP = frozenset({
-    "daemon/test_apply.py", "sweep/test_grid_real.py", "sweep/test_real.py",
-    "tuner/test_model.py", "tuner/test_real_guards.py", "tuner/test_real_loop.py",
-    "tuner/test_real_scale.py",
-})  # fmt: skip
+CPU_GROUP = frozenset(
+    {
+        "actuate/test_real_guards.py",
+        "actuate/test_real_loop.py",
+        "actuate/test_real_scale.py",
+        "core/test_staffing.py",
+        "daemon/test_apply.py",
+        "sweep/test_grid_real.py",
+        "sweep/test_real.py",
+    }
+)
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ would publish them."""
 from __future__ import annotations
 
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
+from uwsgitune.tuner.decision import Decision
 from uwsgitune.tuner.result import AuditRecord, StepResult
-from uwsgitune.tuner.state import Decision
 
 
 def finding(

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-import uwsgitune.demo.app as demo_app
+import uwsgitune.demo.webapp as demo_app
 from uwsgitune.launch import IniValue, UwsgiProcess, free_port
 
 APP = Path(demo_app.__file__).resolve()

@@ -17,3 +17,31 @@ class UwsgituneError(Exception):
     def lines(self) -> list[str]:
         """What the CLI prints, one `uwsgitune: ` line each."""
         return [str(self)]
+
+
+class ConfigError(UwsgituneError):
+    """One or more config problems (a config file, a web config, flags); `lines()` gives one
+    line each, prefixed by the source."""
+
+    code = 2
+
+    def __init__(self, problems: list[str], source: str = "") -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+        self.source = source
+
+    def lines(self) -> list[str]:
+        prefix = f"{self.source}: " if self.source else ""
+        return [prefix + p for p in self.problems]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+class UserError(UwsgituneError):
+    """Bad input or an unreachable instance, found by the command line (a flag, an address,
+    a file it was given); `code` as the caller says."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code

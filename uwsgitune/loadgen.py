@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from uwsgitune.keepalive import KeepAliveConn
+import h11
+
+from uwsgitune.keepalive import KeepAliveConn, get
 
 
 @dataclass
@@ -51,16 +53,16 @@ class LoadResult:
         return data[idx]
 
 
-def _target(url: str, keepalive: bool = False) -> tuple[str, int, bytes]:
+def _target(url: str) -> tuple[str, int, bytes, h11.Request]:
+    """Host, port, the request on its own connection (HTTP/1.0), and on a kept one."""
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"{url}: only http://HOST:PORT/PATH URLs are supported")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.hostname
     port = parts.port or 80
-    version, extra = ("HTTP/1.1", "Connection: keep-alive\r\n") if keepalive else ("HTTP/1.0", "")
-    request = f"GET {path} {version}\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n"
-    return host, port, (request + extra + "\r\n").encode()
+    request = f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n\r\n"
+    return host, port, request.encode(), get(path, f"{host}:{port}")
 
 
 async def one_request(
@@ -102,7 +104,7 @@ class LoadRun:
         keepalive: bool = False,
     ) -> None:
         self.keepalive = keepalive
-        self.host, self.port, self.request = _target(url, keepalive)
+        self.host, self.port, self.request, self.kept_request = _target(url)
         # An `http-socket = /path.sock`: connect there, send `url`'s path and Host header.
         self.unix_socket = unix_socket
         self.duration = duration
@@ -113,7 +115,7 @@ class LoadRun:
         self._stop = asyncio.Event()
 
     def set_url(self, url: str) -> None:
-        self.host, self.port, self.request = _target(url, self.keepalive)
+        self.host, self.port, self.request, self.kept_request = _target(url)
 
     def stop(self) -> None:
         self._stop.set()
@@ -125,7 +127,7 @@ class LoadRun:
 
     async def _send(self, conn: KeepAliveConn | None) -> int:
         if conn is not None:
-            return await conn.request(self.request, self.timeout)
+            return await conn.request(self.kept_request, self.timeout)
         return await one_request(self.host, self.port, self.request, self.timeout, self.unix_socket)
 
     def _count_error(self, kind: str) -> None:

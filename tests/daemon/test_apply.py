@@ -12,7 +12,7 @@ import pytest
 
 from tests.daemon.conftest import DaemonProc
 from tests.daemon.helpers import scrape_until, value
-from tests.tuner.real import live, manual
+from tests.support.tuned import live, manual
 from tests.uwsgi_harness import url
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, run_closed

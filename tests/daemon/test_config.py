@@ -6,7 +6,7 @@ import pytest
 
 from uwsgitune.cli.main import main
 from uwsgitune.daemon.config import env_key, load_config
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 
 GOOD = """
 [daemon]

@@ -9,9 +9,9 @@ import pytest
 
 from uwsgitune.core.settings import SHARED
 from uwsgitune.daemon.config import load_config, validate
-from uwsgitune.daemon.errors import ConfigError
-from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.errors import ConfigError
+from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "uwsgitune.toml"
 BASE = {"name": "app", "stats": "/run/app.sock"}
@@ -96,10 +96,14 @@ def test_one_line_per_problem_naming_the_key() -> None:
     ]
 
 
-def test_a_shared_setting_set_twice_must_agree() -> None:
-    assert one(tuner={"busy_full": 0.8}, rules={"busy_full": 0.8}).rule_settings().busy_full == 0.8
-    [line] = problems(tuner={"busy_full": 0.8}, rules={"busy_full": 0.7})
-    assert "busy_full is 0.8 in [instance.tuner] but 0.7 in [instance.rules]" in line
+@pytest.mark.parametrize(
+    "key", ["cpu_saturated", "busy_full", "memory_headroom", "cpu_workers_per_cpu", "staffing_beta"]
+)
+def test_a_shared_setting_set_twice_must_agree(key: str) -> None:
+    inst = one(tuner={key: 0.8}, rules={key: 0.8})
+    assert getattr(inst.rule_settings(), key) == getattr(inst.tuner_settings(4), key) == 0.8
+    [line] = problems(tuner={key: 0.8}, rules={key: 0.7})
+    assert f"{key} is 0.8 in [instance.tuner] but 0.7 in [instance.rules]" in line
     assert line.endswith("set it once")
 
 

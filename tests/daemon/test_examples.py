@@ -14,13 +14,13 @@ import pytest
 from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
-from tests.daemon.test_collector import URI
+from tests.exporter.test_collector import URI
 from tests.states import finding
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import HostSample, Poll, ProcSample
 from uwsgitune.daemon.config import load_config
-from uwsgitune.exporter.collector import registry_for
+from uwsgitune.exporter.metrics import registry_for
 from uwsgitune.pipeline import InstanceState, PollCounts
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -98,7 +98,7 @@ def test_promtool_accepts_examples() -> None:
 
 def test_every_family_can_be_emitted() -> None:
     """With traffic and host samples, nothing the collector declares stays silent."""
-    from uwsgitune.exporter.collector import FRAME_GAUGES
+    from uwsgitune.exporter.metrics import FRAME_GAUGES
 
     names = emitted()
     assert {f"uwsgitune_{n}" for n, _, _ in FRAME_GAUGES} <= names

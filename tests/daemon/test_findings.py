@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.rules.frames import frame
 from tests.states import change, finding
+from tests.support.frames import frame
 from uwsgitune.daemon import logs
 from uwsgitune.daemon.findings import log_actions, log_findings
 from uwsgitune.pipeline import InstanceState, RulesRunner
@@ -48,9 +48,8 @@ def test_raised_and_cleared_once_each(lines: Any) -> None:
     )
     assert states[2].recommended() == (("processes", 12.0),)  # a string value is no metric
     got = lines()
-    assert [ln.split("event=")[1].split()[0] for ln in got] == [
-        "finding_raised", "finding_raised", "finding_cleared", "finding_cleared",
-    ]  # fmt: skip
+    raised, cleared = "finding_raised", "finding_cleared"
+    assert [ln.split("event=")[1].split()[0] for ln in got] == [raised, raised, cleared, cleared]
     assert 'reason="queue full"' in got[0] and "rule=listen_queue.capacity_short" in got[0]
     assert states[-1].finding_pairs() == ()
 

@@ -31,3 +31,11 @@ def test_journal_detected_by_the_stream_identity(tmp_path: Path) -> None:
         assert on_journal(stream, {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"})
         assert not on_journal(stream, {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino + 1}"})
         assert not on_journal(stream, {})
+
+
+def test_raw_evidence_goes_to_json_only() -> None:
+    """The tuner's line reads in human units; its evidence, raw, is for log shippers."""
+    rec = logging.LogRecord("x", logging.INFO, __file__, 1, "tuner", None, None)
+    rec.fields = {"line": "up 2 → 3 live workers (FIFO)", "evidence": {"mem": 13347840}}
+    assert "evidence" not in EventFormatter("text").format(rec)
+    assert json.loads(EventFormatter("json").format(rec))["evidence"] == {"mem": 13347840}

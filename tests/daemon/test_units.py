@@ -39,8 +39,8 @@ def test_unit_bounds_resources_and_says_why(unit: str) -> None:
     """Issue 14: the network and resource limits are there, each under its own comment,
     and loopback (the default metrics address, 127.0.0.1:9117) stays reachable."""
     lines = (SYSTEMD / unit).read_text().splitlines()
-    for key in ("IPAddressDeny=any", "IPAddressAllow=localhost", "MemoryMax=", "TasksMax=",
-                "LimitNOFILE="):  # fmt: skip
+    limits = ("IPAddressDeny=any", "IPAddressAllow=localhost", "MemoryMax=", "TasksMax=")
+    for key in (*limits, "LimitNOFILE="):
         at = next((i for i, line in enumerate(lines) if line.startswith(key)), None)
         assert at is not None, key
         above = lines[at - 1] if key != "IPAddressAllow=localhost" else lines[at - 2]

@@ -16,8 +16,8 @@ import bcrypt
 import pytest
 
 from tests.daemon.helpers import wait_for
-from tests.daemon.test_http import registry
-from uwsgitune.exporter.http import MetricsServer
+from tests.exporter.test_http import registry
+from uwsgitune.exporter.server import MetricsServer
 from uwsgitune.launch import free_port
 
 PASSWORD = "s3cret-scraper"

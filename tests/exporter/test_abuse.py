@@ -20,8 +20,7 @@ import pytest
 from tests.daemon.helpers import http_get
 from tests.exporter.conftest import Certs, web_config
 from tests.exporter.real import https_get
-from uwsgitune.exporter.http import MetricsServer
-from uwsgitune.exporter.request import Request, Response
+from uwsgitune.exporter.server import MetricsServer, Request, Response
 from uwsgitune.exporter.webconfig import load_web_config
 
 GET = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

@@ -14,8 +14,8 @@ from tests.exporter.conftest import HASH, PASSWORD
 from uwsgitune.exporter.auth import (
     FAIL_SECONDS,
     BasicAuth,
-    Check,
     Checker,
+    PasswordCheck,
     PeerQueue,
     Verdicts,
     credentials,
@@ -138,7 +138,7 @@ async def test_a_waiting_check_whose_client_went_is_never_run() -> None:
         assert await first is False
         await asyncio.sleep(0.1)
         assert checkpw.calls == [b"x"]
-        assert isinstance(auth.lookup(basic("prometheus", "y")), Check)  # never checked
+        assert isinstance(auth.lookup(basic("prometheus", "y")), PasswordCheck)  # never checked
     finally:
         gate.set()
 

@@ -19,7 +19,7 @@ from tests.exporter.conftest import HASH, PASSWORD
 from tests.exporter.test_abuse import OPEN, answer, connect, until
 from tests.exporter.test_abuse import _close_clients as _close_clients  # autouse: closes OPEN
 from uwsgitune.exporter.auth import BasicAuth, Checker
-from uwsgitune.exporter.http import MetricsServer
+from uwsgitune.exporter.server import MetricsServer
 from uwsgitune.exporter.site import Site, SiteConfig, each_time
 
 BODY = b"# TYPE uwsgi_up gauge\nuwsgi_up 1.0\n"

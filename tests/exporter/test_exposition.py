@@ -14,12 +14,10 @@ from functools import partial
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from tests.daemon.test_collector import snapshot
-from uwsgitune.exporter.collector import UwsgiCollector, polled_registry
-from uwsgitune.exporter.exposition import POLLED_MAX_AGE, PollExposition
-from uwsgitune.exporter.scrapeclock import AHEAD
-from uwsgitune.exporter.selfmetrics import BuildInfo, HandlerStats, handler_text
-from uwsgitune.exporter.text import render
+from tests.exporter.test_collector import snapshot
+from uwsgitune.exporter.exposition import POLLED_MAX_AGE, PollExposition, render
+from uwsgitune.exporter.metrics import BuildInfo, UwsgiCollector, polled_registry
+from uwsgitune.exporter.site import HandlerStats, handler_text
 from uwsgitune.pipeline import InstanceState
 
 
@@ -125,47 +123,23 @@ class Clock:
         return self.t
 
 
-def test_a_scrape_due_before_the_next_poll_is_rendered_by_the_poll() -> None:
-    """Scraped every 15 s, polled every second half a second before: the poll before each
-    scrape renders (and compresses: the scrapes ask for gzip); the scrape renders nothing."""
+def test_the_first_scrape_after_a_poll_renders_and_the_others_are_served_kept_bytes() -> None:
+    """Nothing renders ahead of a scrape (bench/results/render_ahead.md): a poll publishes a
+    state, the first scrape renders it, and the scrapes after it, until the next poll, are
+    answered from what was kept, on the event loop, with no render."""
     clock = Clock()
     states = [snapshot("64-workers.json", "64-workers.json")]
     exposition = PollExposition(lambda: states, polled_registry(), mono=clock)
-    for _ in range(2):  # two scrapes: the interval is known from the second
-        states = [replace(states[0])]
-        exposition.encoded(True)
-        clock.t += 15
-    assert exposition.renders == 2 and exposition.prepared == 0
-    start = clock.t - 15  # the last scrape
-    for second in range(1, 15 * 3):
-        clock.t = start + second - 0.5  # a poll ends
-        states = [replace(states[0])]  # and publishes a new state
-        renders = exposition.renders
-        assert exposition.prepare(AHEAD) == (second % 15 == 0)  # the last before the scrape
-        assert exposition.renders == renders + (second % 15 == 0)
-        if second % 15 == 0:  # the scrape: what the poll rendered, served as it is
-            clock.t += 0.5
-            ready = exposition.kept(True)  # rendered and compressed: nothing left to do
-            assert ready is not None
-            zipped, tail = ready
-            assert exposition.renders == renders + 1  # no render at the scrape
-            text = PollExposition(lambda s=states: s, polled_registry()).encoded(False)[0]
-            assert gzip.decompress(zipped + tail).startswith(text)  # (not a scrape of it)
-    assert exposition.prepared == 2 and exposition.renders == 4
-
-
-def test_nothing_is_rendered_ahead_without_regular_scrapes() -> None:
-    clock = Clock()
-    states = [snapshot("64-workers.json", "64-workers.json")]
-    exposition = PollExposition(lambda: states, polled_registry(), mono=clock)
-    assert not exposition.prepare(AHEAD)  # never scraped
-    exposition.encoded(False)
-    clock.t += 10
-    exposition.encoded(False)
-    clock.t += 10
-    assert exposition.prepare(AHEAD)  # the next is due now
-    clock.t += 31  # three intervals and more without a scrape: the scraper is gone
-    assert not exposition.prepare(AHEAD) and exposition.prepared == 1
+    assert exposition.kept(True) is None  # never rendered
+    for poll in range(1, 4):
+        states = [replace(states[0])]  # a poll publishes a new state
+        assert exposition.kept(False) is None and exposition.renders == poll - 1
+        first = exposition.encoded(True)  # the first scrape renders, compressed
+        assert exposition.renders == poll
+        clock.t += 1
+        again = exposition.kept(True)
+        assert again is not None and again[0] is first[0] and exposition.renders == poll
+        assert gzip.decompress(again[0] + again[1]) == gzip.decompress(first[0] + first[1])
 
 
 def test_a_poll_renders_only_its_own_instance() -> None:

@@ -6,11 +6,10 @@ import json
 
 from tests.conftest import stats_fixture
 from tests.daemon.helpers import parse, types, value
-from tests.daemon.test_collector import URI, render, snapshot
+from tests.exporter.test_collector import URI, render, snapshot
 from uwsgitune.core.model import parse_stats
-from uwsgitune.exporter.collector import ExportOptions, add_snapshot
-from uwsgitune.exporter.families import Families
-from uwsgitune.exporter.text import render as render_text
+from uwsgitune.exporter.exposition import render as render_text
+from uwsgitune.exporter.metrics import ExportOptions, Families, add_snapshot
 
 ENABLED = json.loads(stats_fixture("enable-metrics.json"))["metrics"]
 
@@ -18,7 +17,7 @@ ENABLED = json.loads(stats_fixture("enable-metrics.json"))["metrics"]
 def text_with(options: ExportOptions, *docs: str) -> str:
     from prometheus_client import CollectorRegistry
 
-    from uwsgitune.exporter.collector import UwsgiCollector
+    from uwsgitune.exporter.metrics import UwsgiCollector
 
     snap = snapshot(*docs)
     registry = CollectorRegistry(auto_describe=False)

@@ -16,7 +16,7 @@ from tests.exporter.test_abuse import (
     tcp_state,
     until,
 )
-from uwsgitune.exporter.http import MetricsServer
+from uwsgitune.exporter.server import MetricsServer
 
 Serve = Callable[..., Awaitable[MetricsServer]]
 

@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from tests.exporter.test_abuse import connect
-from uwsgitune.exporter.http import MAX_HEAD, MetricsServer
-from uwsgitune.exporter.request import Request, Response
+from uwsgitune.exporter.server import MAX_HEAD, MetricsServer, Request, Response
 
 Serve = Callable[..., Awaitable[MetricsServer]]
 SMUGGLED = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"

@@ -17,11 +17,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.exporter.conftest import HASH, PASSWORD
-from tests.observe.helpers import document, fake_server, worker
+from tests.support.instances import document, fake_server, worker
 from uwsgitune.exporter.auth import BasicAuth
-from uwsgitune.exporter.http import MAX_HEAD
 from uwsgitune.exporter.probe import PROBES_AT_ONCE
-from uwsgitune.exporter.request import Request, RequestParser
+from uwsgitune.exporter.server import MAX_HEAD, Request, RequestParser
 from uwsgitune.exporter.site import Site, SiteConfig, deadline, each_time
 
 BODY = b"# TYPE uwsgi_up gauge\nuwsgi_up 1.0\n"

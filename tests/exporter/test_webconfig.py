@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.exporter.conftest import HASH, PASSWORD, Certs, web_config
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 from uwsgitune.exporter.auth import BasicAuth, credentials
 from uwsgitune.exporter.webconfig import load_web_config
 

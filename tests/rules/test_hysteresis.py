@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 
-from tests.rules.frames import frame, tcp
+from tests.support.frames import frame, tcp
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules import EngineState, Finding, evaluate
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 FULL = dict(sockets=(tcp(1024, 1024),), busy_ratio=1.0, littles_l=4.0)
 ID = "listen_queue.capacity_short"

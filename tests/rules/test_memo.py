@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.rules.frames import MIB, MONO0, T0, tcp, varying
-from tests.rules.frames import frame as synthetic
+from tests.support.frames import MIB, MONO0, T0, tcp, varying
+from tests.support.frames import frame as synthetic
+from tests.support.instances import replayed
 from uwsgitune.cli.recommend import settings_for
-from uwsgitune.cli.watch import replay_frames
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.window import WHOLE_FRAMES, Window
@@ -21,14 +21,13 @@ from uwsgitune.pipeline.rules import LOOKBACK_SECONDS, RulesRunner
 from uwsgitune.rules import context
 from uwsgitune.rules.columns import Columns
 from uwsgitune.rules.facts import Facts
-from uwsgitune.sources.recording import read_recording
 
 RECORDINGS = sorted((Path(__file__).resolve().parents[1] / "data" / "recordings").glob("*.jsonl"))
 
 
 def frames_of(name: str) -> list[Frame]:
     path = next(p for p in RECORDINGS if p.name == name)
-    return list(replay_frames(read_recording(path)))
+    return replayed(path)
 
 
 @pytest.mark.parametrize("recording", [p.name for p in RECORDINGS])

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.observe.helpers import Load
-from tests.rules.frames import play
+from tests.support.frames import play
+from tests.support.instances import Load
 from uwsgitune.core.frame import Frame, RequestView, SocketView
 from uwsgitune.rules import ConfigFacts, Facts, evaluate, finding_to_dict
 

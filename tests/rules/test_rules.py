@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from tests.rules.frames import MIB, T0, frame, series, stuck, varying
+from tests.support.frames import MIB, T0, frame, series, stuck, varying
 from uwsgitune.rules import ConfigFacts, Facts, Finding, evaluate, finding_to_dict
 from uwsgitune.rules.build import model_estimate
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 
 def ids(findings: tuple[Finding, ...]) -> set[str]:
@@ -33,7 +33,7 @@ FULL = dict(busy_ratio=1.0, busy=4, idle=0, littles_l=4.0)
 
 
 def test_listen_capacity_short_adds_workers() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     findings, _ = evaluate(series(30, sockets=(tcp(1000, 1024),), **FULL))
     f = one(findings, "listen_queue.capacity_short")
@@ -45,7 +45,7 @@ def test_listen_capacity_short_adds_workers() -> None:
 
 
 def test_listen_capacity_short_is_bounded_by_memory() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     frames = series(30, sockets=(tcp(1000, 1024),), mem_available=100 * MIB, **FULL)
     rec = one(evaluate(frames)[0], "listen_queue.capacity_short").recommendation
@@ -53,7 +53,7 @@ def test_listen_capacity_short_is_bounded_by_memory() -> None:
 
 
 def test_listen_cpu_saturated_does_not_add_workers() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     frames = series(
         30, sockets=(tcp(1024, 1024),), instance_cpu_cores=3.9, host_cpu_pct=99.0, **FULL
@@ -64,7 +64,7 @@ def test_listen_cpu_saturated_does_not_add_workers() -> None:
 
 
 def _burst(i: int) -> dict[str, object]:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     if i % 10 < 3:
         return dict(sockets=(tcp(1024, 1024),), busy_ratio=1.0, listen_overflows_delta=50)
@@ -93,7 +93,7 @@ def test_listen_quiet_when_queue_unknown() -> None:
 
 
 def test_listen_cause_unclear_without_cpu() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     frames = series(
         30, sockets=(tcp(1024, 1024),), instance_cpu_cores=None, host_cpu_pct=None, **FULL
@@ -123,7 +123,7 @@ def test_oversubscribed_cpu_lowers_workers() -> None:
 
 
 def test_underprovisioned_io_sizes_by_littles_law() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     frames = series(30, sockets=(tcp(6, 1024),), **FULL)
     f = one(evaluate(frames)[0], "underprovisioned_io")
@@ -131,7 +131,7 @@ def test_underprovisioned_io_sizes_by_littles_law() -> None:
     # 4 in service + 6 waiting = 10: 10 + 2√10 = 17 by square-root staffing, bounded by what
     # the CPUs and the IO share need (the tuner's own model, so the two agree) and by one
     # step (x4, as the tuner's).
-    model = model_estimate(frames[-10:])
+    model = model_estimate(frames[-10:], RuleSettings())
     assert model is not None and model.workers is not None and model.workers >= 17
     assert rec is not None and rec.direction == "raise" and rec.value == 16
     assert f.value("bounded_by") == "step"
@@ -226,7 +226,7 @@ def test_signal_queue_growing() -> None:
 
 
 def test_config_hazards() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     frames = series(
         30, sockets=(tcp(0, 100),), busy_ratio=0.6, memory_report=False, mem_source="psutil"
@@ -248,7 +248,7 @@ def test_config_facts_unknown_stay_quiet() -> None:
 
 
 def test_listen_near_somaxconn() -> None:
-    from tests.rules.frames import tcp
+    from tests.support.frames import tcp
 
     f = one(evaluate(series(30, sockets=(tcp(0, 4000),)))[0], "config.listen_near_somaxconn")
     assert f.recommendation is not None and f.recommendation.value == 8192

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.instances import replayed
 from uwsgitune.cli.recommend import settings_for
-from uwsgitune.cli.watch import replay_frames
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.rules import EngineState, Facts, Finding, evaluate
-from uwsgitune.sources.recording import read_recording
 
 RECORDINGS = Path(__file__).resolve().parent.parent / "data" / "recordings"
 
@@ -54,7 +53,7 @@ EXCLUDED: dict[str, set[str]] = {
 
 
 def frames_of(name: str) -> list[Frame]:
-    return list(replay_frames(read_recording(RECORDINGS / f"{name}.jsonl")))
+    return replayed(RECORDINGS / f"{name}.jsonl")
 
 
 def one_shot(name: str) -> tuple[Finding, ...]:

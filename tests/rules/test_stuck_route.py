@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import uwsgitune.core.route as route_module
-from tests.rules.frames import frame, series, stuck
+from tests.support.frames import frame, series, stuck
 from uwsgitune.core.route import route
 from uwsgitune.rules import evaluate
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uwsgitune.sweep.analysis import Criteria, StepResult, aggregate, noise_pct, recommend
+from uwsgitune.sweep.analysis import Criteria, StepMeasure, aggregate, noise_pct, recommend
 from uwsgitune.sweep.shape import classify
 
 
@@ -17,8 +17,8 @@ def step(
     cpu: float | None = None,
     errors: int = 0,
     pass_no: int = 0,
-) -> StepResult:
-    return StepResult(
+) -> StepMeasure:
+    return StepMeasure(
         workers=w,
         pass_no=pass_no,
         seconds=10.0,
@@ -35,7 +35,7 @@ def step(
     )
 
 
-def cpu_limited(cpus: int = 2) -> list[StepResult]:
+def cpu_limited(cpus: int = 2) -> list[StepMeasure]:
     """Throughput flat past the CPUs; the server's time per request grows with workers."""
     out = []
     for w in (1, 2, 3, 4, 6, 8, 16):
@@ -44,7 +44,7 @@ def cpu_limited(cpus: int = 2) -> list[StepResult]:
     return out
 
 
-def io_bound() -> list[StepResult]:
+def io_bound() -> list[StepMeasure]:
     """Each worker adds 20 req/s (50 ms waits) up to 32, at almost no CPU."""
     return [step(w, 20.0 * w, service=50.0, cpu=0.01 * w) for w in (1, 2, 4, 8, 16, 32)]
 

@@ -7,28 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from uwsgitune.sweep.fifo import FifoError, MasterFifo
+from uwsgitune.actuate.fifo import FifoError
+from uwsgitune.sweep.live import BoundFifo
 
 
 def test_missing_regular_and_symlink_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FifoError, match="no such file; add `master-fifo"):
-        MasterFifo(tmp_path / "nope", os.getpid()).check()
+        BoundFifo(tmp_path / "nope", os.getpid()).check()
     regular = tmp_path / "file"
     regular.write_text("")
     with pytest.raises(FifoError, match="not a FIFO"):
-        MasterFifo(regular, os.getpid()).write("+")
+        BoundFifo(regular, os.getpid()).write("+")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     link = tmp_path / "link"
     link.symlink_to(fifo)
     with pytest.raises(FifoError, match="symlink"):
-        MasterFifo(link, os.getpid()).write("+")
+        BoundFifo(link, os.getpid()).write("+")
 
 
 def test_a_fifo_nobody_holds_is_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    w = MasterFifo(fifo, os.getpid())
+    w = BoundFifo(fifo, os.getpid())
     with pytest.raises(FifoError, match="not open in master"):
         w.write("+")
     assert w.sent == []
@@ -39,11 +40,11 @@ def test_write_reaches_its_master_and_no_other(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        w = MasterFifo(fifo, master_pid=os.getpid())
+        w = BoundFifo(fifo, master_pid=os.getpid())
         w.check()
         w.write("++")
         assert os.read(reader, 10) == b"++" and w.sent == ["++"]
-        other = MasterFifo(fifo, master_pid=os.getppid())
+        other = BoundFifo(fifo, master_pid=os.getppid())
         with pytest.raises(FifoError, match="not open in master"):
             other.write("+")
         assert other.sent == []
@@ -60,7 +61,7 @@ def test_nothing_is_written_while_the_stats_peer_is_refused(tmp_path: Path) -> N
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     why: list[str | None] = ["s.sock: the stats socket is served by uid 1000, but ..."]
     try:
-        w = MasterFifo(fifo, master_pid=os.getpid(), refusal=lambda: why[0])
+        w = BoundFifo(fifo, master_pid=os.getpid(), refusal=lambda: why[0])
         with pytest.raises(FifoError, match="served by uid 1000") as exc:
             w.write("+")
         assert exc.value.code == 1 and w.sent == []

@@ -1,14 +1,19 @@
 """The load generators: keepalive against a loopback server, latency from the intended send
-time, wrk's report parsed, a saturated generator flagged. No timed assertions."""
+time, wrk's figures read from its report script's JSON, a saturated generator flagged. No timed
+assertions."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import pytest
 
 from uwsgitune.cli.sweep_args import production_looking
 from uwsgitune.core.address import parse_address
 from uwsgitune.loadgen import LoadRun
-from uwsgitune.sweep.generator import LoadSpec, Window
+from uwsgitune.sweep.generator import LoadSpec, LoadWindow
+from uwsgitune.sweep.live import SweepError
 from uwsgitune.sweep.wrk import command, parse
 
 BODY = b"ok\n"
@@ -99,43 +104,71 @@ def test_open_loop_latency_runs_from_the_intended_send_time() -> None:
     assert asyncio.run(go()) >= 2.0
 
 
-WRK_CLOSE = """Running 2s test @ http://127.0.0.1:8000/
-  2 threads and 16 connections
+# Recorded: wrk 4.1.0 with `-s wrk_report.lua`, `-H 'Connection: close'`, on a real uWSGI
+# `http-socket` (which closes after each answer: wrk counts each close as a read error).
+WRK_CLOSE = """Running 1s test @ http://127.0.0.1:18935/
+  1 threads and 2 connections
   Thread Stats   Avg      Stdev     Max   +/- Stdev
-    Latency     1.20ms    3.00ms  40.00ms   92.50%
-    Req/Sec     6.80k     0.50k    7.50k    70.50%
-  Latency Distribution
-     50%  812.00us
-     75%    1.20ms
-     90%    2.50ms
-     99%   10.01ms
-  27000 requests in 2.00s, 2.1MB read
-  Socket errors: connect 0, read 26990, write 0, timeout 2
-  Non-2xx or 3xx responses: 8
-Requests/sec:  13500.00
+    Latency   253.09us  670.63us   6.69ms   93.12%
+    Req/Sec    12.68k     3.32k   16.19k    60.00%
+  12618 requests in 1.00s, 800.95KB read
+  Socket errors: connect 0, read 12618, write 0, timeout 0
+Requests/sec:  12569.31
+Transfer/sec:    797.86KB
+{"uwsgitune_wrk": 1, "duration_us": 1003874, "requests": 12618, "bytes": 820170, "errors": \
+{"connect": 0, "read": 12618, "write": 0, "status": 0, "timeout": 0}, "latency_us": \
+{"mean": 253.093, "max": 6687, "p50": 82, "p75": 95, "p90": 277, "p99": 3760}}
 """
+# Recorded the same way on `http11-socket`: every answer a 503; a route slower than --timeout.
+WRK_503 = (
+    '{"uwsgitune_wrk": 1, "duration_us": 2099383, "requests": 101031, "bytes": 8688666, '
+    '"errors": {"connect": 0, "read": 0, "write": 0, "status": 101031, "timeout": 0}, '
+    '"latency_us": {"mean": 62.107, "max": 2616, "p50": 32, "p75": 50, "p90": 85, "p99": 750}}'
+)
+WRK_TIMEOUTS = (
+    '{"uwsgitune_wrk": 1, "duration_us": 2002549, "requests": 2, "bytes": 134, "errors": '
+    '{"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 2}, "latency_us": null}'
+)
 
 
-def test_wrk_report_parsed_close_reads_are_not_failures() -> None:
-    ok, errors, pct = parse(WRK_CLOSE, keepalive=False)
-    assert (ok, errors) == (27000 - 8 - 2, 10)
-    assert pct == {50: 0.812, 90: 2.5, 99: 10.01}
-    assert parse(WRK_CLOSE, keepalive=True)[1] == 8 + 2 + 26990
+def test_wrk_figures_come_from_its_json_and_close_reads_are_not_failures() -> None:
+    report = parse(WRK_CLOSE, keepalive=False)
+    assert (report.ok, report.errors) == (12618, 0)
+    assert (report.p50_ms, report.p90_ms, report.p99_ms) == (0.082, 0.277, 3.76)  # not 6.69ms
+    assert report.seconds == 1.003874  # wrk's own, not its report's "1.00s"
+    assert parse(WRK_CLOSE, keepalive=True).errors == 12618
+
+
+def test_wrk_errors_by_kind_and_no_latency_when_none_was_recorded() -> None:
+    busy = parse(WRK_503, keepalive=True)
+    assert (busy.ok, busy.errors) == (0, 101031)  # answers other than 2xx/3xx
+    slow = parse(WRK_TIMEOUTS, keepalive=True)
+    assert (slow.ok, slow.errors, slow.p50_ms, slow.p99_ms) == (0, 2, None, None)
+
+
+def test_wrk_output_without_the_report_line_is_an_error() -> None:
+    text_only = WRK_CLOSE.split("{", 1)[0]  # wrk's rounded text is never read
+    with pytest.raises(SweepError, match="wrk gave no result"):
+        parse(text_only, keepalive=False)
+    with pytest.raises(SweepError, match="could not be read"):
+        parse('{"uwsgitune_wrk": 1, "requests": 3}', keepalive=False)
 
 
 def test_wrk_command_is_bounded_and_closes_unless_keepalive() -> None:
     spec = LoadSpec("http://127.0.0.1:8000/x", clients=16, timeout=5)
-    cmd = command("wrk", spec, 2.4, threads=2)
-    assert cmd[1:5] == ["-t2", "-c16", "-d2s", "--latency"] and "Connection: close" in cmd
-    assert "Connection: close" not in command("wrk", LoadSpec("http://h/", 1, keepalive=True), 1, 2)
-    assert "-t1" in command("wrk", LoadSpec("http://h/", 1), 1, 4)  # no more threads than clients
+    script = Path("report.lua")
+    cmd = command("wrk", spec, 2.4, threads=2, script=script)
+    assert cmd[1:6] == ["-t2", "-c16", "-d2s", "-s", "report.lua"] and "Connection: close" in cmd
+    keep = LoadSpec("http://h/", 1, keepalive=True)
+    assert "Connection: close" not in command("wrk", keep, 1, 2, script)
+    assert "-t1" in command("wrk", LoadSpec("http://h/", 1), 1, 4, script)  # threads <= clients
 
 
 def test_a_generator_at_its_cores_is_flagged() -> None:
-    w = Window(1.0, 10, 0, None, None, None, gen_cpu_cores=0.95, gen_cores_max=1.0)
+    w = LoadWindow(1.0, 10, 0, None, None, None, gen_cpu_cores=0.95, gen_cores_max=1.0)
     assert w.generator_bound
-    assert not Window(1.0, 10, 0, None, None, None, 0.95, 2.0).generator_bound
-    assert not Window(1.0, 10, 0, None, None, None, None, 1.0).generator_bound
+    assert not LoadWindow(1.0, 10, 0, None, None, None, 0.95, 2.0).generator_bound
+    assert not LoadWindow(1.0, 10, 0, None, None, None, None, 1.0).generator_bound
 
 
 def test_production_looking_targets() -> None:

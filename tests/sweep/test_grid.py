@@ -12,18 +12,20 @@ import pytest
 from tests.sweep.test_live import Clock, FakeMaster
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep import report
-from uwsgitune.sweep.analysis import Criteria, StepResult
-from uwsgitune.sweep.generator import LoadSpec, Window
+from uwsgitune.sweep.analysis import Criteria, StepMeasure
+from uwsgitune.sweep.generator import LoadSpec, LoadWindow
 from uwsgitune.sweep.grid import analyse_grid, gil_bound
 from uwsgitune.sweep.gridchart import render_grid_svg
 from uwsgitune.sweep.live import LiveCount
 from uwsgitune.sweep.plan import WorkerRange
 from uwsgitune.sweep.runner import Sweep, SweepConfig
-from uwsgitune.sweep.threads import ThreadsError
+from uwsgitune.sweep.threadaxis import ThreadsError
 
 
-def cell(w: int, t: int, tput: float, *, cpu_ms: float, service: float, **kw: object) -> StepResult:
-    base = StepResult(
+def cell(
+    w: int, t: int, tput: float, *, cpu_ms: float, service: float, **kw: object
+) -> StepMeasure:
+    base = StepMeasure(
         workers=w,
         pass_no=0,
         seconds=10.0,
@@ -45,7 +47,7 @@ def cell(w: int, t: int, tput: float, *, cpu_ms: float, service: float, **kw: ob
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
-def cpu_grid() -> list[StepResult]:
+def cpu_grid() -> list[StepMeasure]:
     """10 ms of CPU per request on 2 cores: processes scale to 2; threads wait on the GIL."""
     out = []
     for w in (1, 2, 4):
@@ -55,7 +57,7 @@ def cpu_grid() -> list[StepResult]:
     return out
 
 
-def io_grid() -> list[StepResult]:
+def io_grid() -> list[StepMeasure]:
     """50 ms waits, 0.5 ms of CPU: every slot adds 20 req/s."""
     return [cell(w, t, 20.0 * w * t, cpu_ms=0.5, service=50.0) for w in (1, 2, 4) for t in (1, 4)]
 
@@ -135,16 +137,16 @@ class FakeAxis:
 class FakeGen:
     name: str = "fake"
 
-    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window:
+    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> LoadWindow:
         mark()
         mark()
-        return Window(seconds, 100, 0, 1.0, 2.0, 3.0, 0.1, 1.0)
+        return LoadWindow(seconds, 100, 0, 1.0, 2.0, 3.0, 0.1, 1.0)
 
 
 def test_a_reload_that_fails_mid_sweep_restores_the_instance() -> None:
     master = FakeMaster(live=3)
     clock = Clock()
-    live = LiveCount(master, master, sleep=clock.sleep, mono=clock)
+    live = LiveCount(master.step, master, sleep=clock.sleep, mono=clock)
     axis = FakeAxis(master, good=(1,))
     cfg = SweepConfig(
         LoadSpec("http://127.0.0.1:1/"),
@@ -176,9 +178,9 @@ def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> 
     # spawned, the counters never showed the reload, and a good restore was called failed.
     from types import SimpleNamespace
 
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.actuate.reload import Limits
-    from uwsgitune.sweep.threads import Original, ThreadAxis
+    from uwsgitune.sweep.threadaxis import Original, ThreadAxis
 
     override = tmp_path / "o.ini"
     override.write_text("[uwsgi]\nthreads = 2\n")
@@ -190,8 +192,14 @@ def test_restoring_threads_sees_a_reload_the_counters_missed(tmp_path: Path) -> 
     sent: list[str] = []
     reloader = SimpleNamespace(path=override, reload=lambda before: sent.append("r"))
     original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
-    axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: next(polls),  # type: ignore[arg-type]
-                      original, sleep=lambda _s: None)  # fmt: skip
+    axis = ThreadAxis(
+        reloader,
+        tmp_path / "app.ini",
+        Limits(None),
+        lambda: next(polls),  # type: ignore[arg-type]
+        original,
+        sleep=lambda _s: None,
+    )
     frame = axis.restore()
     assert sent == ["r"] and override.read_bytes() == b"[uwsgi]\n"
     assert frame is not None and frame.threads == 1 and frame.kind == "ok"
@@ -201,12 +209,10 @@ def test_a_bad_threads_list_is_bad_input_before_anything_is_touched() -> None:
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-m", "uwsgitune", "sweep", "--url", "http://127.0.0.1:9/",
-         "--stats", "/nonexistent/stats.sock", "--fifo", "/nonexistent/fifo",
-         "--workers", "1,2", "--threads", "0,x"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "uwsgitune", "sweep", "--url", "http://127.0.0.1:9/"]
+    argv += ["--stats", "/nonexistent/stats.sock", "--fifo", "/nonexistent/fifo"]
+    argv += ["--workers", "1,2", "--threads", "0,x"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert (
         out.stderr.strip() == "uwsgitune: --threads 0,x: write a list of thread counts like 1,2,4,8"
@@ -218,9 +224,9 @@ def test_no_threads_reload_while_the_stats_peer_is_refused(tmp_path: Path) -> No
     happens while the stats socket is another uid's; the override file is left alone."""
     from types import SimpleNamespace
 
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.actuate.reload import Limits
-    from uwsgitune.sweep.threads import Original, ThreadAxis
+    from uwsgitune.sweep.threadaxis import Original, ThreadAxis
 
     override = tmp_path / "o.ini"
     override.write_text("[uwsgi]\nthreads = 2\n")
@@ -231,9 +237,15 @@ def test_no_threads_reload_while_the_stats_peer_is_refused(tmp_path: Path) -> No
     fifo = SimpleNamespace(send=lambda cmd, pid: sent.append(cmd))
     reloader = SimpleNamespace(path=override, fifo=fifo, apply=lambda *a: applied.append(a))
     original = Original(b"[uwsgi]\n", 1, 8, 2, "manual", None)
-    axis = ThreadAxis(reloader, tmp_path / "app.ini", Limits(None), lambda: frames[-1],  # type: ignore[arg-type]
-                      original, refusal=lambda: "s.sock: served by uid 1000",
-                      sleep=lambda _s: None)  # fmt: skip
+    axis = ThreadAxis(
+        reloader,
+        tmp_path / "app.ini",
+        Limits(None),
+        lambda: frames[-1],  # type: ignore[arg-type]
+        original,
+        refusal=lambda: "s.sock: served by uid 1000",
+        sleep=lambda _s: None,
+    )
     for act in (lambda: axis.set(4, frames[-1]), axis.restore):
         with pytest.raises(ThreadsError, match="served by uid 1000"):
             act()
@@ -245,9 +257,9 @@ def test_a_threads_reload_waits_for_the_inis_worker_reload_mercy(tmp_path: Path)
     over: the deadline is the ini's worker-reload-mercy + 15 s, not a fixed 30 s."""
     from types import SimpleNamespace
 
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.actuate.reload import Limits, ReloadOutcome
-    from uwsgitune.sweep.threads import ThreadAxis
+    from uwsgitune.sweep.threadaxis import ThreadAxis
 
     override = tmp_path / "o.ini"
     override.write_text("[uwsgi]\n")

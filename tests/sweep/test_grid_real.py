@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.tuned import doc, manual
 from tests.sweep.test_real import one_line_error
-from tests.tuner.real import doc, manual
 from tests.uwsgi_harness import url
 from uwsgitune.launch import UwsgiProcess
 

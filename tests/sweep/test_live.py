@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.observe.helpers import Instance, Load
+from tests.support.instances import Instance, Load
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep.live import Interrupted, LiveCount, SweepError
 
@@ -53,7 +53,7 @@ class Clock:
 
 def counter(m: FakeMaster, timeout: float = 10.0) -> LiveCount:
     clock = Clock()
-    return LiveCount(m, m, timeout=timeout, sleep=clock.sleep, mono=clock)
+    return LiveCount(m.step, m, timeout=timeout, sleep=clock.sleep, mono=clock)
 
 
 def test_up_and_down_in_one_write_each() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.rules import frames
+from tests.support import frames
 from uwsgitune.core.frame import Frame
 from uwsgitune.sweep import plan
 

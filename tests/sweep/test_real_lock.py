@@ -19,8 +19,8 @@ from subprocess import PIPE, STDOUT
 
 import pytest
 
+from tests.support.tuned import doc, kill_mid_reload, wait_for
 from tests.sweep.test_real import SHORT, _lines, live, one_line_error, sweep_cmd, wait_for_line
-from tests.tuner.real import doc, kill_mid_reload, wait_for
 from uwsgitune.core.address import parse_address
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.stats import read_stats
@@ -36,8 +36,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def _tune(proc: UwsgiProcess, tmp_path: Path, seconds: str) -> list[str]:
     audit = str(tmp_path / "audit.jsonl")
-    return [sys.executable, "-m", "uwsgitune", "tune", proc.stats, "--fifo", proc.fifo,
-            "--mode", "apply", "--duration", seconds, "--audit", audit]  # fmt: skip
+    argv = [sys.executable, "-m", "uwsgitune", "tune", proc.stats, "--fifo", proc.fifo]
+    return [*argv, "--mode", "apply", "--duration", seconds, "--audit", audit]
 
 
 def _wait_for_holder(locks: Path, text: str, timeout: float = 60) -> None:
@@ -117,8 +117,9 @@ def foreign_stats(uwsgi: Start) -> Iterator[tuple[UwsgiProcess, str]]:
         "while True:\n"
         "    c, _ = s.accept(); c.sendall(data); c.close()\n"
     )
-    server = subprocess.Popen([python, "-c", serve, str(sock), str(doc)], user=NOBODY,
-                              stdout=PIPE, text=True)  # fmt: skip
+    server = subprocess.Popen(
+        [python, "-c", serve, str(sock), str(doc)], user=NOBODY, stdout=PIPE, text=True
+    )
     try:
         assert server.stdout is not None and server.stdout.readline() == "ready\n"
         yield proc, str(sock)

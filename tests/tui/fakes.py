@@ -1,40 +1,46 @@
-"""A scripted watch: gives the app frames without sockets or threads."""
+"""A scripted source: gives the app's drivers polls without sockets."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
+from tests.tui.frames import SOURCE
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
-from uwsgitune.core.window import Window
-from uwsgitune.pipeline import InstancePipeline, InstanceState, RulesRunner
+from uwsgitune.pipeline import InstanceDriver, InstanceState, RulesRunner
 from uwsgitune.tui.app import WatchApp
 
 
-class FakeWatch:
-    def __init__(self, frames: Sequence[Frame] = (), interval: float = 1.0) -> None:
-        self.script = list(frames)
-        self.interval = interval
-        self.next_due = 0.0
-        self.window = Window()
-        self.steps = 0
-        self.last_poll: Poll | None = None
+class ScriptedSource:
+    """`pipeline.driver.Source` over scripted polls, read as fast as they come; `polls`
+    counts those read."""
 
-    def due(self) -> bool:
-        return bool(self.script)
+    paced = False
+    kind = "unix"
 
-    def step(self) -> Frame:
-        self.steps += 1
-        f = self.script.pop(0)
-        self.window.add(f)
-        self.next_due = 1e18 if not self.script else 0.0
-        return f
+    def __init__(self, polls: Sequence[Poll] = (), name: str = SOURCE) -> None:
+        self.name = name
+        self.uri = f"unix://{name}"
+        self.script = deque(polls)
+        self.polls = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.script
+
+    def poll(self) -> Poll:
+        self.polls += 1
+        return self.script.popleft()
+
+    def raw(self) -> bytes | None:
+        return None
 
 
 def snapshot(
     frames: Sequence[Frame], index: int = 0, retry_in: float | None = None, findings: bool = False
 ) -> tuple[int, InstanceState]:
-    """(index, state) for `app.show`: a state as a pipeline publishes it, with the rules'
+    """(index, state) for `app.show`: a state as a driver publishes it, with the rules'
     findings when asked."""
     frames = tuple(frames)
     found = RulesRunner().run(frames) if findings else ()
@@ -44,14 +50,14 @@ def snapshot(
     return index, state
 
 
-def pipeline(watch: FakeWatch) -> InstancePipeline:
-    """A pipeline over a scripted watch, without rules (the built-in warnings only)."""
-    return InstancePipeline(watch, "fake")
+def driver(source: ScriptedSource, interval: float = 1.0) -> InstanceDriver:
+    """A driver over a scripted source, without rules (the built-in warnings only)."""
+    return InstanceDriver(source, interval=interval)
 
 
 def make_app(n: int = 1, names: Sequence[str] | None = None) -> WatchApp:
     return WatchApp(
-        [pipeline(FakeWatch()) for _ in range(n)],
+        [driver(ScriptedSource()) for _ in range(n)],
         names=names or [f"/tmp/i{i}.sock" for i in range(n)],
         autopoll=False,
     )

@@ -1,7 +1,7 @@
 """Deterministic frames for the TUI tests: no clock, no uWSGI.
 
 Every frame comes out of the real `Tracker`, fed synthetic stats documents and host samples
-(`tests.observe.helpers.Instance`): a demo instance of `workers` slots, `busy` of them in a
+(`tests.support.instances.Instance`): a demo instance of `workers` slots, `busy` of them in a
 request, worker s serving 10+s req/s (46 in all with 4) at a mean of 12.5 ms, `cpu` cores
 used of 2 effective CPUs.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.observe.helpers import MIB, Instance, Load, document
+from tests.support.instances import MIB, Instance, Load, document
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame, RequestView, SocketView
 from uwsgitune.core.model import parse_stats
@@ -73,6 +73,12 @@ def varying(
 
 def history(n: int = 30, *, reload_at: int | None = None, **kw: Any) -> tuple[Frame, ...]:
     return varying(n, lambda _: kw, reload_at=reload_at)
+
+
+def history_polls(n: int = 30, **kw: Any) -> tuple[Poll, ...]:
+    """The polls behind `history(n)` (its frames, from the second on): polls 0..n-1."""
+    inst = instance()
+    return tuple(inst.poll(i, load(**kw)) for i in range(n))
 
 
 def frame(i: int = 0, **kw: Any) -> Frame:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tests.tui.fakes import FakeWatch, make_app, pipeline, snapshot
-from tests.tui.frames import disconnected, emperor_frame, history, instance, load
+from tests.tui.fakes import ScriptedSource, driver, make_app, snapshot
+from tests.tui.frames import disconnected, emperor_frame, history, history_polls, instance, load
 from uwsgitune.tui.app import WatchApp, next_rate, next_sort
-from uwsgitune.tui.instance import InstancePane
+from uwsgitune.tui.pane import InstancePane
 from uwsgitune.tui.screens import DetailScreen, HelpScreen
 from uwsgitune.tui.table import KeyedTable
 from uwsgitune.tui.widgets import AnnotationsPane, SummaryPanel
@@ -95,8 +95,8 @@ async def test_help_and_detail_screens() -> None:
 
 
 async def test_cores_toggle_and_rate_keys() -> None:
-    watch = FakeWatch()
-    app = WatchApp([pipeline(watch)], autopoll=False)
+    d = driver(ScriptedSource())
+    app = WatchApp([d], autopoll=False)
     async with app.run_test() as pilot:
         app.show(*snapshot(history(2, busy=1)))
         await pilot.press("c")
@@ -105,7 +105,7 @@ async def test_cores_toggle_and_rate_keys() -> None:
         assert pane.table_id == "cores"
         assert pane.query_one("#cores", KeyedTable).row_count == 4
         await pilot.press("plus")
-        assert app.interval == 0.5 and watch.interval == 0.5 and "0.5s" in app.sub_title
+        assert app.interval == 0.5 and d.interval == 0.5 and "0.5s" in app.sub_title
         await pilot.press("minus", "minus")
         assert app.interval == 2.0
 
@@ -172,15 +172,15 @@ async def test_tiny_and_resized_terminals_never_crash() -> None:
 
 
 async def test_poll_threads_deliver_frames() -> None:
-    watch = FakeWatch(history(3))
-    app = WatchApp([pipeline(watch)])
+    source = ScriptedSource(history_polls(3))
+    app = WatchApp([driver(source)])
     async with app.run_test() as pilot:
         for _ in range(50):
             await pilot.pause(0.05)
             if 0 in app.latest and len(app.latest[0].frames) == 3:
                 break
         frame = app.latest[0].frame
-        assert watch.steps == 3 and frame is not None and frame.t == history(3)[-1].t
+        assert source.polls == 3 and frame is not None and frame.t == history(3)[-1].t
         assert "2.0.31" in summary_text(app)
 
 

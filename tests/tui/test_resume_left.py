@@ -11,31 +11,30 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.real import doc, kill_mid_reload, manual, wait_for
+from tests.support.tuned import doc, kill_mid_reload, manual, service, tuned, wait_for
 from uwsgitune.actuate.audit import AuditLog
-from uwsgitune.actuate.fifo import MasterFifo
-from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.loop import OverrideTarget, TuneLoop
-from uwsgitune.core.address import parse_address
+from uwsgitune.actuate.lock import lock_path
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.pipeline import InstancePipeline, InstanceState, pipeline_for
-from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.pipeline import InstanceDriver, InstanceState
 from uwsgitune.tui.app import WatchApp
 from uwsgitune.tui.screens import ConfirmScreen
-from uwsgitune.tui.tuning import TuiTuner, applied
 from uwsgitune.tuner import TunerSettings
 
 pytestmark = pytest.mark.uwsgi
 
 
-async def _advice(pipeline: InstancePipeline) -> InstanceState:
-    """Polls (in a thread, as the TUI's poll thread does) until the tuner advises a change."""
+async def _step(driver: InstanceDriver) -> InstanceState:
+    """One poll, in a thread, as the TUI's poll thread makes it."""
+    return await asyncio.to_thread(lambda: driver.run(until=lambda _state: True))
+
+
+async def _advice(driver: InstanceDriver) -> InstanceState:
+    """Polls until the tuner advises a change."""
     for _ in range(40):
-        state = await asyncio.to_thread(pipeline.step)
+        state = await _step(driver)
         d = state.tuning.decision if state.tuning is not None else None
         if d is not None and d.is_change:
             return state
-        await asyncio.sleep(0.25)
     raise AssertionError("no advice to change in 10 s")
 
 
@@ -44,32 +43,40 @@ async def test_the_apply_key_resumes_a_pool_a_killed_tune_left_paused_first(
 ) -> None:
     override, locks = tmp_path / "override.ini", tmp_path / "locks"
     proc = uwsgi(**manual(override, processes=4, initial=1))
-    watch = InstanceWatch(parse_address(proc.stats), interval=0.25)
     audit = AuditLog(tmp_path / "audit.jsonl")
-    settings = TunerSettings(min_workers=2, max_workers=4)  # 1 live: "up 1->2 [floor]"
-    target = OverrideTarget(override, proc.ini)
-    loop = TuneLoop(watch, MasterFifo(proc.fifo), target, settings, "recommend", audit)
-    tuner = TuiTuner(loop, ApplyLock(proc.fifo, "uwsgitune watch", locks))
-    pipeline = pipeline_for(watch, tuner=tuner.advise)
-    app = WatchApp([pipeline], autopoll=False, tuners={0: tuner})
+    settings = TunerSettings(min_workers=2, max_workers=4)  # 1 live: "up 1 → 2 live workers"
+    driver = tuned(
+        proc.stats,
+        proc.fifo,
+        settings=settings,
+        mode="recommend",
+        override=override,
+        ini=proc.ini,
+        audit=audit,
+        locks=locks,
+        interval=0.25,
+        role="uwsgitune watch",
+    )
+    app = WatchApp([driver], autopoll=False)
     async with app.run_test(size=(160, 50)) as pilot:
-        app.show(0, await _advice(pipeline))
+        app.show(0, await _advice(driver))
         kill_mid_reload(proc, locks)  # the screen still shows the advice read before
         await pilot.press("a")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        state = await asyncio.to_thread(pipeline.step)  # the poll thread serves the request
+        state = await _step(driver)  # the poll thread serves the request
         app.show(0, state)
         await pilot.pause()
     assert state.tuning is not None
-    outcome = applied(state.tuning)
-    assert outcome is not None and outcome.startswith(
+    asked = state.tuning.requested
+    assert asked is not None and asked.kind == "resumed", asked
+    assert asked.text.startswith(
         "not applied: resumed (`p`) the 1 workers a reload cut short left paused"
-    ), outcome
+    ), asked
     assert b"resuming workers" in proc.log.read_bytes()
     assert wait_for(lambda: all(w.status != "pause" for w in doc(proc).live_workers))
     assert len(doc(proc).live_workers) == 1  # nothing applied on top of the resume
-    assert "reload master" not in tuner.lock.path.read_text()  # acted on: the mark went
+    assert "reload master" not in lock_path(proc.fifo, locks).read_text()  # the mark went
     (record,) = [r for r in audit.records() if r.event == "change"]
     assert (record.action, record.result) == ("resume", "sent")
-    assert not tuner.lock.held
+    assert service(driver).lock is None  # taken for that apply only

@@ -15,8 +15,8 @@ from textual.strip import Strip
 from textual.widget import _Styled
 
 from tests.tui.frames import disconnected, history
-from uwsgitune.tui.history import Memo as SeriesMemo
-from uwsgitune.tui.history import series
+from uwsgitune.tui.sparklines import Memo as SeriesMemo
+from uwsgitune.tui.sparklines import series
 from uwsgitune.tui.strips import view_line
 from uwsgitune.tui.warnings import Annotation, Severity
 from uwsgitune.tui.widgets import Bars, Lines, Memo, annotation_text

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.tui.frames import disconnected, emperor_frame, frame, history, varying
 from uwsgitune.tui.detail import detail_lines, memory_trend
-from uwsgitune.tui.history import series
+from uwsgitune.tui.sparklines import series
 from uwsgitune.tui.summary import emperor_lines, queue_full_events, summary_lines
 from uwsgitune.tui.vassals import ini_stats, vassal_stats_address
 from uwsgitune.tui.workers import (
@@ -28,11 +28,11 @@ def test_summary_names_every_number() -> None:
     text = plain(summary_lines(frames[-1], frames))
     assert "uWSGI 2.0.31" in text and "master 999" in text and "up 10m" in text
     assert "4/4 live" in text and "2 busy" in text and "2 idle" in text
-    assert "46.0 req/s" in text and "mean 12.50 ms" in text
+    assert "46 req/s" in text and "mean 12.5 ms" in text
     assert "127.0.0.1:8000" in text and "16/16 FULL" in text
     assert "/tmp/demo/app.sock unix" in text and "0/100 (kernel)" in text
     assert "full 5x/min" in text and "somaxconn 4096" in text
-    assert "instance 0.50 of 2 CPUs" in text
+    assert "instance 0.5 of 2 CPUs" in text
     assert "32.0MiB/wkr" in text and "avail 8.0GiB/16.0GiB" in text
 
 

@@ -32,7 +32,8 @@ def test_queue_full_is_a_finding_with_since_and_evidence() -> None:
     assert keys(frames) == []
     [a] = [a for a in findings(frames) if a.key.startswith("listen_queue.")]
     assert a.key == "listen_queue.saturated" and a.severity == "warning"
-    assert a.since is not None and "peak_queue=16" in a.evidence and "backlog=16" in a.evidence
+    assert a.since is not None and "peak_queue 16 connections" in a.evidence
+    assert "backlog 16 connections" in a.evidence
 
 
 def test_all_busy_cpu_saturated_sorted_by_severity() -> None:
@@ -41,7 +42,7 @@ def test_all_busy_cpu_saturated_sorted_by_severity() -> None:
     assert keys(frames) == []
     items = findings(frames)
     assert items[0].key == "listen_queue.cpu_saturated"
-    assert items[0].severity == "critical" and "all_busy_share=1" in items[0].evidence
+    assert items[0].severity == "critical" and "all_busy_share 100%" in items[0].evidence
 
 
 def test_reload_detected_for_a_minute() -> None:
@@ -72,7 +73,7 @@ FINDING = Finding(
 def test_finding_becomes_an_annotation() -> None:
     a = annotation_from_finding(FINDING)
     assert (a.key, a.severity, a.origin) == ("workers.too_few", "warning", "rules")
-    assert a.evidence == "busy_ratio=0.97 ratio"
+    assert a.evidence == "busy_ratio 97%"
     assert a.recommendation == "processes 4 → 8 (reload): more capacity"
 
 

@@ -4,7 +4,7 @@ Closed loop: `clients` keep one request each in the system. Open loop: `rate` re
 A request needs `cpu_ms` of CPU and `io_ms` of waiting; the CPUs cap the throughput at
 cpus / cpu. Requests beyond the live workers wait in the listen queue.
 
-Each poll is a synthetic stats document and host sample (`tests.observe.helpers.Instance`)
+Each poll is a synthetic stats document and host sample (`tests.support.instances.Instance`)
 that the real `Tracker` turns into the frame the policy reads.
 """
 
@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from tests.observe.helpers import Instance, Load
+from tests.support.instances import Instance, Load
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
 

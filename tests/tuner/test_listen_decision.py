@@ -9,7 +9,7 @@ from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
 from uwsgitune.tuner import Decision, TunerSettings, TunerState
-from uwsgitune.tuner.listen import ListenGate, decide_listen
+from uwsgitune.tuner.backlog import ListenGate, decide_listen
 from uwsgitune.tuner.policy import cooling, hour_full, last_hour
 
 S = TunerSettings(max_changes_per_hour=3, listen_cooldown=600)

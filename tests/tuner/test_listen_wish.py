@@ -8,23 +8,25 @@ from dataclasses import replace
 
 import pytest
 
+from tests.actuate.offline import at, offline
 from tests.tuner.plant import Plant
-from uwsgitune.core.frame import SocketView
+from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.daemon.config import validate
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.errors import ConfigError
 from uwsgitune.rules.finding import EvidenceWindow, Finding, Recommendation
-from uwsgitune.tuner.listen import listen_wish
+from uwsgitune.tuner import TunerSettings
+from uwsgitune.tuner.backlog import listen_wish
 
 
-def _frame(backlog: int, somaxconn: int | None):  # type: ignore[no-untyped-def]
+def _frame(backlog: int, somaxconn: int | None) -> Frame:
     f = Plant(live=2).frame(1.0)
     sock = SocketView("127.0.0.1:9000", "http", False, 0, backlog, "stats")
     return replace(f, sockets=(sock,), somaxconn=somaxconn)
 
 
 def _finding(rec: Recommendation, clearing: bool = False) -> Finding:
-    return Finding("listen_queue.bursts", "warning", "bursts", (), EvidenceWindow(0, 1, 2), rec,
-                   clearing=clearing)  # fmt: skip
+    window = EvidenceWindow(0, 1, 2)
+    return Finding("listen_queue.bursts", "warning", "bursts", (), window, rec, clearing=clearing)
 
 
 def test_a_listen_recommendation_is_capped_at_somaxconn() -> None:
@@ -37,8 +39,10 @@ def test_a_listen_recommendation_is_capped_at_somaxconn() -> None:
 
 
 def test_no_room_under_somaxconn_or_an_unknown_one_applies_nothing() -> None:
-    rec = Recommendation("net.core.somaxconn", "raise", 512, "sysctl", "room",
-                         current=128, together=(("listen", 512),))  # fmt: skip
+    together = (("listen", 512),)
+    rec = Recommendation(
+        "net.core.somaxconn", "raise", 512, "sysctl", "room", current=128, together=together
+    )
     wish = listen_wish([_finding(rec)], _frame(128, 128))
     assert wish is not None and wish.target is None and "raise net.core.somaxconn" in wish.why
     rec = Recommendation("listen", "raise", 512, "restart", "holds bursts")
@@ -48,8 +52,8 @@ def test_no_room_under_somaxconn_or_an_unknown_one_applies_nothing() -> None:
 
 def test_only_burst_advice_is_applied() -> None:
     rec = Recommendation("listen", "raise", 1024, "restart", "a larger backlog", current=100)
-    f = Finding("config.default_listen", "warning", "busy on the default listen", (),
-                EvidenceWindow(0, 1, 2), rec)  # fmt: skip
+    busy = "busy on the default listen"
+    f = Finding("config.default_listen", "warning", busy, (), EvidenceWindow(0, 1, 2), rec)
     wish = listen_wish([f], _frame(100, 4096))
     assert wish is not None and wish.target == 1024 and not wish.appliable
 
@@ -74,43 +78,28 @@ def test_restart_command_config() -> None:
         validate({"instance": [no_override]}, "t")
 
 
-class _Window:
-    def __init__(self, frames: list) -> None:  # type: ignore[type-arg]
-        self._frames = tuple(frames)
-
-    def frames(self) -> tuple:  # type: ignore[type-arg]
-        return self._frames
-
-
-class _Watch:
-    address = "unix:///run/app-stats.sock"
-    last_poll = None  # no stats socket read: no peer to check
-
-    def __init__(self, frames: list) -> None:  # type: ignore[type-arg]
-        self.window = _Window(frames)
-        self.frame = frames[-1]
-
-
-def test_the_loop_uses_the_callers_findings_and_does_not_run_the_rules_again(
+def test_the_tuner_uses_the_drivers_findings_and_does_not_run_the_rules_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The daemon runs the rules once per poll and hands the findings to the tuner."""
-    import uwsgitune.actuate.loop as loop_mod
+    """The driver runs the rules once per poll and hands their findings to the tuner in the
+    state it steps it with."""
+    import uwsgitune.actuate.service as service_mod
     import uwsgitune.pipeline.rules as poll_rules
     import uwsgitune.rules.engine as engine
-    from uwsgitune.tuner import TunerSettings
 
     def no_second_run(*a: object, **k: object) -> None:
         raise AssertionError("the rules ran twice")
 
-    assert not hasattr(loop_mod, "evaluate")  # actuate/ does not run the rules at all
+    assert not hasattr(service_mod, "evaluate")  # actuate/ does not run the rules at all
     monkeypatch.setattr(engine, "evaluate", no_second_run)
     monkeypatch.setattr(poll_rules, "evaluate", no_second_run)
     frames = [replace(_frame(100, 4096), mono=float(t), t=1e9 + t) for t in range(5)]
-    loop = loop_mod.TuneLoop(_Watch(frames), None, None, TunerSettings(), "recommend",  # type: ignore[arg-type]
-                             mono=lambda: 4.0)  # fmt: skip
+    tuner = offline(mode="recommend", settings=TunerSettings(), mono=lambda: 4.0)
     rec = Recommendation("listen", "raise", 512, "restart", "holds bursts", current=100)
-    lines = [n.text for n in loop.step(frames[-1], [_finding(rec)]).notes if n.fresh]
+    result = tuner.step(at(frames, [_finding(rec)]))
+    assert result is not None
+    lines = [n.text for n in result.notes if n.fresh]
     assert any("listen 100 -> 512 [listen_queue.bursts]" in line for line in lines), lines
-    lines = [n.text for n in loop.step(frames[-1], []).notes if n.fresh]
-    assert not any("listen" in line for line in lines)
+    result = tuner.step(at(frames, []))
+    assert result is not None
+    assert not any("listen" in n.text for n in result.notes if n.fresh)

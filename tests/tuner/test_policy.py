@@ -247,7 +247,7 @@ def test_what_probing_learned_is_forgotten_when_a_request_costs_more() -> None:
 def test_an_uncertain_estimate_is_approached_at_the_top_of_its_range() -> None:
     """Not a halving per cool-down (32 -> 16 -> 8 -> ...): the top of the estimate's range,
     which is below the halving here, and above the estimate."""
-    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.sizing import over_capacity
 
     settings = TunerSettings(max_workers=64)
@@ -275,9 +275,9 @@ def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> Non
     req/s, 2 served 482). "CPU saturated: adding cannot help" held it at 2. A process uses
     one CPU at most, so the model's count is probed; a plateau there stops it, and a pool
     of one-thread processes in the same state is still held."""
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.core.frame import SocketView
-    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.policy import _bound
     from uwsgitune.tuner.sizing import saturated_up
 
@@ -312,10 +312,10 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
     shorter by as much. Judged on W as a tie-break, the step was "worse" and reverted; the
     reverse (64 -> 16 on a CPU-bound load, W 83 -> 29 ms) read as better for the same
     reason. Only a throughput change beyond the noise decides."""
-    from tests.observe.helpers import Instance, Load
+    from tests.support.instances import Instance, Load
     from uwsgitune.core.frame import SocketView
-    from uwsgitune.tuner.facts import gather
-    from uwsgitune.tuner.state import Probe
+    from uwsgitune.tuner.decision import Probe
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.verdict import judge
 
     def polls(live: int, queued: int, in_service: float, rps: float) -> list:  # type: ignore[type-arg]

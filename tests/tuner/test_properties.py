@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.observe.helpers import Load
-from tests.rules.frames import play
+from tests.support.frames import play
+from tests.support.instances import Load
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.tuner import TunerSettings, TunerState, decide
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tests.tuner.plant import Plant, run
 from uwsgitune.tuner import TunerSettings, TunerState, decide
-from uwsgitune.tuner.state import Probe
+from uwsgitune.tuner.decision import Probe
 
 S = TunerSettings(min_workers=2, max_workers=64)
 
@@ -75,7 +75,7 @@ def test_a_verdict_reached_while_pacing_holds_a_change_is_kept() -> None:
 def test_what_a_small_queue_taught_holds_only_at_that_throughput() -> None:
     # Learned at 16 workers and ~515 req/s; now 32 clients on 30 workers queue 2 (small),
     # at twice the throughput: a new load, sized as usual.
-    from uwsgitune.tuner.state import QueueServed
+    from uwsgitune.tuner.decision import QueueServed
 
     learned = TunerState(queue_served=QueueServed(16, 515.0), learned_at=0.0)
     plant = Plant(live=30, workers_max=64, cpu_ms=1, io_ms=30, clients=32)
@@ -90,7 +90,7 @@ def test_only_one_thread_pools_go_back_on_a_small_queue() -> None:
     """A threaded worker reads busy with one request of several, and uWSGI's `-` waits for
     a whole idle worker: in the benchmark's `threads-io` (4 threads), 16 -> 20 -> 16 went
     back only to 18, and Little's law took it to 20 again."""
-    from uwsgitune.tuner.facts import gather
+    from uwsgitune.tuner.measures import gather
     from uwsgitune.tuner.verdict import judge
 
     for threads, back in ((1, True), (4, False)):

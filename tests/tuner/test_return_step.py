@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from tests.tuner.plant import Plant
+from uwsgitune.core.staffing import Estimate
 from uwsgitune.tuner import TunerSettings, TunerState
-from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import Estimate
+from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.sizing import saturated_up
 
 S = TunerSettings(min_workers=2, max_workers=64)
@@ -21,11 +21,11 @@ S = TunerSettings(min_workers=2, max_workers=64)
 MODEL = Estimate(23, 2.0, 0.5, 12.0, 2.0, 14.0, 0.02, 1)
 
 
-def _back(queue: float, queue_now: float, model: Estimate | None) -> Facts:
+def _back(queue: float, queue_now: float, model: Estimate | None) -> Measures:
     """Two live workers, every one busy, the CPUs mostly idle, a queue: the first poll of a
     load of 48 clients back after a quiet spell."""
     latest = Plant(live=2).frame(1.0)
-    return Facts(
+    return Measures(
         latest=latest, now=100.0, live=2, regime=(latest,), x=14.7, w=7.6, noise=0.05,
         x_part=None, w_part=None, noise_part=0.1, l_recent=0.3, l_window=0.8,
         window_covered=True, queue=queue, busy_ratio=0.13, cpu_sat=0.02, cpu_used=0.03,

@@ -8,20 +8,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.tuner.plant import Plant
+from uwsgitune.core.staffing import Estimate
 from uwsgitune.tuner import TunerSettings, TunerState
-from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import Estimate
-from uwsgitune.tuner.state import Probe
+from uwsgitune.tuner.decision import Probe
+from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.verdict import judge
 
 S = TunerSettings(min_workers=2, max_workers=64)
 
 
-def _after(x: float, cpus: float, cpu_sat: float = 1.0) -> Facts:
+def _after(x: float, cpus: float, cpu_sat: float = 1.0) -> Measures:
     """Four live workers after the step, every one busy, 60 queued, the CPUs as given."""
     latest = Plant(live=4).frame(1.0)
     model = Estimate(4, 3.2, 5.0, 0.0, cpus, cpus, 0.02, 1)
-    return Facts(
+    return Measures(
         latest=latest, now=100.0, live=4, regime=(latest,), x=x, w=7.7, noise=0.05,
         x_part=None, w_part=None, noise_part=0.1, l_recent=3.8, l_window=3.8,
         window_covered=True, queue=60.0, busy_ratio=0.94, cpu_sat=cpu_sat, cpu_used=cpus,
@@ -74,8 +74,8 @@ def test_a_host_that_moved_by_more_than_a_fifth_proves_nothing() -> None:
 def test_a_step_records_whether_its_cpus_were_saturated() -> None:
     """The probe a change starts remembers the CPUs' saturation then: the verdict reads
     throughput per CPU only for a step that began CPU-bound."""
+    from uwsgitune.tuner.decision import Proposal
     from uwsgitune.tuner.policy import _change
-    from uwsgitune.tuner.proposal import Proposal
 
     step = Proposal(2, "cpu-oversubscribed", "fewer", probe=True)
     for cpu_sat, bound in ((1.0, True), (0.5, False)):

@@ -27,14 +27,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from uwsgitune.errors import UwsgituneError
 from uwsgitune.nofollow import UnsafeFile, open_dir
+from uwsgitune.tuner.decision import TunerState
 from uwsgitune.tuner.policy import HOUR
 from uwsgitune.tuner.result import AuditRecord
-from uwsgitune.tuner.state import TunerState
+
+WRITE_FIX = "free space or fix the permissions of its directory"
+READ_FIX = (
+    "make it a file readable by uwsgitune (or move it away to start a new history): applying "
+    "resumes its hourly and listen limits from it"
+)
 
 
 class AuditError(UwsgituneError):
@@ -59,7 +66,7 @@ class AuditLog:
     def append(self, record: AuditRecord) -> None:
         """Append one record, fsynced; AuditError when it cannot."""
         line = json.dumps(record.to_json(), sort_keys=True, default=str) + "\n"
-        try:
+        with self._failing("write", WRITE_FIX):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open_dir(self.path.parent) as d:
                 flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
@@ -72,14 +79,18 @@ class AuditLog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+    @contextmanager
+    def _failing(self, doing: str, fix: str) -> Iterator[None]:
+        """A refused file (UnsafeFile) or an OSError as one AuditError line: the file, what
+        could not be done and why, the fix."""
+        try:
+            yield
         except UnsafeFile as exc:
             raise AuditError(f"audit log {exc}") from None
         except OSError as exc:
             why = exc.strerror or str(exc)
-            raise AuditError(
-                f"audit log {self.path}: cannot write ({why}); free space or fix the "
-                "permissions of its directory"
-            ) from None
+            raise AuditError(f"audit log {self.path}: cannot {doing} ({why}); {fix}") from None
 
     @property
     def owners(self) -> frozenset[int]:
@@ -107,20 +118,12 @@ class AuditLog:
                 yield rec
 
     def _lines(self) -> list[str]:
-        try:
-            with open_dir(self.path.parent) as d:
-                found = d.read(self.path.name, fix=self.fix, owners=self.owners)
-        except FileNotFoundError:
-            return []
-        except UnsafeFile as exc:
-            raise AuditError(f"audit log {exc}") from None
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            raise AuditError(
-                f"audit log {self.path}: cannot read ({why}); make it a file readable by "
-                "uwsgitune (or move it away to start a new history): applying resumes its "
-                "hourly and listen limits from it"
-            ) from None
+        with self._failing("read", READ_FIX):
+            try:
+                with open_dir(self.path.parent) as d:
+                    found = d.read(self.path.name, fix=self.fix, owners=self.owners)
+            except FileNotFoundError:
+                return []
         if found is None:
             return []
         data = found[0]

@@ -1,16 +1,16 @@
 """Workers a reload cut short left paused: resumed by whoever acts on the instance next.
 
-A reload pauses a pool of one-thread workers (`p`) before its `r` (actuate/quiesce.py). A
+A reload pauses a pool of one-thread workers (`p`) before its `r` (actuate/reload.py). A
 holder killed between the two (SIGKILL, the OOM killer) leaves the pool paused: requests wait
 in the backlog and the app is down. Two records say so:
 - the apply lock's mark (`ApplyLock.marks`), one line per master, written before the `p` and
   removed once the `r` went. Every actor on that FIFO shares it, whatever its audit log: the
   daemon after a killed `tune`, `sweep` or the TUI's `a` after a killed daemon;
 - the reload's `intent` in the killed holder's audit log with no change after it, read by a
-  tuner on the same log (actuate/loop.py).
+  tuner on the same log (actuate/service.py).
 
-Every holder acts on them before anything else: the daemon and `tune` at each poll of their
-loop (`on_frame`), `sweep` and the TUI's `a` as soon as they take the lock, waiting for it
+Every holder acts on them before anything else: the daemon and `tune` at each step of their
+tuner (`on_frame`), `sweep` and the TUI's `a` as soon as they take the lock, waiting for it
 (`settle`). The rules, the same for all:
 - A mark older than `LEFT_PAUSED_S` is dropped, and said with the manual fix: a pause seen
   so long after may be someone else's.
@@ -37,9 +37,9 @@ from typing import Literal
 
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.options import PROC
-from uwsgitune.actuate.quiesce import resume
+from uwsgitune.actuate.reload import resume
 from uwsgitune.core.frame import Frame
+from uwsgitune.sources.procfs import PROC
 
 LEFT_PAUSED_S = 600.0  # a reload cut short this recently may have left the workers paused
 LEFT_PAUSED_WATCH = 30.0  # seconds from the start to look for them (a request may end late)

@@ -36,10 +36,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from uwsgitune.actuate.options import PROC
 from uwsgitune.core.address import AddressError, StatsAddress, parse_address
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.netlink import Diag, TcpListener
+from uwsgitune.sources.procfs import PROC
 
 TRUST_FLAG = "--trust-tcp-stats"
 OPT_IN = f"pass {TRUST_FLAG}"  # how a refusal names the opt-in (the daemon names its key)

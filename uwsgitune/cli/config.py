@@ -20,8 +20,7 @@ def register(sub: Any) -> None:
         help="check a daemon config file",
         description="Work with the daemon's TOML config.",
     )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True,
-                               parser_class=type(p))  # fmt: skip
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))
     check = actions.add_parser("check", help="validate FILE and exit: 0 ok, 2 errors")
     check.add_argument("file", type=Path, metavar="FILE")
     check.add_argument("--no-env", action="store_true", help="ignore UWSGITUNE_* variables")

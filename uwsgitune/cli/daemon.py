@@ -16,11 +16,10 @@ from typing import Any
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
-from uwsgitune.cli.errors import UserError
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
-from uwsgitune.daemon.errors import ConfigError
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.errors import ConfigError, UserError
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 
 def register(sub: Any) -> None:
@@ -43,8 +42,12 @@ def register(sub: Any) -> None:
     add_flag(one, TunerSettings, "interval", type=str, default=None, metavar="SECONDS")
     one.add_argument("--timeout", default=None, metavar="SECONDS")
     add_flag(one, PeerSettings, "trust_tcp_stats", default=None)
-    p.add_argument("--metrics-listen", default=None, metavar="HOST:PORT",
-                   help=f"metrics endpoint (default {DEFAULT_LISTEN})")  # fmt: skip
+    p.add_argument(
+        "--metrics-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"metrics endpoint (default {DEFAULT_LISTEN})",
+    )
     p.add_argument("--log-format", choices=["text", "json"], default=None)
     exporter_flags.register(p)
     p.set_defaults(func=run)

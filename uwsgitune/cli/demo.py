@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from uwsgitune.cli.common import positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.demo.phases import PHASES
+from uwsgitune.errors import UserError
 
 DESCRIPTION = """\
 Start the bundled example app under uWSGI (in a temporary directory under /tmp, with a stats
@@ -47,12 +47,9 @@ def register(sub: Any) -> None:
 
 def _show(interval: float) -> Any:
     def show(session: Any) -> int:
-        from uwsgitune.pipeline import pipeline_for
         from uwsgitune.tui.app import WatchApp
 
-        app = WatchApp(
-            [pipeline_for(session.watch(interval))], status=session.status, handle_signals=True
-        )
+        app = WatchApp([session.driver(interval)], status=session.status, handle_signals=True)
         return int(app.run() or 0)
 
     return show
@@ -61,7 +58,7 @@ def _show(interval: float) -> Any:
 def run(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UserError("the demo opens a TUI and needs a terminal; run it in one", code=2)
-    from uwsgitune.demo.demo import DemoSession, run_session
+    from uwsgitune.demo.session import DemoSession, run_session
     from uwsgitune.launch import LaunchError
 
     session = DemoSession(duration=args.duration, load=not args.no_load)

@@ -52,34 +52,80 @@ def listen_address(text: str) -> str:
 
 
 class _Refuse(argparse.Action):
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:  # fmt: skip
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         flag = option_string or self.option_strings[0]
-        parser.error(f"{flag}: a uwsgi_exporter flag uwsgitune does not support; "
-                     f"{UNSUPPORTED[flag]}")  # fmt: skip
+        parser.error(
+            f"{flag}: a uwsgi_exporter flag uwsgitune does not support; {UNSUPPORTED[flag]}"
+        )
 
 
 # (flag, argparse keywords): the aliases, each onto the dest uwsgitune's own option uses.
 FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--stats.uri", dict(dest="stats_uri", action="append", metavar="URI",
-     help="a stats address (repeatable): unix:///path, tcp://host:port, http://...")),
-    ("--stats.timeout", dict(dest="timeout", type=go_duration, metavar="DURATION",
-     help="the poll deadline (e.g. 5s)")),
-    ("--timeout-offset", dict(dest="scrape_timeout_offset", type=float, metavar="SECONDS",
-     help="subtracted from the scrape timeout (default 0.25)")),
-    ("--web.listen-address", dict(dest="listen_addresses", action="append",
-     type=listen_address, metavar="[HOST]:PORT",
-     help="metrics address (repeatable; default :9117 with --stats.uri)")),
-    ("--web.telemetry-path", dict(dest="telemetry_path", metavar="PATH",
-     help="path of the metrics (default /metrics)")),
-    ("--web.config.file", dict(dest="web_config_file", metavar="FILE.yml",
-     help="exporter-toolkit web config: TLS and basic auth")),
-    ("--collect.cores", dict(dest="collect_cores", action="store_true", default=None,
-     help="per-core series (off by default)")),
+    (
+        "--stats.uri",
+        dict(
+            dest="stats_uri",
+            action="append",
+            metavar="URI",
+            help="a stats address (repeatable): unix:///path, tcp://host:port, http://...",
+        ),
+    ),
+    (
+        "--stats.timeout",
+        dict(
+            dest="timeout", type=go_duration, metavar="DURATION", help="the poll deadline (e.g. 5s)"
+        ),
+    ),
+    (
+        "--timeout-offset",
+        dict(
+            dest="scrape_timeout_offset",
+            type=float,
+            metavar="SECONDS",
+            help="subtracted from the scrape timeout (default 0.25)",
+        ),
+    ),
+    (
+        "--web.listen-address",
+        dict(
+            dest="listen_addresses",
+            action="append",
+            type=listen_address,
+            metavar="[HOST]:PORT",
+            help="metrics address (repeatable; default :9117 with --stats.uri)",
+        ),
+    ),
+    (
+        "--web.telemetry-path",
+        dict(dest="telemetry_path", metavar="PATH", help="path of the metrics (default /metrics)"),
+    ),
+    (
+        "--web.config.file",
+        dict(
+            dest="web_config_file",
+            metavar="FILE.yml",
+            help="exporter-toolkit web config: TLS and basic auth",
+        ),
+    ),
+    (
+        "--collect.cores",
+        dict(
+            dest="collect_cores",
+            action="store_true",
+            default=None,
+            help="per-core series (off by default)",
+        ),
+    ),
     ("--no-collect.cores", dict(dest="collect_cores", action="store_false")),
     ("--log.level", dict(dest="log_level", choices=["debug", "info", "warn", "error"])),
     ("--log.format", dict(dest="log_format", choices=["logfmt", "json"])),
-)  # fmt: skip
+)
 
 
 def register(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,8 @@
-"""`uwsgitune recommend`: observe an instance for a window, print findings with evidence."""
+"""`uwsgitune recommend`: observe an instance for a window, print findings with evidence.
+
+The instance's driver polls for the window (or replays a recording through the same
+stages); the rules then judge the whole window at once, with every look-back set to it.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.cli.common import addresses, positive_float
-from uwsgitune.cli.errors import UserError
-from uwsgitune.cli.watch import replay_frames
+from uwsgitune.cli.progress import timed
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.ini import NotUtf8, decode_ini, read_ini_facts
 from uwsgitune.core.settings import add_flag
-from uwsgitune.pipeline.rules import RulesRunner
+from uwsgitune.errors import UserError
+from uwsgitune.pipeline import InstanceDriver, RulesRunner, live_driver, run_replay
 from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
 from uwsgitune.rules.render import report
-from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
-from uwsgitune.sources.recording import read_recording
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS, RuleSettings
+from uwsgitune.sources.recording import ReplaySource, read_recording
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 EXIT_NONE, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNOBSERVED = 0, 1, 2, 3
 
@@ -65,17 +68,21 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _read_ini(path: Path, what: str, fix: str = "") -> str:
+    """The ini at `path` as text; else a UserError (exit 2) naming it, `what` it is and the
+    `fix`."""
+    try:
+        return decode_ini(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read {what} ({exc.strerror}){fix}", code=2) from None
+    except NotUtf8 as exc:
+        raise UserError(str(exc), code=2) from None
+
+
 def _file_loader(base: Path) -> Any:
     def load(name: str) -> str:
         path = (base.parent / name) if not Path(name).is_absolute() else Path(name)
-        try:
-            return decode_ini(path.read_bytes(), str(path))
-        except OSError as exc:
-            raise UserError(
-                f"{path}: cannot read the included ini ({exc.strerror})", code=2
-            ) from None
-        except NotUtf8 as exc:
-            raise UserError(str(exc), code=2) from None
+        return _read_ini(path, "the included ini")
 
     return load
 
@@ -83,14 +90,7 @@ def _file_loader(base: Path) -> Any:
 def config_facts(path: Path | None) -> ConfigFacts:
     if path is None:
         return ConfigFacts()
-    try:
-        text = decode_ini(path.read_bytes(), str(path))
-    except OSError as exc:
-        raise UserError(
-            f"{path}: cannot read the ini ({exc.strerror}); check --ini", code=2
-        ) from None
-    except NotUtf8 as exc:
-        raise UserError(str(exc), code=2) from None
+    text = _read_ini(path, "the ini", "; check --ini")
     return ConfigFacts(**read_ini_facts(text, _file_loader(path)))  # type: ignore[arg-type]
 
 
@@ -130,12 +130,18 @@ def _observed(frames: list[Frame]) -> bool:
     return sum(1 for f in frames if f.has_rates) >= 2
 
 
+def _frames_of(driver: InstanceDriver) -> list[Frame]:
+    return list(driver.state.frames)
+
+
 def _replay(path: Path, window: float | None) -> dict[str, list[Frame]]:
-    by_source: dict[str, list[Frame]] = {}
-    for frame in replay_frames(read_recording(path)):  # RecordingError: exit 2
-        by_source.setdefault(frame.source, []).append(frame)
-    if not by_source:
+    def make(source: ReplaySource) -> InstanceDriver:  # every frame kept: judged at once
+        return InstanceDriver(source, window_seconds=math.inf, window_maxlen=None)
+
+    drivers = run_replay(read_recording(path), make)  # RecordingError: exit 2
+    if not drivers:
         raise UserError(f"{path}: the recording holds no polls", code=2)
+    by_source = {d.source.name: _frames_of(d) for d in drivers}
     if window is not None:
         by_source = {
             s: [f for f in fs if f.mono >= fs[-1].mono - window] for s, fs in by_source.items()
@@ -145,14 +151,12 @@ def _replay(path: Path, window: float | None) -> dict[str, list[Frame]]:
 
 def _observe(addr: str, window: float, interval: float) -> dict[str, list[Frame]]:
     (address,) = addresses([addr])
-    watch = InstanceWatch(address, interval=interval, window_seconds=window + 2 * interval)
-    end = time.monotonic() + window
-    watch.step()
-    while time.monotonic() < end:
-        time.sleep(max(0.0, min(watch.next_due, end) - time.monotonic()))
-        if watch.due():
-            watch.step()
-    return {str(address): list(watch.window.frames())}
+    driver = live_driver(
+        address, interval=interval, window_seconds=window + 2 * interval, rules=False
+    )
+    with timed(f"observing {address} for {window:g}s", window):
+        driver.run(deadline=time.monotonic() + window)
+    return {str(address): _frames_of(driver)}
 
 
 def _span(frames: Iterable[Frame]) -> float:

@@ -1,4 +1,9 @@
-"""`uwsgitune record`: timestamped raw documents and host samples, as JSON lines."""
+"""`uwsgitune record`: timestamped raw documents and host samples, as JSON lines.
+
+One driver per instance polls on the schedule; each poll it publishes, good or failed, is
+written as it was read (`InstanceState.attempt` and `.raw`), request vars stripped unless
+asked for.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,16 @@ import errno
 import os
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from uwsgitune.cli.common import addresses, duration_seconds, positive_float
-from uwsgitune.cli.errors import UserError
-from uwsgitune.core.samples import Poll
+from uwsgitune.errors import UserError
 from uwsgitune.nofollow import Directory, open_dir, writable_by_others
+from uwsgitune.pipeline import InstanceState, live_driver
 from uwsgitune.sources.recording import RecordingWriter
-from uwsgitune.sources.watcher import InstanceWatch
 
 
 def register(sub: Any) -> None:
@@ -117,29 +122,34 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.output}: is a directory; give a file name", code=2)
     stream = open_output(args.output, private=args.keep_request_vars)
     count = errors = 0
+    guard = threading.Lock()
     with stream:
         writer = RecordingWriter(stream, keep_vars=args.keep_request_vars)
 
-        def on_poll(poll: Poll, raw: bytes | None) -> None:
+        def on_poll(state: InstanceState) -> None:
             nonlocal count, errors
-            writer.write(poll, raw)
-            count += 1
+            poll = state.attempt
+            if poll is None:
+                return
+            with guard:  # each instance's driver writes from its own thread
+                writer.write(poll, state.raw)
+                count += 1
+                errors += not poll.ok
             if not poll.ok:
-                errors += 1
                 print(f"uwsgitune: {poll.error}", file=sys.stderr)
 
-        watches = [InstanceWatch(a, interval=args.interval, on_poll=on_poll) for a in addrs]
+        drivers = [live_driver(a, interval=args.interval, rules=False) for a in addrs]
         end = None if args.duration is None else time.monotonic() + args.duration
+        for d in drivers:
+            d.subscribe(on_poll)
+            d.start(deadline=end)
         try:
-            while end is None or time.monotonic() < end:
-                for w in watches:
-                    if w.due():
-                        w.step()
-                wake = min(w.next_due for w in watches)
-                if end is not None:
-                    wake = min(wake, end)
-                time.sleep(max(0.0, wake - time.monotonic()))
+            while any(not d.join(0.5) for d in drivers):
+                pass
         except KeyboardInterrupt:
-            pass
+            for d in drivers:
+                d.stop()
+            for d in drivers:
+                d.join(5.0)
     print(f"recorded {count} polls ({errors} failed) to {args.output}", file=sys.stderr)
     return 1 if count and errors == count else 0

@@ -19,30 +19,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.actuate.fifo import MasterFifo as GuardedFifo
+from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
-from uwsgitune.actuate.quiesce import statuses_at
-from uwsgitune.actuate.reload import Limits, Reloader
+from uwsgitune.actuate.reload import Limits, Reloader, statuses_at
 from uwsgitune.cli import sweep_hold
 from uwsgitune.cli.common import addresses
-from uwsgitune.cli.errors import UserError
+from uwsgitune.cli.progress import timed
 from uwsgitune.cli.sweep_args import add_arguments, check_target, check_url
+from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
-from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.errors import UserError
+from uwsgitune.pipeline import InstanceDriver, live_driver
 from uwsgitune.sweep import grid, outdir, plan, report
 from uwsgitune.sweep.analysis import Criteria
 from uwsgitune.sweep.chart import render_svg
-from uwsgitune.sweep.fifo import FifoError, MasterFifo
 from uwsgitune.sweep.generator import Builtin, Generator, LoadSpec
 from uwsgitune.sweep.gridchart import render_grid_svg
-from uwsgitune.sweep.live import LiveCount
+from uwsgitune.sweep.live import BoundFifo, LiveCount, Poll, driver_polls
 from uwsgitune.sweep.runner import Sweep, SweepConfig, SweepOutcome
-from uwsgitune.sweep.threads import ThreadAxis, parse_threads
+from uwsgitune.sweep.threadaxis import ThreadAxis, parse_threads
 from uwsgitune.sweep.wrk import Wrk, find_wrk
 
 RELOAD_SECONDS = 3.0  # per threads value: the reload and its verification, typically
@@ -60,33 +63,61 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _instance(args: argparse.Namespace, top: int) -> tuple[InstanceWatch, Frame, MasterFifo]:
+@dataclass(frozen=True)
+class Target:
+    """The instance swept: its driver (polling in its own thread), fresh polls of it, why a
+    write is refused now (None: it is not), and its guarded FIFO."""
+
+    address: StatsAddress
+    driver: InstanceDriver
+    poll: Poll
+    refused: Callable[[], str | None]
+    fifo: BoundFifo
+
+
+def _instance(args: argparse.Namespace, top: int) -> tuple[Target, Frame]:
     """The instance, checked: sweepable to `top`, its stats served by its master's uid, its
-    FIFO held by its master, not production."""
+    FIFO held by its master, not production. Its driver polls until the sweep ends."""
     address = addresses([args.stats])[0]
-    watch = InstanceWatch(address, interval=0.25, timeout=2.0)
-    frame = watch.step()
+    # Polled only when asked (`driver_polls`), never on a schedule: a step's closing poll
+    # then derives its rates from the step's opening one, so the server's figures cover the
+    # client's window, and no poll competes with the load generator for this process.
+    driver = live_driver(address, interval=math.inf, timeout=2.0, rules=False)
+    driver.start(name="poll:sweep")
+    try:
+        return _checked(args, top, address, driver)
+    except BaseException:
+        driver.stop()
+        raise
+
+
+def _checked(
+    args: argparse.Namespace, top: int, address: StatsAddress, driver: InstanceDriver
+) -> tuple[Target, Frame]:
+    poll = driver_polls(driver)
+    frame = poll()
     problem = plan.check_instance(frame, top)
     if problem:
         raise UserError(problem)
     time.sleep(0.5)
-    frame = watch.step()  # a second poll: the traffic it serves before we load it
-    refused = sweep_hold.refusal(args, watch)()
-    if refused is not None:
-        raise UserError(refused)
+    frame = poll()  # a second poll: the traffic it serves before we load it
+    refused = sweep_hold.refusal(args, address, driver)
+    why = refused()
+    if why is not None:
+        raise UserError(why)
     check_target(args.url, address, frame.rps, args.yes)
-    fifo = MasterFifo(args.fifo, frame.master_pid, refusal=sweep_hold.refusal(args, watch))
+    fifo = BoundFifo(args.fifo, frame.master_pid, refusal=refused)
     try:
         fifo.check()
     except FifoError as exc:
         # A FIFO the master does not hold fails the run (exit 1); `tune`'s bad path is input (2).
         exc.code = 1
         raise
-    return watch, frame, fifo
+    return Target(address, driver, poll, refused, fifo), frame
 
 
 def _axis(
-    args: argparse.Namespace, watch: InstanceWatch, frame: Frame, lock: ApplyLock
+    args: argparse.Namespace, target: Target, frame: Frame, lock: ApplyLock
 ) -> tuple[tuple[int, ...], ThreadAxis | None]:
     """The thread counts and the axis that reloads to them (none without --threads)."""
     if args.threads is None:
@@ -105,12 +136,15 @@ def _axis(
             code=2,
         )
     reloader = Reloader(
-        GuardedFifo(args.fifo), args.override, args.ini, watch.step,
-        statuses=statuses_at(watch.address), lock=lock,
-    )  # fmt: skip
+        MasterFifo(args.fifo),
+        args.override,
+        args.ini,
+        target.poll,
+        statuses=statuses_at(target.address),  # the statuses alone: see actuate/reload.py
+        lock=lock,
+    )
     limits = Limits(somaxconn=frame.somaxconn)
-    refusal = sweep_hold.refusal(args, watch)
-    axis = ThreadAxis(reloader, args.ini, limits, watch.step, refusal=refusal)
+    axis = ThreadAxis(reloader, args.ini, limits, target.poll, refusal=target.refused)
     axis.check(frame, values)
     return values, axis
 
@@ -126,13 +160,10 @@ def _generator(args: argparse.Namespace, spec: LoadSpec, live: LiveCount) -> Gen
     return Builtin(spec, live.stop)
 
 
-def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sweep]:
-    rng = plan.parse_workers(args.workers)  # PlanError: exit 2
-    if args.threads is not None:
-        parse_threads(args.threads)  # a bad list fails before the instance is touched
-    watch, frame, fifo = _instance(args, rng.top)
-    sweep_hold.take(args, watch, lock)  # before the threads' checks read the override
-    threads, axis = _axis(args, watch, frame, lock)
+def _prepare(args: argparse.Namespace, lock: ApplyLock, target: Target, frame: Frame) -> Sweep:
+    rng = plan.parse_workers(args.workers)
+    sweep_hold.take(args, target.refused, target.poll, lock)  # before the threads' checks
+    threads, axis = _axis(args, target, frame, lock)
     check_url(args.url)
     clients = (
         None if args.rate else (args.concurrency or max(4, 2 * rng.top * max(threads or (1,))))
@@ -156,13 +187,13 @@ def _prepare(args: argparse.Namespace, lock: ApplyLock) -> tuple[SweepConfig, Sw
         criteria=Criteria(within_pct=args.within, p99_ms=args.p99_ms),
         threads=threads,
     )
-    live = LiveCount(watch, fifo)
+    live = LiveCount(target.poll, target.fifo)
     gen = _generator(args, spec, live)
     log = lambda line: print(line, flush=True)  # noqa: E731
-    return cfg, Sweep(cfg, live, gen, axis=axis, log=log)
+    return Sweep(cfg, live, gen, axis=axis, log=log)
 
 
-def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> None:
+def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> float:
     grid_values = len(cfg.threads) or 1
     est = grid_values * plan.estimate_seconds(
         len(cfg.steps),
@@ -187,6 +218,7 @@ def _announce(cfg: SweepConfig, sweep: Sweep, args: argparse.Namespace) -> None:
         "(Ctrl-C restores the instance)",
         flush=True,
     )
+    return est
 
 
 def _write(out: Path | None, doc: dict[str, Any], svg: str) -> None:
@@ -273,13 +305,19 @@ def _finish(cfg: SweepConfig, out: SweepOutcome, args: argparse.Namespace) -> in
 
 def run(args: argparse.Namespace) -> int:
     outdir.check(args.out)  # a --out it could not write into: said before anything moves
+    rng = plan.parse_workers(args.workers)  # PlanError: exit 2
+    if args.threads is not None:
+        parse_threads(args.threads)  # a bad list fails before the instance is touched
     lock = ApplyLock(Path(args.fifo), "uwsgitune sweep")
+    target, frame = _instance(args, rng.top)
     try:
-        cfg, sweep = _prepare(args, lock)
+        sweep = _prepare(args, lock, target, frame)
         args.loadgen_name = sweep.gen.name
-        _announce(cfg, sweep, args)
-        out = sweep.run()
+        est = _announce(sweep.cfg, sweep, args)
+        with timed("sweep", est):  # on a terminal: a bar of the estimate, the steps above it
+            out = sweep.run()
         lock.release()  # the instance is restored: another actor may go on
-        return _finish(cfg, out, args)
+        return _finish(sweep.cfg, out, args)
     finally:
         lock.release()
+        target.driver.stop()

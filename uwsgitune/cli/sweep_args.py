@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli.common import positive_float
-from uwsgitune.cli.errors import UserError
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.settings import add_flag
+from uwsgitune.errors import UserError
 from uwsgitune.loadgen import LoadRun, one_request
 
 OTHER_TRAFFIC_RPS = 1.0  # before the sweep: more than this is someone else's traffic

@@ -18,26 +18,32 @@ from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.leftpaused import LeftPaused, Resume
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.peer import PeerCheck
-from uwsgitune.cli.errors import UserError
-from uwsgitune.sources.watcher import InstanceWatch
+from uwsgitune.core.address import StatsAddress
+from uwsgitune.errors import UserError
+from uwsgitune.pipeline import InstanceDriver
+from uwsgitune.sweep.live import Poll
 
 
-def refusal(args: argparse.Namespace, watch: InstanceWatch) -> Callable[[], str | None]:
+def refusal(
+    args: argparse.Namespace, address: StatsAddress, driver: InstanceDriver
+) -> Callable[[], str | None]:
     """Why acting is refused now (the latest poll's stats not proved the master's), or None."""
     check = PeerCheck(trust_tcp=args.trust_tcp_stats)
-    return lambda: check.refusal(watch.address, watch.last_poll)
+    return lambda: check.refusal(address, driver.state.poll)
 
 
-def take(args: argparse.Namespace, watch: InstanceWatch, lock: ApplyLock) -> None:
+def take(
+    args: argparse.Namespace, refused: Callable[[], str | None], poll: Poll, lock: ApplyLock
+) -> None:
     """The apply lock, then a pool a killed holder left paused resumed; else exit 1."""
     problem = lock.acquire()
     if problem is not None:
         raise UserError(f"{problem}; not sweeping")
-    left = LeftPaused(MasterFifo(args.fifo), refusal=refusal(args, watch))
-    said = left.settle(lock, watch.step, say=_say)
-    refused = next((r for r in said if r.kind == "refused"), None)
-    if refused is not None:
-        raise UserError(f"{refused.text}; not sweeping")
+    left = LeftPaused(MasterFifo(args.fifo), refusal=refused)
+    said = left.settle(lock, poll, say=_say)
+    failed = next((r for r in said if r.kind == "refused"), None)
+    if failed is not None:
+        raise UserError(f"{failed.text}; not sweeping")
 
 
 def _say(r: Resume) -> None:

@@ -1,30 +1,35 @@
-"""`uwsgitune watch`: the TUI, or `--once` / `--plain` / `--json` for scripts and logs."""
+"""`uwsgitune watch`: the TUI, or `--once` / `--plain` / `--json` for scripts and logs.
+
+Every form reads the states of one driver per instance (pipeline/driver.py): `--once` runs
+each until its frame has rates, `--plain` prints a line per published state, the TUI shows
+them, and `--replay` drives the same stages over a recording.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-import time
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli.common import addresses, positive_float
-from uwsgitune.cli.errors import UserError
-from uwsgitune.core.derive import Tracker
+from uwsgitune.cli.tuner_flags import add_tuner_flags
+from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.samples import Poll
 from uwsgitune.core.settings import add_flag
-from uwsgitune.pipeline import InstancePipeline, pipeline_for
+from uwsgitune.errors import UserError
+from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver, run_replay
 from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
-from uwsgitune.sources.recording import read_recording
-from uwsgitune.sources.watcher import InstanceWatch
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.sources.recording import ReplaySource, read_recording
+from uwsgitune.tuner.tunersettings import TunerSettings
 
-MAX_WORKERS_HELP = "the ceiling (default: the instance's `processes`)"
+RATED = ("first", "reload", "restart")  # frames of these kinds have no rates yet
+ONCE_POLLS = 3  # `--once`: a first poll, one for the rates, one more after a reload
 
 
 def register(sub: Any) -> None:
@@ -57,12 +62,7 @@ def register(sub: Any) -> None:
         "it after a confirmation, through the same guards as `uwsgitune tune --mode apply`.",
     )
     t.add_argument("--fifo", metavar="PATH", help="the instance's master FIFO")
-    t.add_argument("--override", metavar="PATH", help="override ini uwsgitune owns (reloads)")
-    t.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
-    add_flag(t, TunerSettings, "min_workers")
-    add_flag(t, TunerSettings, "max_workers", default=None, help=MAX_WORKERS_HELP)
-    t.add_argument("--audit", metavar="PATH", help="audit log (JSON lines)")
-    add_flag(t, PeerSettings, "trust_tcp_stats")
+    add_tuner_flags(t)
     p.set_defaults(func=run)
 
 
@@ -75,46 +75,63 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no stats address; e.g. uwsgitune watch /tmp/uwsgi-stats.sock", code=2)
     if args.fifo is not None and (args.once or args.plain or args.json):
         raise UserError("--fifo is for the TUI; for a tuner without it: uwsgitune tune", code=2)
-    watches = [
-        InstanceWatch(a, interval=args.interval, timeout=args.timeout)
-        for a in addresses(args.addrs)
-    ]
+    _check_tuner_flags(args)
+    addrs = addresses(args.addrs)
     if args.once or (args.json and not args.plain):
-        return _once(watches, args)
-    pipelines = [pipeline_for(w) for w in watches]
+        return _once(addrs, args)
+    drivers = [_tuned(a, args) if args.fifo else _driver(a, args) for a in addrs]
     if args.metrics_listen:
-        _serve_metrics(pipelines, args.metrics_listen)
+        _serve_metrics(drivers, args.metrics_listen)
     if args.plain:
-        return _plain(pipelines, args)
-    return _tui(pipelines, args)
+        return _plain(drivers, args)
+    return _tui(drivers, args)
 
 
-def _serve_metrics(pipelines: list[InstancePipeline], listen: str) -> None:
+def _check_tuner_flags(args: argparse.Namespace) -> None:
+    tuning = (args.override, args.ini, args.audit, args.trust_tcp_stats or None)
+    if args.fifo is None and any(v is not None for v in tuning):
+        raise UserError(
+            "--override, --ini, --audit and --trust-tcp-stats need --fifo (the tuner's FIFO)", 2
+        )
+    if args.fifo is not None and len(args.addrs) != 1:
+        raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)
+
+
+def _serve_metrics(drivers: list[InstanceDriver], listen: str) -> None:
     """Serve /metrics from a daemon thread; it ends with the process."""
-    from uwsgitune.exporter.serve import serve_pipelines
+    from uwsgitune.exporter.serve import serve_drivers
 
     try:
-        serve_pipelines(pipelines, listen)
+        serve_drivers(drivers, listen)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UserError(f"cannot serve metrics on {listen}: {reason}", code=2) from None
 
 
-def _once(watches: list[InstanceWatch], args: argparse.Namespace) -> int:
-    frames = [w.step() for w in watches]
-    # A second poll one interval later gives the rates; a reload in between takes one more.
-    for _ in range(2):
-        pending = [i for i, f in enumerate(frames) if f.kind in ("first", "reload", "restart")]
-        if not pending:
-            break
-        time.sleep(args.interval)
-        for i in pending:
-            frames[i] = watches[i].step()
+def rated(state: InstanceState) -> bool:
+    """`--once` has what it needs: a frame with rates, an error, or `ONCE_POLLS` polls."""
+    polls = state.counts.polls if state.counts is not None else 0
+    frame = state.frame
+    return frame is None or frame.kind not in RATED or polls >= ONCE_POLLS
+
+
+def _once(addrs: Sequence[StatsAddress], args: argparse.Namespace) -> int:
+    """Each instance polled until its frame has rates (two polls one interval apart; a
+    reload in between takes one more), all at once."""
+    drivers = [
+        live_driver(a, interval=args.interval, timeout=args.timeout, rules=False) for a in addrs
+    ]
+    for d in drivers:
+        d.start(until=rated)
+    longest = ONCE_POLLS * (args.interval + (args.timeout or 5.0)) + 5.0  # every poll timed out
+    for d in drivers:
+        d.join(longest)
+    frames = [d.state.frame for d in drivers if d.state.frame is not None]
     _print_frames(frames, json_out=args.json)
     failed = [f for f in frames if f.kind == "error"]
     for f in failed:
         print(f"uwsgitune: {error_line(f)}", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or len(frames) < len(drivers) else 0
 
 
 def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
@@ -129,28 +146,44 @@ def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
         print("\n".join(summary(f)))
 
 
-def _emit_plain(frame: Frame, json_out: bool) -> None:
-    if json_out:
-        print(jsonview.dumps([frame], indent=None), flush=True)
-    else:
-        print(plain_line(frame), flush=True)
+def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState], None]:
+    """A subscriber printing one line per published state (under a lock: several drivers
+    print from their own threads). When the reader leaves (`| head`), `gone` is set and
+    nothing more is printed: the command ends quietly."""
+    guard = threading.Lock()
+
+    def emit(state: InstanceState) -> None:
+        frame = state.frame
+        if frame is None or gone.is_set():
+            return
+        line = jsonview.dumps([frame], indent=None) if json_out else plain_line(frame)
+        with guard:
+            try:
+                print(line, flush=True)
+            except BrokenPipeError:
+                gone.set()
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+
+    return emit
 
 
-def _plain(pipelines: list[InstancePipeline], args: argparse.Namespace) -> int:
+def _plain(drivers: list[InstanceDriver], args: argparse.Namespace) -> int:
+    gone = threading.Event()
+    emit = _printer(args.json, gone)
+    for d in drivers:
+        d.subscribe(emit)
+        d.start()
     try:
-        while True:
-            for p in pipelines:
-                if p.watch.due():
-                    frame = p.step().frame
-                    assert frame is not None
-                    _emit_plain(frame, args.json)
-            wake = min(p.watch.next_due for p in pipelines)
-            time.sleep(max(0.0, wake - time.monotonic()))
+        while not gone.wait(0.5) and any(not d.join(0) for d in drivers):
+            pass
     except KeyboardInterrupt:
-        return 0
+        pass
+    for d in drivers:
+        d.stop()
+    return 0
 
 
-def _tui(pipelines: list[InstancePipeline], args: argparse.Namespace) -> int:
+def _tui(drivers: list[InstanceDriver], args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         raise UserError("the TUI needs a terminal; use --plain, --once or --json", code=2)
     try:
@@ -158,52 +191,44 @@ def _tui(pipelines: list[InstancePipeline], args: argparse.Namespace) -> int:
         tui = importlib.import_module("uwsgitune.tui.app")
     except ImportError:
         raise UserError("the TUI is not available in this build; use --plain", code=2) from None
-    tuners = _tuners(pipelines, args)
-    return int(tui.run_tui(pipelines, args, tuners))
+    return int(tui.run_tui(drivers, args))
 
 
-def _tuners(pipelines: list[InstancePipeline], args: argparse.Namespace) -> dict[int, Any]:
-    """With --fifo: the tuner beside the TUI (recommend mode; `a` applies, confirmed)."""
-    tuning = (args.override, args.ini, args.audit, args.trust_tcp_stats or None)
-    if args.fifo is None:
-        if any(v is not None for v in tuning):
-            raise UserError(
-                "--override, --ini, --audit and --trust-tcp-stats need --fifo (the tuner's FIFO)",
-                2,
-            )
-        return {}
-    if len(pipelines) != 1:
-        raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)
-    from uwsgitune.actuate.lock import ApplyLock
-    from uwsgitune.cli.tune import open_tuner, settings_from
-    from uwsgitune.tui.tuning import TuiTuner
-
-    settings_from(args)  # bad bounds fail before anything is polled
-    watch = pipelines[0].watch
-    assert isinstance(watch, InstanceWatch)
-    built = open_tuner(watch, args, "recommend", lambda _line: None, "uwsgitune watch")
-    if built.fifo_problem is not None:
-        raise UserError(built.fifo_problem, 2)
-    tuner = TuiTuner(built.loop, ApplyLock(Path(args.fifo), "uwsgitune watch"))
-    pipelines[0].tuner = tuner.advise
-    return {0: tuner}
+def _driver(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
+    return live_driver(address, interval=args.interval, timeout=args.timeout)
 
 
-def replay_frames(polls: Iterable[Poll]) -> Iterable[Frame]:
-    trackers: dict[str, Tracker] = {}
-    for poll in polls:
-        tracker = trackers.setdefault(poll.source, Tracker(poll.source))
-        yield tracker.update(poll)
+def _tuned(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
+    """With --fifo: the instance's driver with the tuner beside the TUI (recommend mode:
+    it advises at every poll; `a` applies, confirmed)."""
+    from uwsgitune.actuate.service import tuner_factory
+    from uwsgitune.cli.tuner_flags import tuner_setup
+
+    setup = tuner_setup(address, args, "recommend", "uwsgitune watch")
+    return live_driver(
+        address,
+        interval=args.interval,
+        timeout=args.timeout,
+        tuner=tuner_factory(setup),
+        mode="recommend",
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:
-    last: dict[str, Frame] = {}
-    for frame in replay_frames(read_recording(args.replay)):  # RecordingError: exit 2
-        last[frame.source] = frame
-        if args.plain:
-            _emit_plain(frame, args.json)
-    if not last:
+    gone = threading.Event()
+    emit = _printer(args.json, gone) if args.plain else None
+
+    def make(source: ReplaySource) -> InstanceDriver:
+        driver = InstanceDriver(source)  # frames only: `watch` shows no findings
+        if emit is not None:
+            driver.subscribe(emit)
+        return driver
+
+    drivers = run_replay(read_recording(args.replay), make, gone)  # RecordingError: exit 2
+    if not drivers:
         raise UserError(f"{args.replay}: the recording holds no polls", code=2)
     if not args.plain:
-        _print_frames(list(last.values()), json_out=args.json)
+        _print_frames(
+            [d.state.frame for d in drivers if d.state.frame is not None], json_out=args.json
+        )
     return 0

@@ -1,11 +1,16 @@
-"""Stats addresses: every form a user may type, parsed without touching the network.
+"""The addresses a user types, parsed without touching the network: stats addresses in every
+form, and the metrics endpoint's `HOST:PORT` (`split_listen`).
 
-Forms accepted (the first four are uWSGI's own, the last two uwsgi_exporter's):
+Stats address forms accepted (the first four are uWSGI's own, the last two uwsgi_exporter's):
 - `/run/uwsgi/stats.sock` or `./stats.sock`: a unix socket path;
 - `@name`: a Linux abstract unix socket;
 - `host:port`, `[::1]:port`: the raw stats socket over TCP (JSON, not HTTP);
 - `http://host:port[/path]`: a `--stats-http` server;
 - `unix:///path`, `tcp://host:port`.
+
+Where the metrics endpoint listens, `HOST:PORT` or `[IPV6]:PORT`: a host is required
+(127.0.0.1 is local only, 0.0.0.0 or :: every interface); `:9117` is refused rather than
+guessed.
 """
 
 from __future__ import annotations
@@ -63,6 +68,23 @@ def split_host_port(text: str) -> tuple[str, str, str | None]:
         return host, port_text, None if sep else "unclosed"
     host, sep, port_text = text.rpartition(":")
     return host, port_text, None if sep else "no-colon"
+
+
+def split_listen(text: str) -> tuple[str, int]:
+    """Parse the metrics endpoint's `HOST:PORT` or `[IPV6]:PORT`. Raises ValueError with a
+    one-line hint."""
+    host, port_text, problem = split_host_port(text.strip())
+    if problem == "unclosed":
+        raise ValueError(f"{text!r}: unclosed '['; write [::1]:9117")
+    if problem == "no-colon":
+        raise ValueError(f"{text!r}: write HOST:PORT, e.g. 127.0.0.1:9117")
+    if not host:
+        raise ValueError(
+            f"{text!r}: give a host: 127.0.0.1:PORT (local) or 0.0.0.0:PORT (every interface)"
+        )
+    if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ValueError(f"{text!r}: the port must be a number from 0 to 65535")
+    return host, int(port_text)
 
 
 def _host_port(text: str, original: str) -> tuple[str, int]:

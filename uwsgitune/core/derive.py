@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 uWSGI's per-worker counters live in the worker *slot*: they survive a worker respawn and all
-reset to 0 on a graceful reload `r` (`uwsgitune.core.reload` tells a reset slot, a reload
+reset to 0 on a graceful reload `r` (`uwsgitune.core.resets` tells a reset slot, a reload
 and a restart apart). So:
 
 - a reload/restart frame carries no rates (the traffic between the reset and the poll is
@@ -27,7 +27,7 @@ from uwsgitune.core.frame import Frame, FrameKind, VassalView, WorkerView, with_
 from uwsgitune.core.hostview import host_fields, socket_views
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.redact import printable
-from uwsgitune.core.reload import (
+from uwsgitune.core.resets import (
     detect_reload,
     loaded_at_estimate,
     respawns_between,

@@ -1,6 +1,6 @@
 """The per-frame signals every decision reads, each defined once.
 
-The rules (`uwsgitune.rules.context`), the tuner (`uwsgitune.tuner.facts`), the TUI and the
+The rules (`uwsgitune.rules.context`), the tuner (`uwsgitune.tuner.measures`), the TUI and the
 exporter read these, never their own variants. Their thresholds are settings declared once
 in `uwsgitune.core.settings` (`cpu_saturated`, `busy_full`); `DEFAULTS` holds their defaults.
 

@@ -1,7 +1,7 @@
 """A bounded history of frames for one instance: what rules and charts look back on.
 
 With `whole` set (the daemon), only the newest `whole` frames, and the newest frame with
-rates, keep their worker views: older frames are compacted (`core/history.py`) once a newer
+rates, keep their worker views: older frames are compacted (`core/compact.py`) once a newer
 frame with rates arrives. That newest rated frame is what the rules read as the latest
 (`stuck_requests` reads its requests), however many failed or reload polls came after it.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
+from uwsgitune.core.compact import HistoryFrame, compact
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.history import HistoryFrame, compact
 
 # The newest frames a compact window keeps whole (the daemon's, `tune`'s): the latest and the
 # one before it; every reader of older frames reads what a compact frame keeps.
@@ -20,11 +20,11 @@ WHOLE_FRAMES = 2
 
 
 class Window:
-    """The last `seconds` of frames (by their own timestamps), at most `maxlen` of them;
-    all but the newest `whole` compact (None: every frame whole)."""
+    """The last `seconds` of frames (by their own timestamps), at most `maxlen` of them
+    (None: no count bound); all but the newest `whole` compact (None: every frame whole)."""
 
     def __init__(
-        self, seconds: float = 600.0, maxlen: int = 7200, whole: int | None = None
+        self, seconds: float = 600.0, maxlen: int | None = 7200, whole: int | None = None
     ) -> None:
         self.seconds = seconds
         self.whole = whole

@@ -20,21 +20,27 @@ interval = 1.0
 # restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
 # trust_tcp_stats = false           # apply over a TCP stats address not proved the master's
 
-[instance.tuner]                    # any tuner setting (uwsgitune.tuner.settings)
+[instance.tuner]                    # any tuner setting (uwsgitune.tuner.tunersettings)
 cooldown_down = 60
-[instance.rules]                    # any rule setting (uwsgitune.rules.settings)
+[instance.rules]                    # any rule setting (uwsgitune.rules.rulesettings)
 window_seconds = 60
 ```
 
 examples/uwsgitune.toml lists every setting with its default and unit. A setting the rules and
-the tuner share (cpu_saturated, busy_full, memory_headroom, cpu_workers_per_cpu) set in either
-table applies to both.
+the tuner share (cpu_saturated, busy_full, memory_headroom, cpu_workers_per_cpu, staffing_beta)
+set in either table applies to both; set in both, it must agree.
 
 Environment overrides (applied before validation, so they are checked like the file):
 `UWSGITUNE_<KEY>` sets `[daemon]` keys (`UWSGITUNE_METRICS_LISTEN`), and
 `UWSGITUNE_INSTANCE_<NAME>_<KEY>` sets a key of the instance whose name, upper-cased with
 every other character as `_`, is NAME (`UWSGITUNE_INSTANCE_APP_MODE=recommend`); the
 `[instance.tuner]` and `[instance.rules]` tables are set in the file only.
+
+Every problem is one line, as `FILE: instance[1].interval: must be >= 0.1 (got 0)`:
+pydantic's messages are reworded (`describe_errors`) with the location as the user wrote it
+(`instance[1].interval`, or the environment variable that set it), the rule, and the value.
+The web config the `[daemon]` section names is checked with it (`exporter/webconfig.py`),
+so that `config check` reports its problems too.
 """
 
 from __future__ import annotations
@@ -54,15 +60,15 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from uwsgitune.actuate.peer import PeerSettings
-from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.core.address import AddressError, parse_address, split_listen
 from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
-from uwsgitune.daemon.errors import ConfigError, describe_errors
 from uwsgitune.daemon.tables import TunerTable, check_shared, lift_bounds, set_keys, shared
-from uwsgitune.exporter.listen import split_listen
-from uwsgitune.rules.settings import RuleSettings
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.errors import ConfigError
+from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -176,10 +182,10 @@ class InstanceConfig(_Frozen):
             raise ValueError("restart_command needs an override (listen is written there)")
         return self
 
-    def tuner_settings(self, workers_max: int) -> TunerSettings:
+    def tuner_settings(self, workers_max: int | None) -> TunerSettings:
         """The tuner's settings: the bounds, `[instance.tuner]` and the shared settings of
         `[instance.rules]`; without max_workers the ceiling is `processes` (`workers_max`)."""
-        top = max(self.max_workers or workers_max, self.min_workers)
+        top = max(self.max_workers or workers_max or 0, self.min_workers)
         bounds = {"min_workers": self.min_workers, "max_workers": top, "interval": self.interval}
         return TunerSettings(**{**set_keys(self.tuner), **shared(self.tuner, self.rules), **bounds})
 
@@ -207,6 +213,62 @@ class DaemonConfig(_Frozen):
 
     def by_name(self) -> dict[str, InstanceConfig]:
         return {i.name: i for i in self.instance}
+
+
+# pydantic's messages, reworded: one line per key, as the user wrote it ------------------------
+
+_BOUNDS = {
+    "greater_than_equal": ">=",
+    "greater_than": ">",
+    "less_than_equal": "<=",
+    "less_than": "<",
+}
+
+
+def location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, str | int | float | bool):
+        return f" (got {value!r})" if isinstance(value, str) else f" (got {value})"
+    return ""
+
+
+def reason(err: ErrorDetails) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    value = err.get("input")
+    if kind in _BOUNDS:
+        limit = next(iter(ctx.values()), "?")
+        return f"must be {_BOUNDS[kind]} {limit}{_got(value)}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        return "unknown key (a typo?)"
+    if kind == "string_pattern_mismatch":
+        return f"must be letters, digits, '_', '.', '-' (1-64, starting alphanumeric){_got(value)}"
+    msg = err["msg"]
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    msg = msg.replace("Input should be", "must be")
+    return msg + _got(value)
+
+
+def describe_errors(exc: ValidationError, origins: dict[str, str] | None = None) -> list[str]:
+    """One line per error; a key set from the environment is named by its variable."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        where = location(tuple(err["loc"])) or "document"
+        if origins and where in origins:
+            where = f"{where} (from ${origins[where]})"
+        lines.append(f"{where}: {reason(err)}")
+    return lines
 
 
 def env_key(name: str) -> str:
@@ -268,7 +330,7 @@ def validate(
         raise ConfigError(describe_errors(exc, origins), source=source) from None
     web = config.daemon.web_config_file
     if web is not None:  # checked here so that `config check` reports its problems too
-        from uwsgitune.exporter.webconfig import load_web_config
+        from uwsgitune.exporter.webconfig import load_web_config  # YAML and TLS: ~40 ms
 
         load_web_config(web)
     return config

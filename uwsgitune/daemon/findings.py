@@ -15,8 +15,14 @@ def log_findings(instance: str, old: InstanceState, new: InstanceState) -> None:
     now = {f.id: f for f in new.findings}
     for fid, f in now.items():
         if fid not in before:
-            event("finding_raised", logging.WARNING, instance=instance, rule=fid,
-                  severity=f.severity, reason=f.reason)  # fmt: skip
+            event(
+                "finding_raised",
+                logging.WARNING,
+                instance=instance,
+                rule=fid,
+                severity=f.severity,
+                reason=f.reason,
+            )
     for fid, f in before.items():
         if fid not in now:
             event("finding_cleared", instance=instance, rule=fid, severity=f.severity)

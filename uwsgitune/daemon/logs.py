@@ -52,15 +52,25 @@ class EventFormatter(logging.Formatter):
         if self.kind == "json":
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             return json.dumps({"ts": f"{stamp}Z", "level": level, **fields}, default=str)
-        body = " ".join(f"{k}={_logfmt(v)}" for k, v in fields.items() if v is not None)
+        # a structured field (a mapping: the tuner's raw evidence) is for JSON only; the
+        # text line says it in human units already
+        body = " ".join(
+            f"{k}={_logfmt(v)}"
+            for k, v in fields.items()
+            if v is not None and not isinstance(v, dict)
+        )
         if self.journal:
             return f"<{_PRIORITY.get(record.levelno, 6)}>{body}"
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))
         return f"{stamp} {level} {body}"
 
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-          "error": logging.ERROR}  # fmt: skip
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def setup(fmt: str = "text", stream: TextIO | None = None, level: str = "info") -> logging.Logger:

@@ -21,25 +21,20 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 
 from uwsgitune import __version__
 from uwsgitune.actuate.lock import lock_dir, private_lock_dir
 from uwsgitune.daemon import logs
-from uwsgitune.daemon.config import DaemonConfig, load_config
-from uwsgitune.daemon.errors import ConfigError
+from uwsgitune.daemon.config import DaemonConfig, DaemonSection, load_config
 from uwsgitune.daemon.instance import STOP_WAIT_SECONDS, InstanceRunner, same_watch
 from uwsgitune.daemon.logs import event
 from uwsgitune.daemon.sdnotify import Notifier
-from uwsgitune.errors import UwsgituneError
-from uwsgitune.exporter.collector import registry_for
-from uwsgitune.exporter.endpoint import Endpoint, build_site, ip_loopback
-from uwsgitune.exporter.exposition import PollExposition
-from uwsgitune.exporter.http import MetricsServer
-from uwsgitune.exporter.serve import prepare
+from uwsgitune.errors import ConfigError, UwsgituneError
+from uwsgitune.exporter.metrics import registry_for
+from uwsgitune.exporter.server import MetricsServer, ip_loopback
+from uwsgitune.exporter.site import Endpoint, EndpointSettings, build_site
 from uwsgitune.pipeline.state import InstanceState, PollCounts
-from uwsgitune.sources.watcher import InstanceWatch
 
 GRACE_SECONDS = 3.0
 TICK_SECONDS = 5.0  # the main loop also wakes this often to check its instance tasks
@@ -48,6 +43,19 @@ RETIRED_WAIT_SECONDS = 3600.0  # a removed instance's apply runs to its own dead
 
 class StartupError(UwsgituneError):
     """The daemon could not start (e.g. the metrics address is taken): one line."""
+
+
+def endpoint_settings(daemon: DaemonSection) -> EndpointSettings:
+    """The exporter's settings from the `[daemon]` section: the exporter reads its own
+    settings, never the daemon's config."""
+    return EndpointSettings(
+        telemetry_path=daemon.telemetry_path,
+        web_config_file=daemon.web_config_file,
+        probe_targets=daemon.probe_targets,
+        scrape_timeout_offset=daemon.scrape_timeout_offset,
+        collect_cores=daemon.collect_cores,
+        uwsgi_metrics_max_series=daemon.uwsgi_metrics_max_series,
+    )
 
 
 class Daemon:
@@ -65,7 +73,6 @@ class Daemon:
         self.env = dict(os.environ if env is None else env)
         self.runners: dict[str, InstanceRunner] = {}  # replaced, never mutated: scrapes read it
         self.server = MetricsServer(registry_for(self.snapshots))
-        self.exposition: PollExposition | None = None  # the site's, replaced with it
         self.should_exit = False
         self.reload_requested = False
         self._wake = asyncio.Event()
@@ -100,8 +107,8 @@ class Daemon:
 
     async def startup(self) -> None:
         try:
-            self.server.handler, self.server.tls, self.exposition = build_site(
-                self.config.daemon, self.snapshots, self.ready
+            self.server.handler, self.server.tls = build_site(
+                endpoint_settings(self.config.daemon), self.snapshots, self.ready
             )
         except ConfigError as exc:
             raise StartupError(str(exc).replace("\n", "; ")) from None
@@ -115,16 +122,30 @@ class Daemon:
         self._apply(self.config, first=True)
         metrics = ",".join(f"{h}:{p}" for h, p in self.server.addresses)
         if self.server.tls is None and not all(ip_loopback(h) for h, _ in self.server.addresses):
-            event("metrics_exposed", logging.WARNING, metrics=metrics,
-                  fix="TLS and basic auth: web_config_file (--web.config.file)")  # fmt: skip
+            event(
+                "metrics_exposed",
+                logging.WARNING,
+                metrics=metrics,
+                fix="TLS and basic auth: web_config_file (--web.config.file)",
+            )
         private = private_lock_dir(os.environ, lock_dir())
         if private and any(r.spec.mode == "apply" for r in self.runners.values()):
-            event("lock_private", logging.WARNING, lock_dir=private,
-                  fix="add RuntimeDirectory=uwsgitune and RuntimeDirectoryPreserve=yes to the "
-                  "unit (as systemd/uwsgitune.service does)")  # fmt: skip
-        event("started", version=__version__, pid=os.getpid(), metrics=metrics,
-              tls=self.server.tls is not None, instances=len(self.runners),
-              config=self.config_path)  # fmt: skip
+            event(
+                "lock_private",
+                logging.WARNING,
+                lock_dir=private,
+                fix="add RuntimeDirectory=uwsgitune and RuntimeDirectoryPreserve=yes to the "
+                "unit (as systemd/uwsgitune.service does)",
+            )
+        event(
+            "started",
+            version=__version__,
+            pid=os.getpid(),
+            metrics=metrics,
+            tls=self.server.tls is not None,
+            instances=len(self.runners),
+            config=self.config_path,
+        )
         self.notifier.ready(self._status())
 
     def _status(self) -> str:
@@ -145,12 +166,12 @@ class Daemon:
             self._restart_crashed()
 
     def _restart_crashed(self) -> None:
-        """An instance task only ends by a bug: log it and start that instance again."""
+        """An instance's poll thread only ends by a bug: log it and poll that instance again."""
         for name, runner in self.runners.items():
-            task = runner.task
-            if task is not None and task.done() and not task.cancelled():
-                event("instance_failed", logging.ERROR, instance=name, error=repr(task.exception()))
-                runner.start()
+            if not runner.alive and not runner.stopping:
+                error = runner.driver.crashed or "its poll thread ended"
+                event("instance_failed", logging.ERROR, instance=name, error=error)
+                runner.restart()
 
     def reload(self) -> None:
         if self.config_path is None:
@@ -159,7 +180,7 @@ class Daemon:
         self.notifier.reloading()
         try:
             new = load_config(self.config_path, self.env)
-            site = build_site(new.daemon, self.snapshots, self.ready)
+            site = build_site(endpoint_settings(new.daemon), self.snapshots, self.ready)
         except ConfigError as exc:
             error = str(exc).replace("\n", "; ")
             event("reload_failed", logging.ERROR, error=error, kept="the running config")
@@ -178,10 +199,19 @@ class Daemon:
         if site is not None:
             self._apply_web(site)
         if new.daemon.metrics_listen != old.daemon.metrics_listen:
-            event("metrics_listen_kept", logging.WARNING, listen=old.daemon.metrics_listen,
-                  reason="a new metrics_listen takes a restart")  # fmt: skip
-            new = new.model_copy(update={"daemon": new.daemon.model_copy(
-                update={"metrics_listen": old.daemon.metrics_listen})})  # fmt: skip
+            event(
+                "metrics_listen_kept",
+                logging.WARNING,
+                listen=old.daemon.metrics_listen,
+                reason="a new metrics_listen takes a restart",
+            )
+            new = new.model_copy(
+                update={
+                    "daemon": new.daemon.model_copy(
+                        update={"metrics_listen": old.daemon.metrics_listen}
+                    )
+                }
+            )
         runners: dict[str, InstanceRunner] = {}
         for spec in new.instance:
             runner = self.runners.get(spec.name)
@@ -191,7 +221,6 @@ class Daemon:
                 runner.respec(spec)
             else:
                 runner = InstanceRunner(spec, new.daemon.state_dir)
-                runner.pipeline.after_step = partial(self._prepare, runner.watch)
                 runner.start()
                 if not first:
                     event("instance_added", instance=spec.name, stats=spec.stats, mode=spec.mode)
@@ -202,11 +231,6 @@ class Daemon:
                 event("instance_removed", instance=name)
         self.runners = runners
         self.config = new
-
-    def _prepare(self, watch: InstanceWatch) -> None:
-        """In a poll thread, after its poll (exporter/serve.py `prepare`)."""
-        if self.exposition is not None:
-            prepare(self.exposition, watch)
 
     def _retire(self, runner: InstanceRunner) -> None:
         """Stop an instance a SIGHUP removed: an apply in flight runs to its end."""
@@ -220,12 +244,12 @@ class Daemon:
         """Routes, auth, probe list, export options and the TLS context (a rotated
         certificate, a new CA, client_auth_type, min/max_version) apply now, to the
         connections accepted from here on; turning TLS on or off takes a restart."""
-        handler, tls, exposition = site
+        handler, tls = site
         if (tls is None) != (self.server.tls is None):
             event("web_tls_kept", logging.WARNING, reason="turning TLS on or off takes a restart")
         else:
             self.server.tls = tls
-        self.server.handler, self.exposition = handler, exposition
+        self.server.handler = handler
 
     async def shutdown(self) -> None:
         self.notifier.stopping()

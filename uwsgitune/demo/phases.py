@@ -15,7 +15,7 @@ from dataclasses import dataclass
 class Phase:
     name: str
     seconds: float
-    path: str  # a route of uwsgitune.demo.app
+    path: str  # a route of uwsgitune.demo.webapp
     clients: int  # closed-loop clients; 0 = no load
     what: str
 

@@ -34,7 +34,7 @@ The rules:
   way, so timing tells nothing about which users exist.
 
 The site answers a refused login a second late and the server then closes the connection
-(`site.py`, `http.py`); the connection caps keep room for peers that did log in
+(`site.py`, `server.py`); the connection caps keep room for peers that did log in
 (`admission.py`).
 """
 
@@ -83,7 +83,7 @@ def credentials(header: str | None) -> tuple[str, str] | None:
 
 
 @dataclass(frozen=True)
-class Check:
+class PasswordCheck:
     """What one bcrypt check needs, and the key its verdict is remembered by."""
 
     key: bytes
@@ -182,7 +182,7 @@ class _Job:
 
     __slots__ = ("check", "future", "owners", "peer", "started")
 
-    def __init__(self, check: Check, peer: str, future: asyncio.Future[bool]) -> None:
+    def __init__(self, check: PasswordCheck, peer: str, future: asyncio.Future[bool]) -> None:
         self.check = check
         self.peer = peer
         self.future = future
@@ -221,7 +221,7 @@ class Checker:
         message = b"".join(len(f).to_bytes(4, "big") + f for f in fields)  # unambiguous
         return hmac.new(self._secret, message, hashlib.sha256).digest()
 
-    def verify(self, check: Check) -> bool:
+    def verify(self, check: PasswordCheck) -> bool:
         """One bcrypt check, remembered (blocking: on the check thread, or in a test)."""
         self.checked += 1
         try:
@@ -231,7 +231,9 @@ class Checker:
         self.verdicts.put(check.key, good)
         return good
 
-    async def run(self, check: Check, peer: str, owner: Hashable | None = None) -> bool | None:
+    async def run(
+        self, check: PasswordCheck, peer: str, owner: Hashable | None = None
+    ) -> bool | None:
         """The check's verdict, after its turn on the check thread; None when the queue has
         no room for it (then no bcrypt is spent). `owner`: the connection asking."""
         job = self._jobs.get(check.key)
@@ -301,7 +303,7 @@ class BasicAuth:
     def enabled(self) -> bool:
         return bool(self.users)
 
-    def lookup(self, header: str | None) -> bool | Check:
+    def lookup(self, header: str | None) -> bool | PasswordCheck:
         """The verdict if it is known without bcrypt (no users, no or bad credentials, a
         remembered verdict), else the check to run."""
         if not self.users:
@@ -315,7 +317,7 @@ class BasicAuth:
         known = self.checker.verdicts.get(key)
         if known is not None:
             return known
-        return Check(key, password.encode(), hashed or _DUMMY, hashed is not None)
+        return PasswordCheck(key, password.encode(), hashed or _DUMMY, hashed is not None)
 
     def check(self, header: str | None) -> bool:
         """Whether the header carries a known user with the right password (blocking, in

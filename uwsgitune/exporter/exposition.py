@@ -1,55 +1,172 @@
-"""The exposition, rendered once per poll and served as those bytes to every scrape.
+"""The exposition: the metrics in Prometheus's text format, rendered once per poll and served
+as those bytes to every scrape of that poll.
 
-An instance's metrics change only when it is polled, so the text of each instance's
-families (`UwsgiCollector`, all but a few hundred bytes of a scrape) is rendered once per
-published state and kept, then merged with the other instances' into the kept text of the
-set of states, followed by the `polled` families (build info, the daemon's `process_*`,
-read then; at a scrape instead once they are POLLED_MAX_AGE old, as when polls stall), and,
-on the first scrape that asks for gzip, its compressed form. A scrape then
-costs its own few lines (`live`: the handler's counts, `promhttp_*`), written after it,
-byte for byte what rendering the whole registry gives, in the same order.
+Rendered once per poll. An instance's metrics change only when it is polled, so the text of
+each instance's families (`metrics.UwsgiCollector`, all but a few hundred bytes of a scrape)
+is rendered once per published state and kept, then merged with the other instances' into
+the kept text of the set of states, followed by the `polled` families (build info, the
+daemon's `process_*`, read then; at a scrape instead once they are POLLED_MAX_AGE old, as
+when polls stall), and, on the first scrape that asks for gzip, its compressed form. A
+scrape then costs its own few lines (`live`: the site's counts, `promhttp_*`), written
+after it, byte for byte what rendering the whole registry gives, in the same order. A new
+state is recognised by identity (each poll publishes a new `InstanceState`); what is kept
+holds those objects, so their ids cannot be reused meanwhile.
 
-When a scrape is due before an instance's next poll ends (`scrapeclock.py`), the poll
-thread renders at the end of the poll (`prepare`), compressed too if the last scrape asked
-for gzip: the scrape then only serves bytes. Otherwise the first scrape after a poll
-renders, and the others of that poll share it.
+Rendered at the scrape. The first scrape after a poll renders, and the other scrapes of
+that poll are served the kept bytes (`kept`: without a thread, on the event loop). Nothing
+renders ahead of a scrape: rendering in the poll thread before a scrape that was due saved
+no CPU, it cost 9% more at a 15 s scrape interval (two renders a scrape instead of one:
+bench/results/render_ahead.md), so issue 37's rule (keep it only for a 20% saving) took it
+out. A poll that no scrape reads costs no render.
 
-Gzip: the kept part goes through zlib up to a sync flush, which ends on a byte boundary;
+Shared while it runs. Scrapes that arrive while a render runs wait for it (`InFlight`):
+fifty scrapes arriving together cost one render (one thread, one transient peak of the
+registry's objects) and hold one body between them, not fifty.
+
+The text writer. `generate_latest` validates and escapes every label name of every sample:
+64 workers make ~1,400 samples and ~11 ms of that. Our families only carry legacy-valid
+names, and one worker's label set repeats across its 20-odd metrics, so the rendered
+`{...}` part is cached per label set (`render`, `chunks`, `merge`). Anything this writer
+does not expect (timestamps, exemplars, OpenMetrics-only samples, other metric types) falls
+back to `generate_latest` for the whole output. Equality with `generate_latest` is tested
+on recorded documents.
+
+Gzip. The kept part goes through zlib up to a sync flush, which ends on a byte boundary;
 each scrape's own part follows as a final stored (uncompressed) deflate block, then the
 gzip trailer (the CRC-32 continued from the kept part's, and the length). The answer is one
 ordinary gzip member, the kept prefix shared by every scrape of a poll; a scrape's part is
 a few hundred bytes, and copying a zlib stream to compress them cost more than the rest of
 the scrape.
-
-A new state is recognised by identity (each poll publishes a new `InstanceState`); what is
-kept holds those objects, so their ids cannot be reused meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
+from prometheus_client import generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
-from uwsgitune.exporter.collector import (
+from uwsgitune.exporter.metrics import (
     ExportOptions,
     StateSource,
     UwsgiCollector,
     instance_families,
 )
-from uwsgitune.exporter.scrapeclock import ScrapeClock
-from uwsgitune.exporter.text import Chunk, chunks, merge, render
 from uwsgitune.pipeline.state import InstanceState
 
 Encoded = tuple[bytes, bytes]  # (the kept part, shared by the scrapes of a poll; the rest)
 GZIP_LEVEL = 1  # as every scrape compressed before: fast, ~8x on an exposition
 GZIP_WBITS = 31  # a gzip header and trailer
 POLLED_MAX_AGE = 5.0  # seconds: older polled families (`process_*`) are read at the scrape
+T = TypeVar("T")
+
+
+# The text writer --------------------------------------------------------------------------
+
+_TYPES = {"gauge": "gauge", "counter": "counter", "summary": "summary"}
+
+
+class _Unexpected(Exception):
+    pass
+
+
+def _escape_value(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _labels(sample: Sample, cache: dict[tuple[tuple[str, str], ...], str]) -> str:
+    if not sample.labels:
+        return ""
+    key = tuple(sample.labels.items())  # as inserted: one call site always inserts alike
+    text = cache.get(key)
+    if text is None:
+        items = sorted(key)
+        text = "{" + ",".join(f'{k}="{_escape_value(v)}"' for k, v in items) + "}"
+        cache[key] = text
+    return text
+
+
+def _family_lines(
+    metric: object,
+    out: list[str],
+    cache: dict[tuple[tuple[str, str], ...], str],
+    values: dict[float, str],
+) -> None:
+    mtype = _TYPES.get(getattr(metric, "type", ""))
+    if mtype is None:
+        raise _Unexpected
+    name = metric.name + ("_total" if mtype == "counter" else "")  # type: ignore[attr-defined]
+    doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")  # type: ignore[attr-defined]
+    out.append(f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n")
+    for s in metric.samples:  # type: ignore[attr-defined]
+        if s.timestamp is not None or s.exemplar is not None or s.name.endswith("_created"):
+            raise _Unexpected
+        value = values.get(s.value)
+        if value is None:  # most values repeat (0, 1): format each once per scrape
+            value = values[s.value] = floatToGoString(s.value)  # type: ignore[no-untyped-call]
+        out.append(f"{s.name}{_labels(s, cache)} {value}\n")
+
+
+def render(registry: Collector) -> bytes:
+    """The text format (0.0.4), byte for byte what `generate_latest` writes, faster."""
+    out: list[str] = []
+    cache: dict[tuple[tuple[str, str], ...], str] = {}
+    values: dict[float, str] = {}
+    try:
+        for metric in registry.collect():
+            _family_lines(metric, out, cache, values)
+    except _Unexpected:
+        return generate_latest(registry)
+    return "".join(out).encode("utf-8")
+
+
+# One family's part of the text: (its name and type, its HELP and TYPE lines, its samples).
+Chunk = tuple[str, str, str]
+
+
+def chunks(families: Iterable[Metric]) -> tuple[Chunk, ...] | None:
+    """Each family's text apart, to be merged with other instances' (`merge`); None when a
+    family is not one this writer renders (the caller renders the whole registry then)."""
+    cache: dict[tuple[tuple[str, str], ...], str] = {}
+    values: dict[float, str] = {}
+    out: list[Chunk] = []
+    lines: list[str] = []
+    try:
+        for metric in families:
+            _family_lines(metric, lines, cache, values)
+            out.append((f"{metric.name} {metric.type}", lines[0], "".join(lines[1:])))
+            lines.clear()
+    except _Unexpected:
+        return None
+    return tuple(out)
+
+
+def merge(parts: Iterable[tuple[Chunk, ...]]) -> bytes:
+    """The text of every part's families, as `render` gives for a collector yielding each
+    family once with the samples of every part, in order of first appearance."""
+    heads: dict[str, str] = {}
+    bodies: dict[str, list[str]] = {}
+    for part in parts:
+        for name, head, body in part:
+            if name in bodies:
+                bodies[name].append(body)
+            else:
+                heads[name], bodies[name] = head, [body]
+    return "".join(heads[n] + "".join(b) for n, b in bodies.items()).encode("utf-8")
+
+
+# The kept exposition of a set of states ------------------------------------------------------
 
 
 @dataclass
@@ -102,10 +219,7 @@ class PollExposition:
         self._entry: _Entry | None = None
         self._parts: dict[int, tuple[InstanceState, tuple[Chunk, ...] | None]] = {}
         self._lock = threading.Lock()
-        self.clock = ScrapeClock()
-        self._gzip = False  # whether the last scrape asked for gzip
         self.renders = 0  # kept texts built (once per set of states, whatever the scrapes)
-        self.prepared = 0  # of which in a poll thread, before the scrape
         self.parts = 0  # instance texts rendered (once per published state)
 
     def _part(self, state: InstanceState) -> tuple[Chunk, ...] | None:
@@ -144,16 +258,6 @@ class PollExposition:
                 entry.gz_split = len(zhead)
                 entry.gzip = zhead + stream.compress(polled) + stream.flush(zlib.Z_SYNC_FLUSH)
 
-    def prepare(self, within: float) -> bool:
-        """Render now (a poll thread, after its poll) if a scrape is due `within` seconds."""
-        if not self.clock.due(self._mono(), within):
-            return False
-        entry = self._current()
-        if self._gzip:
-            self._compress(entry)
-        self.prepared += 1
-        return True
-
     def kept(self, gzipped: bool) -> Encoded | None:
         """The answer if nothing is left to render or compress but the scrape's own part
         (about 0.2 ms: it may run on the event loop); else None, and `encoded` renders."""
@@ -171,12 +275,10 @@ class PollExposition:
         return self._answer(entry, gzipped)
 
     def _answer(self, entry: _Entry, gzipped: bool) -> Encoded:
-        """The kept part and this scrape's own (rendered now), the scrape noted. The polled
-        families are read again, as the scrape's own, when they are older than
-        POLLED_MAX_AGE: polls that stalled must not freeze the daemon's own `process_*`."""
+        """The kept part and this scrape's own (rendered now). The polled families are read
+        again, as the scrape's own, when they are older than POLLED_MAX_AGE: polls that
+        stalled must not freeze the daemon's own `process_*`."""
         now = self._mono()
-        self.clock.scraped(now)
-        self._gzip = gzipped
         live = self._live()
         if now - entry.made > POLLED_MAX_AGE:
             own = render(self._polled) + live
@@ -189,3 +291,39 @@ class PollExposition:
             return entry.text, live
         assert entry.gzip is not None  # `_compress` sets it, and `crc` before it
         return entry.gzip, _stored_end(live, entry.crc, len(entry.text))
+
+
+# One render in flight, shared ------------------------------------------------------------------
+
+
+class InFlight(Generic[T]):
+    """One work in flight per key (a kind of answer, a probe's target), shared by every caller
+    that asks while it runs. A caller that comes after it finished starts a new one: nothing
+    is cached past the work itself."""
+
+    def __init__(self) -> None:
+        self._running: dict[Hashable, asyncio.Future[T]] = {}
+
+    def __len__(self) -> int:
+        """Works running, abandoned by their waiters or not: threads taken."""
+        return len(self._running)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._running
+
+    async def run(self, key: Hashable, work: Callable[[], T]) -> T:
+        """`work()` in a thread, or the result of the same `key`'s work already running.
+        Cancelling a waiter (its deadline) leaves the shared work to the others."""
+        future = self._running.get(key)
+        if future is None:
+            future = asyncio.ensure_future(asyncio.to_thread(work))
+            self._running[key] = future
+            future.add_done_callback(lambda done: self._finished(key, done))
+        return await asyncio.shield(future)
+
+    def _finished(self, key: Hashable, done: asyncio.Future[T]) -> None:
+        if self._running.get(key) is done:
+            del self._running[key]
+        if not done.cancelled():
+            with contextlib.suppress(Exception):
+                done.exception()  # retrieved: a failure nobody waits for is not logged twice

@@ -17,18 +17,13 @@ thread of the pool that renders the scrapes.
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client.registry import CollectorRegistry
 
 from uwsgitune.core.address import AddressError, StatsAddress, parse_address
-from uwsgitune.core.derive import Tracker
-from uwsgitune.core.model import DocumentError, parse_document
-from uwsgitune.core.samples import Poll
-from uwsgitune.exporter.collector import ExportOptions, UwsgiCollector
-from uwsgitune.exporter.text import render
-from uwsgitune.pipeline.state import InstanceState, PollCounts
-from uwsgitune.sources.stats import StatsError, read_stats
+from uwsgitune.exporter.exposition import render
+from uwsgitune.exporter.metrics import ExportOptions, UwsgiCollector
+from uwsgitune.pipeline import InstanceState, poll_once
+from uwsgitune.sources.poller import LiveSource
 
 PROBES_AT_ONCE = 4  # targets read at once; the default thread pool has 6 threads on 2 CPUs
 
@@ -55,20 +50,10 @@ class AllowList:
 
 
 def probe_snapshot(addr: StatsAddress, timeout: float) -> InstanceState:
-    """Read the stats once (the connection is closed before this returns)."""
-    start = time.perf_counter()
-    source = str(addr)
-    try:
-        parsed = parse_document(read_stats(addr, timeout=timeout))
-        poll = Poll(source, time.time(), time.monotonic(), doc=parsed.doc, repairs=parsed.repairs)
-    except StatsError as exc:
-        poll = Poll(source, time.time(), time.monotonic(), error=str(exc))
-    except DocumentError:
-        poll = Poll(source, time.time(), time.monotonic(), error=f"{source}: invalid stats")
-    seconds = time.perf_counter() - start
-    frame = Tracker(source).update(poll)
-    counts = PollCounts(1, 0 if poll.ok else 1, seconds, seconds, int(poll.repairs > 0))
-    return InstanceState(addr.uri, frame=frame, poll=poll if poll.ok else None, counts=counts)
+    """One poll of the target through the pipeline's stages (read, parse, derive), on
+    demand; the connection is closed before this returns. The host is not sampled: a probe
+    target is usually another host's, and one poll has no rates to give anyway."""
+    return poll_once(LiveSource(addr, timeout=timeout, sample_host=False))
 
 
 def probe_text(addr: StatsAddress, timeout: float, options: ExportOptions) -> bytes:

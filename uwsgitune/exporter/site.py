@@ -1,4 +1,6 @@
-"""What the daemon's endpoint serves, as uwsgi_exporter (and exporter-toolkit) serve it.
+"""The daemon's endpoint: what it serves, as uwsgi_exporter (and exporter-toolkit) serve it,
+built from the exporter's own settings (`EndpointSettings`, which the daemon fills from its
+`[daemon]` section) and the web config they name.
 
 - `/` a landing page linking to the metrics (unless the metrics are at `/`);
 - the telemetry path (`/metrics`): every instance's latest snapshot, gzip when asked;
@@ -16,8 +18,18 @@ either closes the connection. Both come `fail_delay` (1 s) late, the connection 
 meanwhile like an idle one, so that a guesser waiting for answers cannot make the event loop
 answer thousands a second. A request that passes marks its connection authenticated
 (`admission.Conn.authenticated`), which keeps room for its peer in the connection caps.
+Every site of the process checks passwords through one `auth.Checker` (`checker()`), so a
+SIGHUP's new site and the old one still run one bcrypt at a time, and remembered verdicts
+outlive the reload (their keys carry the hash).
 `X-Prometheus-Scrape-Timeout-Seconds` minus `timeout_offset` bounds the work of a scrape:
 past it the answer is a 503 rather than one Prometheus has stopped waiting for.
+
+The site's own metrics follow the exposition, rendered at each scrape (the rest is
+rendered once per poll): the Go exporter's process also exports
+`promhttp_metric_handler_requests_total{code}`, `promhttp_metric_handler_requests_in_flight`
+and `process_virtual_memory_max_bytes` (beside the `process_*` that prometheus_client
+gives); `handler_text` adds them, so a dashboard panel on any of them keeps its data. Go's
+runtime `go_*` have no equivalent.
 """
 
 from __future__ import annotations
@@ -25,20 +37,24 @@ from __future__ import annotations
 import asyncio
 import gzip
 import html
+import resource
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.utils import floatToGoString
 
 from uwsgitune import __version__
 from uwsgitune.exporter.admission import CURRENT, Conn
-from uwsgitune.exporter.auth import BasicAuth
-from uwsgitune.exporter.collector import ExportOptions
-from uwsgitune.exporter.exposition import Encoded
+from uwsgitune.exporter.auth import BasicAuth, Checker
+from uwsgitune.exporter.exposition import Encoded, InFlight, PollExposition
+from uwsgitune.exporter.metrics import ExportOptions, StateSource, polled_registry
 from uwsgitune.exporter.probe import PROBES_AT_ONCE, AllowList, probe_text
-from uwsgitune.exporter.request import Request, Response, text
-from uwsgitune.exporter.selfmetrics import HandlerStats
-from uwsgitune.exporter.shared import InFlight
+from uwsgitune.exporter.server import Request, Response, text
+from uwsgitune.exporter.webconfig import WebConfig, load_web_config
 
 DEFAULT_TIMEOUT = 120.0  # uwsgi_exporter's, when Prometheus sends no header
 HEALTH = ("/-/healthy", "/-/ready")
@@ -48,12 +64,55 @@ FAIL_DELAY = 1.0  # seconds before a refused login's answer (401, or 503: no roo
 
 @dataclass(frozen=True)
 class SiteConfig:
+    """What one site serves: its settings, and the web config's headers."""
+
     telemetry_path: str = "/metrics"
     probe_targets: tuple[str, ...] = ()
     timeout_offset: float = 0.25
     fail_delay: float = FAIL_DELAY
     headers: dict[str, str] = field(default_factory=dict)
     options: ExportOptions = field(default_factory=ExportOptions)
+
+
+class HandlerStats:
+    """Requests to the telemetry path, by status code; touched on the event loop only."""
+
+    def __init__(self) -> None:
+        self.codes: dict[int, int] = {}
+        self.in_flight = 0
+
+
+_HANDLER_HEAD = (
+    "# HELP promhttp_metric_handler_requests_total Total number of scrapes by HTTP status code.\n"
+    "# TYPE promhttp_metric_handler_requests_total counter\n"
+)
+_IN_FLIGHT_HEAD = (
+    "# HELP promhttp_metric_handler_requests_in_flight Current number of scrapes being served.\n"
+    "# TYPE promhttp_metric_handler_requests_in_flight gauge\n"
+)
+_VM_MAX_HEAD = (
+    "# HELP process_virtual_memory_max_bytes Maximum amount of virtual memory available in bytes.\n"
+    "# TYPE process_virtual_memory_max_bytes gauge\n"
+)
+
+
+def handler_text(stats: HandlerStats) -> bytes:
+    """The scrape's own part, rendered at each scrape (the rest is rendered once per poll):
+    `promhttp_metric_handler_requests_total{code}` (200, 500 and 503 always, as promhttp
+    pre-creates them), `..._in_flight` and `process_virtual_memory_max_bytes`, in the text
+    format, as rendering them through prometheus_client gives (tested against it). By
+    hand: it is most of what a scrape renders, and the scrape's latency is the point."""
+    codes = stats.codes
+    lines = [_HANDLER_HEAD]
+    for code in (200, 500, 503, *sorted(set(codes) - {200, 500, 503})):
+        value = floatToGoString(float(codes.get(code, 0)))  # type: ignore[no-untyped-call]
+        lines.append(f'promhttp_metric_handler_requests_total{{code="{code}"}} {value}\n')
+    in_flight = floatToGoString(float(stats.in_flight))  # type: ignore[no-untyped-call]
+    lines.append(f"{_IN_FLIGHT_HEAD}promhttp_metric_handler_requests_in_flight {in_flight}\n")
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    vm_max = floatToGoString(float(2**64 - 1 if limit == resource.RLIM_INFINITY else limit))  # type: ignore[no-untyped-call]
+    lines.append(f"{_VM_MAX_HEAD}process_virtual_memory_max_bytes {vm_max}\n")
+    return "".join(lines).encode()
 
 
 def deadline(request: Request, offset: float) -> float:
@@ -119,8 +178,8 @@ class Site:
         answer = await self._route(request)
         if self.config.headers:
             extra = tuple(self.config.headers.items())
-            answer = Response(answer.status, answer.body, answer.content_type,
-                              answer.headers + extra, answer.tail)  # fmt: skip
+            headers = answer.headers + extra
+            answer = Response(answer.status, answer.body, answer.content_type, headers, answer.tail)
         return answer
 
     async def _route(self, request: Request) -> Response:
@@ -176,9 +235,9 @@ class Site:
         self.stats.in_flight += 1
         try:
             ready = self.kept(wants_gzip(request)) if self.kept is not None else None
-            if ready is not None:  # rendered by the poll: served from the event loop
-                answer = Response(200, ready[0], CONTENT_TYPE_PLAIN_0_0_4,
-                                  _encoding(request), ready[1])  # fmt: skip
+            if ready is not None:  # this poll's, rendered already: served from the event loop
+                body, tail = ready
+                answer = Response(200, body, CONTENT_TYPE_PLAIN_0_0_4, _encoding(request), tail)
             else:
                 answer = await self._scrape(request, self._rendered)
         finally:
@@ -189,7 +248,7 @@ class Site:
 
     def _rendered(self, gzipped: bool) -> Awaitable[Encoded]:
         """The telemetry path's body: scrapes that arrive while one render (of the same
-        encoding) runs share its body (`shared.py`)."""
+        encoding) runs share its body (`exposition.InFlight`)."""
         return self._renders.run(gzipped, lambda: self.render(gzipped))
 
     async def _scrape(
@@ -247,3 +306,52 @@ class Site:
             "</ul></body></html>\n"
         )
         return Response(200, page.encode(), "text/html; charset=utf-8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointSettings:
+    """The endpoint's settings, as the daemon's `[daemon]` section gives them (declared and
+    validated there: `daemon/config.py`)."""
+
+    telemetry_path: str
+    web_config_file: Path | None
+    probe_targets: tuple[str, ...]
+    scrape_timeout_offset: float
+    collect_cores: bool
+    uwsgi_metrics_max_series: int
+
+
+Endpoint = tuple[Site, ssl.SSLContext | None]  # what the settings build
+_CHECKER: list[Checker] = []  # the process's one, made on first use
+
+
+def checker() -> Checker:
+    """The process's password checker (one bcrypt thread, its queue, the verdicts)."""
+    if not _CHECKER:
+        _CHECKER.append(Checker())
+    return _CHECKER[0]
+
+
+def build_site(
+    settings: EndpointSettings, source: StateSource, ready: Callable[[], bool]
+) -> Endpoint:
+    """The site and its TLS context. Raises ConfigError (one line per problem) when the web
+    config does not load."""
+    path = settings.web_config_file
+    web = WebConfig() if path is None else load_web_config(path)
+    options = ExportOptions(settings.collect_cores, settings.uwsgi_metrics_max_series)
+    stats = HandlerStats()
+    live = partial(handler_text, stats)
+    exposition = PollExposition(source, polled_registry(process=True), options, live=live)
+    config = SiteConfig(
+        telemetry_path=settings.telemetry_path,
+        probe_targets=settings.probe_targets,
+        timeout_offset=settings.scrape_timeout_offset,
+        headers=web.headers,
+        options=options,
+    )
+    auth = BasicAuth(web.users, checker())
+    site = Site(
+        exposition.encoded, config=config, auth=auth, ready=ready, stats=stats, kept=exposition.kept
+    )
+    return site, web.tls

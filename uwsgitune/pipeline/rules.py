@@ -10,7 +10,7 @@ from uwsgitune.rules.columns import Columns
 from uwsgitune.rules.engine import EngineState, evaluate
 from uwsgitune.rules.facts import NO_FACTS, Facts
 from uwsgitune.rules.finding import Finding
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 # Rules look back at most this far (idle and memory windows are 60 s by default).
 LOOKBACK_SECONDS = 120.0

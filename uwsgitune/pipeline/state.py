@@ -8,7 +8,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.samples import HostSample, Poll
 from uwsgitune.rules.finding import Finding
-from uwsgitune.tuner.result import StepResult
+from uwsgitune.tuner.result import StepResult, Waiting
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,14 @@ class PollCounts:
     def after(
         self, ok: bool, seconds: float, repaired: bool = False, t: float | None = None
     ) -> PollCounts:
-        return PollCounts(self.polls + 1, self.errors + (not ok), self.seconds + seconds, seconds,
-                          self.repairs + repaired, t if t is not None else self.last_t)  # fmt: skip
+        return PollCounts(
+            self.polls + 1,
+            self.errors + (not ok),
+            self.seconds + seconds,
+            seconds,
+            self.repairs + repaired,
+            t if t is not None else self.last_t,
+        )
 
 
 Actions = tuple[tuple[str, str, int], ...]  # (kind, result, count), sorted
@@ -37,15 +43,19 @@ class InstanceState:
     """Everything known about one instance at one poll (compared by identity).
 
     `frame` is the latest frame (an error frame when the last poll failed), `poll` the good
-    poll it was made from, `frames` the window it belongs to. `findings` are the rules'
-    (kept from the last good poll while the instance is unreachable), `tuning` the tuner's
-    result for this poll (None without a tuner, or after a failed poll)."""
+    poll it was made from (`attempt`: the poll, good or failed), `frames` the window it
+    belongs to. `findings` are the rules' (kept from the last good poll while the instance
+    is unreachable), `tuning` the tuner's result for this poll (None without a tuner, or
+    before its first good poll). A poll made while the tuner's apply waits keeps the
+    findings and tuning of the step it is in (the same objects)."""
 
     stats_uri: str  # the address as a URI (uwsgi_exporter's label)
     name: str = ""
     mode: str = ""  # the tuner's mode; "" without a tuner
     frame: Frame | None = None
     poll: Poll | None = None
+    attempt: Poll | None = None  # the poll just made, good or failed (what `record` writes)
+    raw: bytes | None = None  # the good poll's document as read (repaired), for `record`
     frames: tuple[Frame, ...] = ()
     findings: tuple[Finding, ...] = ()
     tuning: StepResult | None = None
@@ -53,6 +63,8 @@ class InstanceState:
     actions: Actions = ()  # tuner actions so far, by kind and result
     retry_in: float | None = None  # seconds to the next attempt while unreachable
     rules_error: str | None = None  # the rules engine failed on this instance (a bug)
+    tuner_error: str | None = None  # the tuner's step raised at this poll (a bug)
+    waiting: Waiting | None = None  # a poll made while the tuner's apply waits: for what
     recommend: bool = True  # export recommended values (the daemon: not in observe mode)
 
     @property

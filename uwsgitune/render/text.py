@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from uwsgitune.core.frame import Frame, SocketView
-from uwsgitune.render.units import duration, ms, num, pct, size
-from uwsgitune.rules.settings import DEFAULT_SETTINGS
+from uwsgitune.core.units import duration, ms, num, pct, reading, size
+from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS
 
 
 def _clock(t: float) -> str:
@@ -74,14 +74,14 @@ def _state_lines(f: Frame) -> list[str]:
 
 
 def _traffic_lines(f: Frame) -> list[str]:
-    busy = None if f.busy_ratio is None else f.busy_ratio * 100
     return [
         f"  workers   {f.live} live / {f.workers_max} max: {f.busy} busy, {f.idle} idle, "
         f"{f.cheap} cheap   threads/worker {f.threads}",
-        f"  traffic   {num(f.rps)} req/s   {num(f.eps, '.2f')} exceptions/s",
+        f"  traffic   {reading(f.rps, 'req/s', '-')}   {reading(f.eps, 'exceptions/s', '-')}",
         f"  latency   mean {ms(f.mean_rt_ms)} (Δrunning_time/Δrequests)   "
         f"uWSGI avg_rt {ms(f.avg_rt_ms)} (half-life average, not a mean)",
-        f"  load      busy {pct(busy)}   Little's L {num(f.littles_l, '.2f')} in service",
+        f"  load      busy {reading(f.busy_ratio, 'ratio', '-')}   "
+        f"Little's L {reading(f.littles_l, 'requests', '-')} in service",
     ]
 
 
@@ -98,9 +98,10 @@ def _socket_lines(f: Frame) -> list[str]:
 
 def _resource_lines(f: Frame) -> list[str]:
     eff = num(f.effective_cpus, "g")
+    cores = reading(f.instance_cpu_cores, "", "-")
     src = {"stats": "--memory-report", "psutil": "psutil", "none": "unknown"}[f.mem_source]
     return [
-        f"  cpu       host {pct(f.host_cpu_pct)}   instance {num(f.instance_cpu_cores, '.2f')} "
+        f"  cpu       host {pct(f.host_cpu_pct)}   instance {cores} "
         f"cores of {eff} effective ({f.cpu_count or '?'} host CPUs)",
         f"  memory    {size(f.mem_per_worker)}/worker, {size(f.mem_total_rss)} total ({src})   "
         f"available {size(f.mem_available)} of {size(f.mem_limit)}",

@@ -9,7 +9,7 @@ from uwsgitune.rules.finding import (
     Recommendation,
     finding_to_dict,
 )
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 __all__ = [
     "ConfigFacts",

@@ -1,4 +1,10 @@
-"""Small builders shared by the rules: evidence, findings, worker-count and listen changes."""
+"""Small builders shared by the rules: evidence, findings, worker-count and listen changes.
+
+A finding sizes workers with the tuner's own model (`uwsgitune.core.staffing`) and the
+rules' own settings: `cpu_saturated`, `cpu_workers_per_cpu` and `staffing_beta` are
+`SharedSettings`, one value for the rules and the tuner, so a finding and the tuner's decision
+agree on every count, configured or not.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,10 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.settings import SharedSettings
+from uwsgitune.core.staffing import Estimate, estimate, workers_for
 from uwsgitune.rules.context import Context, backlog, evidence_window
 from uwsgitune.rules.finding import Direction, Evidence, Finding, Recommendation, Severity
-from uwsgitune.tuner.model import Estimate, estimate, workers_for
-from uwsgitune.tuner.settings import TunerSettings
-
-# The tuner's sizing, so that a finding and the tuner's decision agree on every count.
-SIZING = TunerSettings()
 
 MIB = 1024 * 1024
 Num = float | int | str | bool | None
@@ -49,18 +52,18 @@ def cheaper_mode(ctx: Context) -> bool:
     return ctx.latest.cheap > 0 or bool(ctx.facts.config.cheaper)
 
 
-def model_estimate(frames: Sequence[Frame]) -> Estimate | None:
+def model_estimate(frames: Sequence[Frame], s: SharedSettings) -> Estimate | None:
     """The tuner's sizing model over the frames at the latest live count."""
     if not frames:
         return None
     live = frames[-1].live
     same = [f for f in frames if f.live == live and f.rps]
-    return estimate(same, SIZING.cpu_workers_per_cpu, SIZING.cpu_saturated)
+    return estimate(same, s.cpu_workers_per_cpu, s.cpu_saturated)
 
 
-def demand_workers(in_service: float, queued: float, threads: int) -> int:
+def demand_workers(in_service: float, queued: float, threads: int, s: SharedSettings) -> int:
     """Workers for the requests in service plus those waiting (square-root staffing)."""
-    return workers_for(in_service + queued, threads, SIZING.staffing_beta)
+    return workers_for(in_service + queued, threads, s.staffing_beta)
 
 
 def worker_change(
@@ -74,7 +77,7 @@ def worker_change(
     direction: Direction = "raise" if target > f.live else "lower"
     if direction == "raise" and f.cheap > 0 and target > f.workers_max:
         # Cheap slots first: `+` through the FIFO now, the larger pool only if still short.
-        effect += f"; if still short, processes {f.workers_max} -> {target} (reload)"
+        effect += f"; if still short, processes {f.workers_max} → {target} (reload)"
         return Recommendation(
             "cheaper-initial", direction, f.workers_max, "fifo", effect, current=f.live
         )

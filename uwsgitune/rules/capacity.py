@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.units import ms, percent, reading, seconds, size
 from uwsgitune.rules.build import (
-    MIB,
     demand_workers,
     ev,
     finding,
@@ -28,7 +28,7 @@ from uwsgitune.rules.build import (
 )
 from uwsgitune.rules.context import Context, all_busy, mean, quantile
 from uwsgitune.rules.finding import Finding
-from uwsgitune.rules.listen import sized_target
+from uwsgitune.rules.listenqueue import sized_target
 
 
 class _Stretch(NamedTuple):
@@ -55,7 +55,7 @@ def _stretched(ctx: Context, frames: Sequence[Frame], eff: float) -> _Stretch | 
     stretch = mean(rt_ms) / mean(cpu_ms)
     if stretch < s.oversub_stretch:
         return None
-    model = model_estimate(frames)
+    model = model_estimate(frames, s)
     target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
     if model is not None and model.workers is not None:
         target = model.workers  # the tuner's count: the IO share of a request included
@@ -75,13 +75,13 @@ def oversubscribed_cpu(ctx: Context) -> list[Finding]:
         return []
     cpu, cpu_ms, rt_ms, stretch, target = found
     reason = (
-        f"{f.live} workers share {eff:g} CPUs that are {cpu:.0%} used, so each request spends "
-        f"{stretch:.1f}x its CPU time waiting for a CPU: fewer workers give the same or more "
-        "throughput."
+        f"{f.live} workers share {eff:g} CPUs that are {percent(cpu)} used, so each request "
+        f"spends {reading(stretch, 'x')} its CPU time waiting for a CPU: fewer workers give the "
+        "same or more throughput."
     )
     effect = (
         f"about the same req/s with mean response time near "
-        f"{cpu_ms * max(target / eff, 1.0):.0f} ms instead of {rt_ms:.0f} ms, "
+        f"{ms(cpu_ms * max(target / eff, 1.0))} instead of {ms(rt_ms)}, "
         f"and {f.live - target} workers' memory freed"
     )
     evidence = ev(
@@ -134,7 +134,7 @@ def underprovisioned_io(ctx: Context) -> list[Finding]:
     lam = mean(ctx.col("rps", frames))
     w_ms = mean(ctx.col("mean_rt_ms", frames))
     reason = (
-        f"All {f.live} workers are busy using only {cpu:.0%} of the CPUs and a queue of "
+        f"All {f.live} workers are busy using only {percent(cpu)} of the CPUs and a queue of "
         f"{mean(depths):.0f} waiting: the load waits on IO; Little's law sizes it at {target} "
         "workers."
     )
@@ -164,15 +164,15 @@ def idle_overprovisioned(ctx: Context) -> list[Finding]:
     if not frames or not busy or mean(busy) > s.idle_busy_max:
         return []
     peak = quantile(ctx.col("littles_l", frames), 0.95)
-    need = demand_workers(peak, 0.0, max(f.threads, 1))  # the tuner's sizing
+    need = demand_workers(peak, 0.0, max(f.threads, 1), s)  # the tuner's sizing
     target = max(need, s.idle_min_workers)
     if f.live - target < s.idle_min_reduction:
         return []
     freed = (f.live - target) * f.mem_per_worker if f.mem_per_worker else None
     span = frames[-1].mono - frames[0].mono
-    mem_text = f"frees about {freed / MIB:.0f} MiB" if freed else "frees memory (RSS unknown)"
+    mem_text = f"frees about {size(freed)}" if freed else "frees memory (RSS unknown)"
     reason = (
-        f"Workers were {mean(busy):.0%} busy on average over {span:.0f} s: "
+        f"Workers were {percent(mean(busy))} busy on average over {seconds(span)}: "
         f"{target} of the {f.live} live workers carry the peak; the rest {mem_text}."
     )
     rec = worker_change(

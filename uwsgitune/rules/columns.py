@@ -10,7 +10,7 @@ slice.
 
 Frames are matched by their poll times (`mono`, `t`): the kept run must line up with the
 new frames, or the columns start again. A frame the window compacts keeps its fields and
-poll times (core/history.py), so its values stand. Pure; not thread-safe (one runner, one
+poll times (core/compact.py), so its values stand. Pure; not thread-safe (one runner, one
 polling thread).
 """
 

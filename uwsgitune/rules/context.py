@@ -26,7 +26,7 @@ from uwsgitune.core.signals import (
 from uwsgitune.rules.columns import Columns, Signal
 from uwsgitune.rules.facts import Facts
 from uwsgitune.rules.finding import EvidenceWindow
-from uwsgitune.rules.settings import RuleSettings
+from uwsgitune.rules.rulesettings import RuleSettings
 
 # The per-frame signals are `uwsgitune.core.signals`; these names stay for the rules' imports.
 backlog = listen_backlog

@@ -26,29 +26,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.rules import capacity, config, health, listen, memory, static, threads
+from uwsgitune.rules import capacity, gil, hazards, health, listenqueue, memory, static
 from uwsgitune.rules.columns import Columns
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.facts import NO_FACTS, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding
-from uwsgitune.rules.settings import DEFAULT_SETTINGS, RuleSettings
+from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS, RuleSettings
 
 Rule = Callable[[Context], list[Finding]]
 
 RULES: tuple[Rule, ...] = (
-    listen.listen_queue,
+    listenqueue.listen_queue,
     capacity.oversubscribed_cpu,
     capacity.underprovisioned_io,
     capacity.idle_overprovisioned,
     memory.memory_pressure,
     memory.rss_growth,
-    threads.threads_gil,
+    gil.threads_gil,
     health.exceptions,
     health.harakiri,
     health.respawn_storm,
     health.stuck_requests,
     health.signal_queue,
-    config.hazards,
+    hazards.hazards,
     static.static_files,
 )
 

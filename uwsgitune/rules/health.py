@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.units import percent, seconds
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.finding import Finding, Recommendation, Severity
@@ -58,8 +59,8 @@ def exceptions(ctx: Context) -> list[Finding]:
         return []
     severity: Severity = "critical" if ratio >= s.exception_critical else "warning"
     reason = (
-        f"{ratio:.0%} of requests raised an exception ({excs:.0f} of {reqs:.0f}): see the app's "
-        "log."
+        f"{percent(ratio)} of requests raised an exception ({excs:.0f} of {reqs:.0f}): see the "
+        "app's log."
     )
     evidence = ev(exception_ratio=(ratio, "ratio"), exceptions=excs, requests=reqs)
     return [finding("health.exceptions", severity, reason, frames, evidence)]
@@ -113,8 +114,8 @@ def stuck_requests(ctx: Context) -> list[Finding]:
     age, slot, method, path = max(stuck)
     where = f"{method} {path}".strip() or "a request"
     reason = (
-        f"{len(stuck)} request(s) in service for over {s.stuck_request_seconds:g} s; the "
-        f"oldest, {where}, for {age:.0f} s."
+        f"{len(stuck)} request(s) in service for over {seconds(s.stuck_request_seconds)}; the "
+        f"oldest, {where}, for {seconds(age)}."
     )
     limit = math.ceil(s.stuck_request_seconds)
     rec = Recommendation(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from uwsgitune.core.units import size
 from uwsgitune.rules.build import MIB, ev, finding
 from uwsgitune.rules.context import Context, quantile
 from uwsgitune.rules.finding import Finding, Recommendation
@@ -55,17 +56,15 @@ def memory_pressure(ctx: Context) -> list[Finding]:
     )
     if pressed:
         reason = (
-            f"The workers use {rss / MIB:.0f} MiB with only {free / MIB:.0f} MiB left: the OOM "
+            f"The workers use {size(rss)} with only {size(free)} left: the OOM "
             "killer is close; fewer workers (or smaller ones) keep the instance alive."
         )
-        effect = (
-            f"{fits} workers fit in {budget * s.memory_headroom / MIB:.0f} MiB with room to spare"
-        )
+        effect = f"{fits} workers fit in {size(budget * s.memory_headroom)} with room to spare"
         rec = Recommendation("processes", "lower", fits, "reload", effect, current=f.live)
         return [finding("memory.pressure", "critical", reason, frames, evidence, rec)]
     reason = (  # the full scale does not fit
         f"At its maximum of {f.workers_max} workers the instance would need "
-        f"{full_scale / MIB:.0f} MiB, more than the {budget / MIB:.0f} MiB it can use."
+        f"{size(full_scale)}, more than the {size(budget)} it can use."
     )
     effect = f"a full scale-up of {fits} workers stays within memory"
     rec = Recommendation("processes", "lower", fits, "reload", effect, current=f.workers_max)
@@ -91,8 +90,8 @@ def rss_growth(ctx: Context) -> list[Finding]:
         return []
     limit = math.ceil(end * s.reload_on_rss_factor / MIB)
     reason = (
-        f"Worker RSS grows steadily, {per_hour:.0f} MiB/hour per worker ({start / MIB:.0f} -> "
-        f"{end / MIB:.0f} MiB): a leak; recycle workers with reload-on-rss (or max-requests)."
+        f"Worker RSS grows steadily, {size(b * 3600)}/hour per worker ({size(start)} → "
+        f"{size(end)}): a leak; recycle workers with reload-on-rss (or max-requests)."
     )
     effect = f"a worker past {limit} MiB is respawned after its request, so memory stays bounded"
     rec = Recommendation("reload-on-rss", "set", limit, "reload", effect)

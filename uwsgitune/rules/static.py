@@ -9,6 +9,7 @@ from the cores' `static_requests` and needs the cores (no `--stats-no-cores`).
 from __future__ import annotations
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.units import percent
 from uwsgitune.rules.build import ev, finding
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.finding import Finding, Recommendation
@@ -45,8 +46,8 @@ def static_files(ctx: Context) -> list[Finding]:
         return []
     ratio = static / reqs
     reason = (
-        f"{ratio:.0%} of requests are static files served by the workers, each holding a worker "
-        "while it sends."
+        f"{percent(ratio)} of requests are static files served by the workers, each holding a "
+        "worker while it sends."
     )
     offload = ctx.facts.config.offload_threads
     if offload:

@@ -1,5 +1,8 @@
 """One poll of one instance: read the stats, validate, sample the host. Never raises for
-anything the peer does; a failed poll is a `Poll` with a one-line `error`."""
+anything the peer does; a failed poll is a `Poll` with a one-line `error`.
+
+`default_timeout`: the per-poll deadline when the user gives none: the interval, within
+0.5-5 s (a slow answer must not stall a fast poll loop, a fast one not fail a slow one)."""
 
 from __future__ import annotations
 
@@ -53,8 +56,12 @@ def is_local_address(address: StatsAddress) -> bool:
     return all(str(info[4][0]) in local or str(info[4][0]).startswith("127.") for info in resolved)
 
 
-class Observer:
-    """Polls one address. Holds no connection between polls."""
+class LiveSource:
+    """Polls one live stats address (`pipeline.driver.Source`). Holds no connection between
+    polls: each one connects, reads the whole document and closes."""
+
+    paced = True
+    exhausted = False
 
     def __init__(
         self,
@@ -62,15 +69,17 @@ class Observer:
         *,
         timeout: float = 2.0,
         host: HostSampler | None = None,
+        sample_host: bool = True,
         max_bytes: int = MAX_DOCUMENT,
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
     ) -> None:
         self.address = address
+        self.name, self.uri, self.kind = str(address), address.uri, address.kind
         self.timeout = timeout
         # The host around a remote instance is not ours to sample: its pids, cgroups and
         # backlogs would be read from the wrong machine. Remote frames carry no host data.
-        local = is_local_address(address)
+        local = sample_host and is_local_address(address)
         self.host: HostSampler | None = (
             host if host is not None else (HostSampler() if local else None)
         )
@@ -78,6 +87,9 @@ class Observer:
         self._wall = wall
         self._mono = mono
         self.last_raw: bytes | None = None
+
+    def raw(self) -> bytes | None:
+        return self.last_raw
 
     def poll(self) -> Poll:
         source = str(self.address)
@@ -130,3 +142,7 @@ def _parse(raw: bytes) -> Parsed | str:
         # Valid JSON, but neither a uWSGI instance nor an Emperor: some other service.
         return "JSON without workers; not a uWSGI stats socket"
     return parsed
+
+
+def default_timeout(interval: float, timeout: float | None = None) -> float:
+    return timeout or min(max(interval, 0.5), 5.0)

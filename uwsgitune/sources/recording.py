@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -17,6 +18,7 @@ from typing import IO, Any
 import msgspec
 
 from uwsgitune import __version__
+from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.redact import strip_request_vars
 from uwsgitune.core.samples import HostSample, Poll, ProcSample, TcpQueue, UnixQueue
@@ -129,3 +131,33 @@ def read_recording(path: Path) -> Iterator[Poll]:
             except (KeyError, TypeError, ValueError) as exc:
                 what = type(exc).__name__
                 raise RecordingError(f"{path}:{lineno}: damaged poll record ({what})") from None
+
+
+class ReplaySource:
+    """A recorded instance as a poll source (`pipeline.driver.Source`): the polls fed to it,
+    in order, each with its recorded clocks; read as fast as they come (not paced)."""
+
+    paced = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        try:
+            address = parse_address(name)
+        except AddressError:  # a name no address parses: kept as it is
+            self.uri, self.kind = name, None
+        else:
+            self.uri, self.kind = address.uri, address.kind
+        self._polls: deque[Poll] = deque()
+
+    def feed(self, poll: Poll) -> None:
+        self._polls.append(poll)
+
+    @property
+    def exhausted(self) -> bool:
+        return not self._polls
+
+    def poll(self) -> Poll:
+        return self._polls.popleft()
+
+    def raw(self) -> bytes | None:
+        return None  # a replayed poll is not recorded again

@@ -28,7 +28,7 @@ MAX_TOLERANCE_PCT = 30.0
 
 
 @dataclass(frozen=True)
-class StepResult:
+class StepMeasure:
     """One measured step: `seconds` of load at `workers` live workers, after a warm-up."""
 
     workers: int
@@ -88,7 +88,7 @@ class Criteria:
 
 
 @dataclass(frozen=True)
-class Recommendation:
+class SweepPick:
     workers: int | None
     best_workers: int | None
     best_throughput: float
@@ -112,8 +112,8 @@ def _med(values: list[float | None]) -> float | None:
     return median(known) if known else None
 
 
-def aggregate(steps: list[StepResult]) -> tuple[Point, ...]:
-    by_count: dict[int, list[StepResult]] = {}
+def aggregate(steps: list[StepMeasure]) -> tuple[Point, ...]:
+    by_count: dict[int, list[StepMeasure]] = {}
     for s in steps:
         by_count.setdefault(s.workers, []).append(s)
     points = []
@@ -183,18 +183,18 @@ def _memory_at(points: tuple[Point, ...], workers: int) -> int | None:
     return None if per is None else int(per * workers)
 
 
-def recommend(points: tuple[Point, ...], c: Criteria) -> Recommendation:
+def recommend(points: tuple[Point, ...], c: Criteria) -> SweepPick:
     tol = tolerance(points, c.within_pct)
     usable = _usable(points, c)
     if not usable:
-        return Recommendation(None, None, 0.0, tol, reason=NO_USABLE)
+        return SweepPick(None, None, 0.0, tol, reason=NO_USABLE)
     best = max(usable, key=lambda p: p.throughput)
     near = [p for p in usable if p.throughput >= best.throughput * (1 - tol / 100)]
     fits = [p for p in near if c.p99_ms is None or (p.p99_ms is not None and p.p99_ms <= c.p99_ms)]
     if not fits:
         timed = [p for p in near if p.p99_ms is not None]
         low = f"; the lowest was {min(p.p99_ms or 0.0 for p in timed):.0f} ms" if timed else ""
-        return Recommendation(
+        return SweepPick(
             None,
             best.workers,
             best.throughput,
@@ -204,7 +204,7 @@ def recommend(points: tuple[Point, ...], c: Criteria) -> Recommendation:
         )
     pick = min(fits, key=lambda p: p.workers)
     target = "" if c.p99_ms is None else f", p99 under {c.p99_ms:g} ms"
-    return Recommendation(
+    return SweepPick(
         workers=pick.workers,
         best_workers=best.workers,
         best_throughput=best.throughput,

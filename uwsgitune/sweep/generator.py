@@ -1,7 +1,7 @@
 """The load behind each sweep step, and the generator's own CPU use.
 
 `measure(warmup, seconds, mark)` runs the load for a warm-up, calls `mark()` (the runner polls
-the stats there), runs the measured window, calls `mark()` again, and returns a `Window` of the
+the stats there), runs the measured window, calls `mark()` again, and returns a `LoadWindow` of the
 client's numbers over exactly that window. Two generators:
 - `Builtin`: uwsgitune's asyncio client (`uwsgitune.loadgen`), in this process: one Python
   thread, so it can use at most one core. Its CPU is this process's CPU over the window.
@@ -38,7 +38,7 @@ class LoadSpec:
 
 
 @dataclass(frozen=True)
-class Window:
+class LoadWindow:
     """The client's view of one measured window."""
 
     seconds: float
@@ -59,7 +59,7 @@ class Window:
 class Generator(Protocol):
     name: str
 
-    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window: ...
+    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> LoadWindow: ...
 
 
 def pct_ms(data: list[float], q: float) -> float | None:
@@ -88,13 +88,13 @@ class Builtin:
     cpu: Callable[[], float] = time.process_time
     name: str = "builtin"
 
-    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window:
+    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> LoadWindow:
         return asyncio.run(self._measure(warmup, seconds, mark))
 
     def _mark(self, r: LoadResult) -> _Mark:
         return _Mark(self.mono(), self.cpu(), r.ok, r.errors, len(r.latencies))
 
-    async def _measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window:
+    async def _measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> LoadWindow:
         spec = self.spec
         budget = warmup + seconds + spec.timeout + 5
         run = LoadRun(
@@ -136,10 +136,10 @@ class Builtin:
             await asyncio.sleep(min(0.1, max(0.0, end - self.mono())))
 
 
-def _window(a: _Mark, b: _Mark, r: LoadResult) -> Window:
+def _window(a: _Mark, b: _Mark, r: LoadResult) -> LoadWindow:
     lat = sorted(r.latencies[a.n_lat : b.n_lat])
     span = max(b.t - a.t, 1e-9)
-    return Window(
+    return LoadWindow(
         seconds=span,
         ok=b.ok - a.ok,
         errors=b.errors - a.errors,

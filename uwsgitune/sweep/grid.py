@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from uwsgitune.sweep.analysis import Criteria, Point, StepResult, aggregate, noise_pct, tolerance
+from uwsgitune.sweep.analysis import Criteria, Point, StepMeasure, aggregate, noise_pct, tolerance
 
 CPU_BOUND_IO_SHARE = 0.5
 GIL_CORES = 1.15  # a process at or under this many cores while its threads overlap: the GIL
@@ -156,9 +156,9 @@ def _pick(usable: list[Point], tol: float, c: Criteria) -> tuple[Point, Point | 
 
 
 def analyse_grid(
-    steps: list[StepResult], c: Criteria, effective_cpus: float | None
+    steps: list[StepMeasure], c: Criteria, effective_cpus: float | None
 ) -> GridAnalysis:
-    by_threads: dict[int, list[StepResult]] = {}
+    by_threads: dict[int, list[StepMeasure]] = {}
     for s in steps:
         by_threads.setdefault(s.threads, []).append(s)
     points = tuple(p for t in sorted(by_threads) for p in aggregate(by_threads[t]))

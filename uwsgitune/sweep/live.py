@@ -5,6 +5,13 @@ cheaps an *idle* worker, so the sweep steps with its load paused; an unapplied `
 pending (a debt that swallows later `+`), so we never send another `-` while ours are pending;
 extra `+` beyond the free slots are dropped, so resending `+` after a quiet while is safe.
 Targets below 1 are refused: a sweep never leaves the instance without a worker.
+
+The commands go through the tuner's guarded writer (actuate/fifo.py), bound to the master
+whose stats the sweep reads (`BoundFifo`): the path must be a real FIFO (lstat, no symlink,
+opened with O_NOFOLLOW), owned by the master's user and held open by that master (its inode
+in /proc/<pid>/fd), opened O_WRONLY|O_NONBLOCK (ENXIO: no master reads it). And, as the
+tuner does (actuate/peer.py), nothing is written while `refusal` has a reason: the stats
+socket served by another uid than the master's, whose pid the guards trust.
 """
 
 from __future__ import annotations
@@ -12,31 +19,81 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from uwsgitune.actuate.fifo import FifoError, FifoShortWrite, MasterFifo
 from uwsgitune.core.frame import Frame
 from uwsgitune.errors import UwsgituneError
+from uwsgitune.pipeline import InstanceDriver
+from uwsgitune.sources.procfs import PROC
 from uwsgitune.stopsignals import stop_signals
 
 PLUS_RETRY_SECONDS = 3.0  # a `+` not applied after three master cycles is resent
 POLL_SECONDS = 0.25
 
 
-class Watch(Protocol):
-    """What we need of `InstanceWatch`: poll now, get the frame."""
-
-    def step(self) -> Frame: ...
+Poll = Callable[[], Frame]  # a fresh poll of the instance (its driver's: `driver_polls`)
 
 
 class Fifo(Protocol):
-    """What we need of a guarded FIFO writer (`sweep.fifo.MasterFifo`)."""
+    """What we need of a guarded FIFO writer (`BoundFifo`; the tests' fakes)."""
 
     def write(self, commands: str) -> None: ...
 
 
+class BoundFifo:
+    """Writes commands to one master's FIFO and remembers what it sent."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        master_pid: int,
+        proc: Path = PROC,
+        refusal: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.path = str(path)
+        self.refusal = refusal  # why writing is refused right now (the stats' peer), or None
+        self.master_pid = master_pid
+        self.sent: list[str] = []  # every command written, for the report and the tests
+        self._fifo = MasterFifo(path, proc)
+
+    def check(self) -> None:
+        """All guards now, rather than mid-sweep."""
+        self._fifo.check(self.master_pid)
+
+    def write(self, commands: str) -> None:
+        refused = self.refusal()
+        if refused is not None:
+            err = FifoError(refused)
+            err.code = 1  # not bad input: the instance's stats cannot be trusted
+            raise err
+        try:
+            self._fifo.send(commands, self.master_pid)
+        except FifoShortWrite as exc:  # only what went is recorded as sent
+            if exc.sent:
+                self.sent.append(exc.sent)
+            raise
+        self.sent.append(commands)
+
+
 class SweepError(UwsgituneError):
     """The sweep cannot go on; one line naming the thing and the fix."""
+
+
+def driver_polls(driver: InstanceDriver, timeout: float = 5.0) -> Poll:
+    """Fresh polls of `driver`'s instance, made by its own thread: each call asks for one
+    and waits for it (a poll is bounded by the driver's own timeout)."""
+
+    def poll() -> Frame:
+        state = driver.fresh(timeout)
+        if state is None or state.frame is None:
+            name = driver.source.name
+            raise SweepError(f"stats {name}: no poll came within {timeout:g}s; is it stuck?")
+        return state.frame
+
+    return poll
 
 
 class Interrupted(Exception):
@@ -63,7 +120,7 @@ class LiveCount:
 
     def __init__(
         self,
-        watch: Watch,
+        poll: Poll,
         fifo: Fifo,
         *,
         stop: StopFlag | None = None,
@@ -71,7 +128,7 @@ class LiveCount:
         sleep: Callable[[float], None] = time.sleep,
         mono: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.watch = watch
+        self.poll = poll
         self.fifo = fifo
         self.stop = stop or StopFlag()
         self.timeout = timeout
@@ -80,7 +137,7 @@ class LiveCount:
         self._minus_floor: int | None = None  # our `-` are pending while live > this
 
     def frame(self) -> Frame:
-        frame = self.watch.step()
+        frame = self.poll()
         if not frame.ok:
             raise SweepError(f"stats {frame.source}: {frame.error}")
         return frame

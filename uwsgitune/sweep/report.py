@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from uwsgitune.render.units import ms, num, size
+from uwsgitune.core.units import ms, num, size
 from uwsgitune.sweep.analysis import (
     Criteria,
     Point,
-    Recommendation,
     Shape,
-    StepResult,
+    StepMeasure,
+    SweepPick,
     aggregate,
     noise_pct,
     recommend,
@@ -32,12 +32,12 @@ SCHEMA_VERSION = 1
 class Analysis:
     points: tuple[Point, ...]
     noise_pct: float | None
-    recommendation: Recommendation
+    recommendation: SweepPick
     shape: Shape
 
 
 def analyse(
-    steps: list[StepResult],
+    steps: list[StepMeasure],
     criteria: Criteria,
     effective_cpus: float | None,
     *,
@@ -109,7 +109,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def document(a: Analysis, steps: list[StepResult], meta: dict[str, Any]) -> dict[str, Any]:
+def document(a: Analysis, steps: list[StepMeasure], meta: dict[str, Any]) -> dict[str, Any]:
     """`{"schema_version": 1, ...meta, "steps", "points", "recommendation", "shape"}`."""
     doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **meta}
     doc["steps"] = [asdict(s) for s in steps]
@@ -161,7 +161,9 @@ def grid_summary(g: GridAnalysis) -> list[str]:
     return lines
 
 
-def grid_document(g: GridAnalysis, steps: list[StepResult], meta: dict[str, Any]) -> dict[str, Any]:
+def grid_document(
+    g: GridAnalysis, steps: list[StepMeasure], meta: dict[str, Any]
+) -> dict[str, Any]:
     """`{"schema_version": 1, ...meta, "steps", "points", "recommendation", "axis"}`."""
     pick = g.pick
     doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **meta}

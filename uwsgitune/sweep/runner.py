@@ -8,7 +8,7 @@ them, up to two counts around the knee are added. The original live count is res
 `finally`, also after Ctrl-C (the SIGINT handler only sets a flag that every wait checks).
 
 With `--threads` (an `axis`), the passes run once per thread count, each after a validated
-reload to it (`sweep.threads`), without refinement; the original override file and threads
+reload to it (`sweep.threadaxis`), without refinement; the original override file and threads
 come back in `finally` before the live count does (a reload resets the count).
 """
 
@@ -18,15 +18,15 @@ import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from uwsgitune.actuate.fifo import FifoError
 from uwsgitune.actuate.override import OverrideError
 from uwsgitune.core.frame import Frame
 from uwsgitune.errors import UwsgituneError
 from uwsgitune.sweep import plan
-from uwsgitune.sweep.analysis import Criteria, StepResult, aggregate, knee, tolerance
-from uwsgitune.sweep.fifo import FifoError
-from uwsgitune.sweep.generator import Generator, LoadSpec, Window
+from uwsgitune.sweep.analysis import Criteria, StepMeasure, aggregate, knee, tolerance
+from uwsgitune.sweep.generator import Generator, LoadSpec, LoadWindow
 from uwsgitune.sweep.live import Interrupted, LiveCount, StopFlag, SweepError, sigint_records
-from uwsgitune.sweep.threads import ThreadAxis
+from uwsgitune.sweep.threadaxis import ThreadAxis
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class SweepOutcome:
     original_live: int = 0
     original_threads: int = 1
     final_threads: int | None = None
-    steps: list[StepResult] = field(default_factory=list)
+    steps: list[StepMeasure] = field(default_factory=list)
     effective_cpus: float | None = None
     final_live: int | None = None
     restored: bool = False
@@ -56,9 +56,9 @@ class SweepOutcome:
     drift: list[tuple[int, int]] = field(default_factory=list)  # (target, seen at step end)
 
 
-def step_result(workers: int, pass_no: int, w: Window, f: Frame) -> StepResult:
+def step_result(workers: int, pass_no: int, w: LoadWindow, f: Frame) -> StepMeasure:
     """The client's window and the server's frame over the same seconds, as one step."""
-    return StepResult(
+    return StepMeasure(
         workers=workers,
         pass_no=pass_no,
         seconds=w.seconds,
@@ -155,7 +155,7 @@ class Sweep:
             self.log(f"refining around the knee ({k}): adding {', '.join(map(str, extra))}")
         return extra
 
-    def _one(self, workers: int, pass_no: int, out: SweepOutcome) -> StepResult:
+    def _one(self, workers: int, pass_no: int, out: SweepOutcome) -> StepMeasure:
         self.live.reach(workers)
         res = self._measure(workers, pass_no)
         if res.live is not None and res.live != workers:
@@ -172,10 +172,10 @@ class Sweep:
         )
         return res
 
-    def _measure(self, workers: int, pass_no: int) -> StepResult:
+    def _measure(self, workers: int, pass_no: int) -> StepMeasure:
         frames: list[Frame] = []
         window = self.gen.measure(
-            self.cfg.warmup, self.cfg.step_seconds, lambda: frames.append(self.live.watch.step())
+            self.cfg.warmup, self.cfg.step_seconds, lambda: frames.append(self.live.poll())
         )
         return step_result(workers, pass_no, window, frames[-1])
 

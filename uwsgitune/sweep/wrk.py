@@ -7,12 +7,17 @@ own `-d` and killed, by its PID, if it outlives that by `timeout` + 5 s. Ctrl-C 
 SIGINT. Its CPU is read from its rusage when it ends. Without `--keepalive` every request asks
 `Connection: close`; wrk then counts the server's close after each answer as a socket read
 error, so read errors are failures only with keepalive.
+
+The figures come from wrk's Lua `done()` hook (`wrk_report.lua`, run with `-s`), which prints
+one line of JSON: the run's duration, its requests, its errors by kind (connect, read, write,
+timeout, and `status`: answers other than 2xx or 3xx) and the latency percentiles, in
+microseconds as wrk records them, not its report's rounded text ("1.20ms").
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -20,51 +25,61 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.resources import as_file, files
+from pathlib import Path
 
-from uwsgitune.sweep.generator import LoadSpec, Window
+from uwsgitune.sweep.generator import LoadSpec, LoadWindow
 from uwsgitune.sweep.live import Interrupted, StopFlag, SweepError
 
-UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+REPORT = files("uwsgitune.sweep").joinpath("wrk_report.lua")
+MARK = '{"uwsgitune_wrk": 1,'  # how the report's line begins
 
 
 def find_wrk() -> str | None:
     return shutil.which("wrk")
 
 
-def command(wrk: str, spec: LoadSpec, seconds: float, threads: int) -> list[str]:
+def command(wrk: str, spec: LoadSpec, seconds: float, threads: int, script: Path) -> list[str]:
     clients = spec.clients or 1
     threads = max(1, min(threads, clients))
-    cmd = [wrk, f"-t{threads}", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency"]
+    cmd = [wrk, f"-t{threads}", f"-c{clients}", f"-d{max(1, round(seconds))}s", "-s", str(script)]
     cmd += [f"--timeout={max(1, round(spec.timeout))}s"]
     if not spec.keepalive:
         cmd += ["-H", "Connection: close"]
     return [*cmd, spec.url]
 
 
-def _ms(text: str) -> float | None:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
-    return float(m.group(1)) * UNITS[m.group(2)] if m else None
+@dataclass(frozen=True)
+class WrkReport:
+    """One wrk run's figures, as a sweep window counts them."""
+
+    seconds: float  # wrk's own duration of the run
+    requests: int  # answers read, whatever their status
+    ok: int
+    errors: int
+    p50_ms: float | None  # None: no request completed
+    p90_ms: float | None
+    p99_ms: float | None
 
 
-def parse(out: str, keepalive: bool) -> tuple[int, int, dict[int, float | None]]:
-    """(answered ok, failed, {50: p50_ms, 90: ..., 99: ...}) from wrk's report."""
-    done = re.search(r"(\d+) requests in", out)
-    if done is None:
+def parse(out: str, keepalive: bool) -> WrkReport:
+    """The figures of wrk's output, from the report script's line of JSON."""
+    line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
+    if line is None:
         raise SweepError(f"wrk gave no result: {out.strip()[-200:] or 'no output'}")
-    total = int(done.group(1))
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    bad = int(non2xx.group(1)) if non2xx else 0
-    sock = re.search(r"connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    failed = 0
-    if sock:
-        connect, read, write, timeout = (int(x) for x in sock.groups())
-        failed = connect + write + timeout + (read if keepalive else 0)
-    pcts = {
-        q: _ms(m.group(1))
-        for q in (50, 90, 99)
-        if (m := re.search(rf"^\s*{q}%[ \t]+(\S+)", out, re.M))
-    }
-    return max(0, total - bad - failed), bad + failed, dict(pcts)
+    try:
+        data = json.loads(line)
+        errors = data["errors"]
+        total, bad = int(data["requests"]), int(errors["status"])
+        failed = errors["connect"] + errors["write"] + errors["timeout"]
+        failed += errors["read"] if keepalive else 0
+        latency = data["latency_us"] or {}
+        pcts = {q: latency[f"p{q}"] / 1000 if latency else None for q in (50, 90, 99)}
+        seconds = data["duration_us"] / 1e6
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SweepError(f"wrk's report could not be read ({exc!r}): {line[:200]}") from None
+    ok = max(0, total - bad - failed)
+    return WrkReport(seconds, total, ok, bad + failed, pcts[50], pcts[90], pcts[99])
 
 
 @dataclass
@@ -76,26 +91,30 @@ class Wrk:
     mono: Callable[[], float] = time.monotonic
     name: str = "wrk"
 
-    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> Window:
+    def measure(self, warmup: float, seconds: float, mark: Callable[[], None]) -> LoadWindow:
         self._run(warmup)
         mark()
         out, took, cpu = self._run(seconds)
         mark()
-        ok, errors, pct = parse(out, self.spec.keepalive)
-        return Window(
-            seconds=took,
-            ok=ok,
-            errors=errors,
-            p50_ms=pct.get(50),
-            p90_ms=pct.get(90),
-            p99_ms=pct.get(99),
+        report = parse(out, self.spec.keepalive)
+        return LoadWindow(
+            seconds=report.seconds,
+            ok=report.ok,
+            errors=report.errors,
+            p50_ms=report.p50_ms,
+            p90_ms=report.p90_ms,
+            p99_ms=report.p99_ms,
             gen_cpu_cores=cpu / max(took, 1e-9),
             gen_cores_max=float(max(1, min(self.threads, self.spec.clients or 1))),
         )
 
     def _run(self, seconds: float) -> tuple[str, float, float]:
-        """wrk's report, its wall time, and its CPU seconds."""
-        cmd = command(self.path, self.spec, seconds, self.threads)
+        """wrk's output, its wall time, and its CPU seconds."""
+        with as_file(REPORT) as script:
+            return self._run_script(seconds, script)
+
+    def _run_script(self, seconds: float, script: Path) -> tuple[str, float, float]:
+        cmd = command(self.path, self.spec, seconds, self.threads, script)
         start = self.mono()
         deadline = start + max(1, round(seconds)) + self.spec.timeout + 5
         proc = subprocess.Popen(

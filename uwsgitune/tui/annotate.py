@@ -8,35 +8,20 @@ become the same `Annotation`, so the pane does not care where an item comes from
 from __future__ import annotations
 
 from uwsgitune.pipeline.state import InstanceState
-from uwsgitune.rules.finding import Evidence, Finding, Recommendation
+from uwsgitune.rules.finding import Finding
+from uwsgitune.rules.render import evidence_text, recommendation_text
 from uwsgitune.tui.warnings import Annotation, builtin_warnings, sort_annotations
-from uwsgitune.tuner.state import Decision
-
-
-def _evidence_text(evidence: tuple[Evidence, ...]) -> str:
-    parts = []
-    for e in evidence:
-        shown = f"{e.value:.3g}" if isinstance(e.value, float) else str(e.value)
-        parts.append(f"{e.name}={shown}{' ' + e.unit if e.unit else ''}")
-    return ", ".join(parts)
-
-
-def _recommendation_text(rec: Recommendation | None) -> str:
-    if rec is None:
-        return ""
-    change = f"{rec.setting} → {rec.value}"
-    if rec.current is not None:
-        change = f"{rec.setting} {rec.current} → {rec.value}"
-    return f"{change} ({rec.apply}): {rec.effect}".strip()
+from uwsgitune.tuner.decision import Decision
 
 
 def annotation_from_finding(f: Finding) -> Annotation:
+    rec = f.recommendation
     return Annotation(
         key=f.id,
         severity=f.severity,
         reason=f.reason + (" (clearing)" if f.clearing else ""),
-        evidence=_evidence_text(f.evidence),
-        recommendation=_recommendation_text(f.recommendation),
+        evidence=evidence_text(f.evidence),
+        recommendation="" if rec is None else recommendation_text(rec),
         since=f.since,
         origin="rules",
     )
@@ -47,16 +32,15 @@ def tuner_annotation(d: Decision) -> Annotation:
         return Annotation(
             key="tuner",
             severity="warning",
-            reason=f"tuner advises {d.action} {d.live}->{d.desired} via {d.via} [{d.code}]: "
-            f"{d.reason}",
-            evidence=" ".join(f"{k}={v}" for k, v in d.evidence.items() if v is not None),
+            reason=f"tuner advises {d.headline()} [{d.code}]: {d.reason}",
+            evidence=d.evidence_text(),
             recommendation="press a to apply (asks first)",
             origin="tuner",
         )
     return Annotation(
         key="tuner",
         severity="info",
-        reason=f"tuner: {d.action} at {d.live} [{d.code}]: {d.reason}",
+        reason=f"tuner: {d.headline()} [{d.code}]: {d.reason}",
         origin="tuner",
     )
 

@@ -1,9 +1,17 @@
 """The `uwsgitune watch` Textual app and its entry point `run_tui`.
 
-The app owns the poll threads (one per instance, each stepping its pipeline) and only assigns
-the `InstanceState`s they post to the panes. Keys: q quit, ? help, p pause, s/S sort,
-c cores, +/- refresh, [ ] 1-9 tabs, a apply the tuner's advice (with `watch --fifo`,
-after a confirmation).
+The app starts one driver per instance (pipeline/driver.py: each polls in its own thread)
+and only assigns the `InstanceState`s they publish to the panes: attributes down, messages
+up. Keys: q quit, ? help, p pause, s/S sort, c cores, +/- refresh, [ ] 1-9 tabs, a apply
+the tuner's advice (with `watch --fifo`, after a confirmation).
+
+The tuner beside the TUI (`watch ADDR --fifo PATH`) is the driver's, in recommend mode: it
+advises at every poll and never acts by itself. `a` opens a confirmation with the advice on
+screen; `y` asks the tuner (`request`) and polls at once. In the poll thread, the tuner
+decides afresh on fresh stats and applies only if the decision is still the one confirmed,
+under the apply lock (actuate/service.py); what became of it comes back typed in the state
+(`StepResult.requested`) and is shown once. Quitting halts an apply in flight (verified
+within its grace, else rolled back) and waits for its thread (`run_tui`).
 """
 
 from __future__ import annotations
@@ -20,14 +28,15 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent, TabPane
 
-from uwsgitune.pipeline import InstancePipeline, InstanceState
-from uwsgitune.tui.instance import InstancePane, VassalSelected, WorkerSelected
-from uwsgitune.tui.polling import PollLoop
+from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
+from uwsgitune.tui.pane import InstancePane, VassalSelected, WorkerSelected
 from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
-from uwsgitune.tui.tuning import TuiTuner, applied, finish_applies
+from uwsgitune.tui.vassals import vassal_stats_address
 from uwsgitune.tui.workers import CORE_COLUMNS, VASSAL_COLUMNS, WORKER_COLUMNS
 
 RATES = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+APPLY_WAIT_SECONDS = 20.0  # at quit: an apply's grace (10 s) and its rollback
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -75,24 +84,22 @@ class WatchApp(App[int]):
 
     def __init__(
         self,
-        pipelines: Sequence[InstancePipeline],
+        drivers: Sequence[InstanceDriver],
         *,
         names: Sequence[str] | None = None,
         autopoll: bool = True,
         status: Callable[[], str] | None = None,
         handle_signals: bool = False,
-        tuners: dict[int, TuiTuner] | None = None,
     ) -> None:
         super().__init__()
-        self.tuners = dict(tuners or {})
-        self.pipelines = list(pipelines)
-        self.names = list(names or [p.state.stats_uri for p in pipelines])
+        self.drivers = list(drivers)
+        self.names = list(names or [d.state.stats_uri for d in drivers])
         self.autopoll = autopoll
         self.status = status
         self.handle_signals = handle_signals
-        self.loops: list[PollLoop] = []
         self.latest: dict[int, InstanceState] = {}
-        first = self.pipelines[0].watch.interval if pipelines else 1.0
+        self._told: dict[int, object] = {}  # the tuning whose apply outcome was shown
+        first = self.drivers[0].interval if drivers else 1.0
         self.set_reactive(WatchApp.interval, first)
 
     def compose(self) -> ComposeResult:
@@ -112,34 +119,26 @@ class WatchApp(App[int]):
             for sig in EXIT_SIGNALS:
                 loop.add_signal_handler(sig, self.stop_and_exit)
         if self.autopoll:
-            for i, p in enumerate(self.pipelines):
-                self._start_loop(i, p)
+            for i, d in enumerate(self.drivers):
+                self._start(i, d)
         if self.status is not None:
             self.set_interval(1.0, self._subtitle)
 
-    def _start_loop(self, index: int, pipeline: InstancePipeline) -> None:
-        loop = PollLoop(index, pipeline, self._deliver)
-        tuner = self.tuners.get(index)
-        if tuner is not None:  # its apply's waits poll through the pipeline, shown at once
-            tuner.loop.poll = loop.poll_and_show
-        self.loops.append(loop)
-        self.run_worker(loop.run, thread=True, group="poll", name=f"poll-{index}")
-
-    def _deliver(self, index: int, state: InstanceState) -> None:
-        self.post_message(FrameArrived(index, state))  # thread-safe in Textual
+    def _start(self, index: int, driver: InstanceDriver) -> None:
+        """Its states posted to the app (thread-safe in Textual), polled in its thread."""
+        driver.subscribe(lambda state: self.post_message(FrameArrived(index, state)))
+        driver.start(name=f"poll-{index}")
 
     def stop_and_exit(self) -> None:
-        self._stop_loops()
+        self._stop_drivers()
         self.exit(0)
 
     def on_unmount(self) -> None:
-        self._stop_loops()
+        self._stop_drivers()
 
-    def _stop_loops(self) -> None:
-        for loop in self.loops:
-            loop.stop()
-        for tuner in self.tuners.values():
-            tuner.halt()
+    def _stop_drivers(self) -> None:
+        for d in self.drivers:
+            d.stop()  # an apply in flight ends within its grace, in its own thread
 
     def pane(self, index: int) -> InstancePane:
         return self.query_one(f"#inst{index}", InstancePane)
@@ -154,10 +153,15 @@ class WatchApp(App[int]):
     def show(self, index: int, state: InstanceState) -> None:
         """Keep the latest state of each instance; display it unless paused."""
         self.latest[index] = state
-        outcome = applied(state.tuning) if state.tuning is not None else None
-        if outcome is not None:
-            ok = outcome.startswith("applied")
-            self.notify(outcome, severity="information" if ok else "error", timeout=8)
+        tuning = state.tuning
+        if tuning is not None and self._told.get(index) is not tuning:
+            self._told[index] = tuning  # a poll mid-apply carries the same result: once
+            if tuning.opened is not None:  # the tuner beside the TUI could not open whole
+                for problem in tuning.opened.problems:
+                    self.notify(f"tuner: {problem}", severity="warning", timeout=15)
+            asked = tuning.requested
+            if asked is not None:
+                self.notify(asked.text, severity="information" if asked.ok else "error", timeout=8)
         if self.paused:
             return
         self.pane(index).state = state
@@ -219,7 +223,7 @@ class WatchApp(App[int]):
     def action_apply(self) -> None:
         """Apply the tuner's advice for this instance, after a confirmation."""
         index = self.current_pane().index
-        tuner = self.tuners.get(index)
+        tuner = self.drivers[index].tuner if index < len(self.drivers) else None
         if tuner is None:
             self.notify("no tuner here: start with `uwsgitune watch ADDR --fifo PATH`", timeout=4)
             return
@@ -230,7 +234,7 @@ class WatchApp(App[int]):
             self.notify(f"nothing to apply: {why}", timeout=4)
             return
         text = (
-            f"Apply: {d.action} {d.live} -> {d.desired} live workers via {d.via}?\n\n"
+            f"Apply: {d.headline()}?\n\n"
             f"[{d.code}] {d.reason}\n\nThe stats are read again first; if the advice has "
             "changed, nothing is applied."
         )
@@ -238,20 +242,15 @@ class WatchApp(App[int]):
         def confirmed(yes: bool | None) -> None:
             if yes:
                 tuner.request(d.action, d.desired)
-                for loop in self.loops:
-                    if loop.index == index:
-                        loop.poll_now()
+                self.drivers[index].poll_now()
                 self.notify("applying after a fresh poll...", timeout=2)
 
         self.push_screen(ConfirmScreen(text), confirmed)
 
     def action_rate(self, faster: bool) -> None:
         self.interval = next_rate(self.interval, faster)
-        for loop in self.loops:
-            loop.set_interval(self.interval)
-        if not self.loops:
-            for p in self.pipelines:
-                p.watch.interval = self.interval
+        for d in self.drivers:
+            d.set_interval(self.interval)
 
     def action_tab(self, step: int) -> None:
         index = self.current_pane().index
@@ -267,30 +266,58 @@ class WatchApp(App[int]):
         self.push_screen(DetailScreen(message.index, message.slot, state))
 
     def on_vassal_selected(self, message: VassalSelected) -> None:
-        from uwsgitune.tui.drill import drill_down
+        """The Emperor drill-down: a vassal's own stats socket in a new tab, where known."""
+        name = message.name
+        text = vassal_stats_address(message.pid, name)
+        if text is None:
+            self.notify(
+                f"the stats socket of vassal {name} is unknown (no `stats` in its ini); "
+                "give it as another ADDR",
+                severity="warning",
+            )
+            return
+        if text in self.names:
+            self.action_goto(self.names.index(text))
+            return
+        try:
+            address = parse_address(text)
+        except AddressError as exc:
+            self.notify(f"vassal {name}: {exc}", severity="warning")
+            return
+        driver = live_driver(address, interval=self.interval)
+        self.run_worker(self.add_instance(text, driver), group="drill")
 
-        drill_down(self, message.name, message.pid)
-
-    async def add_instance(self, name: str, pipeline: InstancePipeline) -> int:
-        """A new tab for `pipeline` (the Emperor drill-down), polled like the others."""
+    async def add_instance(self, name: str, driver: InstanceDriver) -> int:
+        """A new tab for `driver` (the Emperor drill-down), polled like the others."""
         index = len(self.names)
         self.names.append(name)
-        self.pipelines.append(pipeline)
+        self.drivers.append(driver)
         tabs = self.query_one(TabbedContent)
         await tabs.add_pane(TabPane(name, InstancePane(index, id=f"inst{index}"), id=f"tab{index}"))
         tabs.set_class(False, "single")
         if self.autopoll:
-            self._start_loop(index, pipeline)
+            self._start(index, driver)
         self.action_goto(index)
         return index
 
 
-def run_tui(
-    pipelines: Sequence[InstancePipeline],
-    args: argparse.Namespace | None = None,
-    tuners: dict[int, TuiTuner] | None = None,
-) -> int:
-    """Entry point of `uwsgitune watch` (TUI mode). Returns the exit code."""
-    app = WatchApp(pipelines, handle_signals=True, tuners=tuners)
-    code = app.run()
-    return int(code or 0) or finish_applies((tuners or {}).values())
+def run_tui(drivers: Sequence[InstanceDriver], args: argparse.Namespace | None = None) -> int:
+    """Entry point of `uwsgitune watch` (TUI mode). Returns the exit code: 1 when an apply
+    in flight at the quit did not end within `APPLY_WAIT_SECONDS` (see the audit log)."""
+    app = WatchApp(drivers, handle_signals=True)
+    code = int(app.run() or 0)
+    return code or finish(app.drivers)
+
+
+def finish(drivers: Sequence[InstanceDriver], wait: float = APPLY_WAIT_SECONDS) -> int:
+    """After the app quit (its drivers stopped): wait for an apply in flight to end in its
+    own thread (the driver's, which releases the lock). 1 if one did not end in time."""
+    code = 0
+    for d in drivers:
+        if d.tuner is None or d.join(0.5):
+            continue
+        print("uwsgitune: waiting for the apply in flight to verify or roll back", flush=True)
+        if not d.join(wait):
+            print("uwsgitune: the apply in flight did not end within 20 s; see the audit log")
+            code = 1
+    return code

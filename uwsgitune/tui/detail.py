@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from uwsgitune.core.frame import Frame, WorkerView
-from uwsgitune.render.units import duration, ms, num, size
-from uwsgitune.tui.history import recent, worker_series
+from uwsgitune.core.units import duration, ms, num, size
+from uwsgitune.tui.sparklines import recent, worker_series
 
 
 def find_worker(f: Frame, slot: int) -> WorkerView | None:

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.signals import all_busy, cpu_saturated
-from uwsgitune.render.units import duration, ms, num, pct, size
+from uwsgitune.core.units import duration, ms, pct, reading, size
 
 QUEUE_MINUTE = 60.0
 
@@ -89,12 +89,12 @@ def _workers(f: Frame) -> Text:
 
 
 def _traffic(f: Frame) -> Text:
-    busy = None if f.busy_ratio is None else f.busy_ratio * 100
     return Text.assemble(
         ("traffic ", "bold"),
-        (f"{num(f.rps)} req/s", "bold"),
-        f"  mean {ms(f.mean_rt_ms)}  busy {pct(busy)}  L {num(f.littles_l, '.1f')}",
-        (f"  exc {num(f.eps, '.2f')}/s" if f.eps else "", "red"),
+        (reading(f.rps, "req/s", "- req/s"), "bold"),
+        f"  mean {ms(f.mean_rt_ms)}  busy {reading(f.busy_ratio, 'ratio', '-')}  "
+        f"L {reading(f.littles_l, '', '-')}",
+        (f"  exc {reading(f.eps, '', '-')}/s" if f.eps else "", "red"),
     )
 
 
@@ -117,8 +117,8 @@ def _host(f: Frame) -> list[Text]:
         Text.assemble(
             ("cpu ", "bold"),
             f"host {pct(f.host_cpu_pct)}  ",
-            (f"instance {num(f.instance_cpu_cores, '.2f')}", cpu_style),
-            f" of {num(f.effective_cpus, 'g')} CPUs ({f.cpu_count or '?'} on host)",
+            (f"instance {reading(f.instance_cpu_cores, '', '-')}", cpu_style),
+            f" of {reading(f.effective_cpus, 'cpus', '? CPUs')} ({f.cpu_count or '?'} on host)",
         ),
         Text.assemble(
             ("mem ", "bold"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.render.units import duration
+from uwsgitune.core.units import duration
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}

@@ -19,8 +19,8 @@ from textual.containers import Grid
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.widgets import Label, Sparkline, Static
 
-from uwsgitune.render.units import duration
-from uwsgitune.tui.history import METRICS, Series
+from uwsgitune.core.units import duration
+from uwsgitune.tui.sparklines import CHARTS, Series
 from uwsgitune.tui.warnings import Annotation
 
 SEVERITY_STYLE = {
@@ -32,8 +32,16 @@ SEVERITY_STYLE = {
 
 def looks(text: Text) -> tuple[object, ...]:
     """All that decides how a Text is drawn (Text's own == ignores its base style)."""
-    return (text.plain, tuple(text.spans), text.style, text.justify, text.overflow,
-            text.no_wrap, text.end, text.tab_size)  # fmt: skip
+    return (
+        text.plain,
+        tuple(text.spans),
+        text.style,
+        text.justify,
+        text.overflow,
+        text.no_wrap,
+        text.end,
+        text.tab_size,
+    )
 
 
 Memo = dict[tuple[object, ...], list[Segment]]
@@ -50,8 +58,14 @@ class Lines(Group):
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RichResult:
         options = options.reset_height()  # what Console.render gives each renderable
-        room = (id(console), console.tab_size, options.max_width, options.justify,
-                options.overflow, options.no_wrap)  # fmt: skip
+        room = (
+            id(console),
+            console.tab_size,
+            options.max_width,
+            options.justify,
+            options.overflow,
+            options.no_wrap,
+        )
         painted: Memo = {}
         for text in self.renderables:
             assert isinstance(text, Text)
@@ -203,7 +217,7 @@ class HistoryPanel(Grid):
     sparkline (no container per row: each widget on screen costs every repaint)."""
 
     def compose(self) -> ComposeResult:
-        for m in METRICS:
+        for m in CHARTS:
             yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
             yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
 
@@ -212,10 +226,12 @@ class HistoryPanel(Grid):
     def show(self, series: Sequence[Series]) -> None:
         if self._rows is None:  # each metric's widgets, looked up once, not on every poll
             self._rows = {
-                m.key: (self.query_one(f"#hl-{m.key}", QuietLabel),
-                        self.query_one(f"#hs-{m.key}", QuietSparkline))
-                for m in METRICS
-            }  # fmt: skip
+                m.key: (
+                    self.query_one(f"#hl-{m.key}", QuietLabel),
+                    self.query_one(f"#hs-{m.key}", QuietSparkline),
+                )
+                for m in CHARTS
+            }
         for s in series:
             label, spark = self._rows[s.key]
             label.show(

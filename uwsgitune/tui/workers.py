@@ -14,7 +14,7 @@ from typing import NamedTuple
 from rich.text import Text
 
 from uwsgitune.core.frame import Frame, RequestView, WorkerView
-from uwsgitune.render.units import duration, num, size
+from uwsgitune.core.units import duration, num, size
 
 
 class Cell(NamedTuple):  # a tuple: built by the hundred per refresh, twice as fast

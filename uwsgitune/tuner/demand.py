@@ -3,7 +3,7 @@
 Up at once to what the requests in service need (L + beta√L, never more than the CPUs can
 serve); down only to what the *maximum* L over `down_window` needs, and only by more than
 a tenth, so a load on the boundary never oscillates. A load that fell and settled
-(`Facts.level`) goes down sooner, by at most half the pool, paced like a step up.
+(`Measures.level`) goes down sooner, by at most half the pool, paced like a step up.
 Neither move goes past the most requests seen in the instance at once: spare workers past
 that never serve. Counts are processes; with threads, the requests the cores hold and the
 queue are counted in processes' worth (`level.at_once`).
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 
-from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import workers_for, workers_holding
-from uwsgitune.tuner.proposal import Proposal
-from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.state import TunerState
+from uwsgitune.core.staffing import workers_for, workers_holding
+from uwsgitune.tuner.decision import Proposal, TunerState
+from uwsgitune.tuner.measures import Measures
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 IDLE_DEMAND = 1.0  # a level below one request in the instance: the load stopped
 # Mean queued connections that a closed loop reads with no shortage: a client's next
@@ -25,7 +24,7 @@ IDLE_DEMAND = 1.0  # a level below one request in the instance: the load stopped
 SMALL_QUEUE = 2.0
 
 
-def queue_served(f: Facts, st: TunerState, s: TunerSettings) -> bool:
+def queue_served(f: Measures, st: TunerState, s: TunerSettings) -> bool:
     """A small queue at this count is no shortage: a step up from here or below took such a
     queue into service and served no more (`QueueServed`), and the throughput is still that
     load's. A load that grew shows in the throughput or the queue, and is sized as usual."""
@@ -35,7 +34,7 @@ def queue_served(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     return x <= qs.x * (1 + max(f.noise, s.min_noise))
 
 
-def all_served(f: Facts) -> bool:
+def all_served(f: Measures) -> bool:
     """No poll at this count saw more requests in the instance than workers (busy plus
     queued): a worker was there for each. Every worker busy is then a closed population as
     large as the pool, and a queue beside idle workers is accept() waiting for a CPU. More
@@ -53,12 +52,12 @@ def all_served(f: Facts) -> bool:
     return peak <= f.live or (peak == f.live + 1 and small)
 
 
-def capacity(f: Facts) -> int | None:
+def capacity(f: Measures) -> int | None:
     """The model's count (None: unknown, or the CPUs set no bound)."""
     return f.model.workers if f.model is not None else None
 
 
-def _seen(f: Facts, want: int, l_max: float, s: TunerSettings, peak: int | None) -> int:
+def _seen(f: Measures, want: int, l_max: float, s: TunerSettings, peak: int | None) -> int:
     """`want`, but never more workers than `peak`, the most requests seen in the instance at
     once (a down move: over the down window; up: at this count): spare workers past that
     never serve."""
@@ -68,7 +67,7 @@ def _seen(f: Facts, want: int, l_max: float, s: TunerSettings, peak: int | None)
     return min(want, max(peak, held, s.min_workers))
 
 
-def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def littles_law(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     threads = max(f.latest.threads, 1)
     l_now = f.l_recent or 0.0
     # Up to what the load at this count needs: the window may hold a load that since fell.
@@ -101,8 +100,8 @@ def littles_law(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
 
 
-def load_fell(f: Facts, s: TunerSettings) -> Proposal | None:
-    """The load fell and settled (`Facts.level`): go to what the level needs (never more
+def load_fell(f: Measures, s: TunerSettings) -> Proposal | None:
+    """The load fell and settled (`Measures.level`): go to what the level needs (never more
     workers than one past its requests at once), but by at most half the most requests the down
     window saw at once, paced like a step up: a halving is met in one decision, a lull
     between bursts by half the pool at most, a load that stopped (`IDLE_DEMAND`) at once."""

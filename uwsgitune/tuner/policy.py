@@ -31,13 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.tuner.facts import Facts, gather
-from uwsgitune.tuner.model import workers_holding
-from uwsgitune.tuner.proposal import Proposal
+from uwsgitune.core.staffing import workers_holding
+from uwsgitune.tuner.decision import Action, Decision, Evidence, Probe, Proposal, TunerState, Via
+from uwsgitune.tuner.measures import Measures, gather
 from uwsgitune.tuner.propose import propose
-from uwsgitune.tuner.settings import TunerSettings
 from uwsgitune.tuner.sizing import cpu_hot
-from uwsgitune.tuner.state import Action, Decision, Evidence, Probe, TunerState, Via
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
 HOUR = 3600.0  # the window of `max_changes_per_hour`
@@ -95,7 +94,7 @@ GUARDS: tuple[tuple[str, Guard], ...] = (
 )
 
 
-def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
+def _bound(p: Proposal, f: Measures, s: TunerSettings) -> Proposal:
     desired = min(max(p.desired, s.min_workers), s.max_workers)
     if desired == f.live and p.desired > f.live:
         return replace(p, desired=desired, reason=f"{p.reason}; at the ceiling {s.max_workers}")
@@ -110,7 +109,7 @@ def _bound(p: Proposal, f: Facts, s: TunerSettings) -> Proposal:
     return replace(p, desired=desired)
 
 
-def _route(p: Proposal, f: Facts) -> Via:
+def _route(p: Proposal, f: Measures) -> Via:
     if p.desired > f.live:
         return "fifo" if p.desired <= f.latest.workers_max else "reload"
     # uWSGI's `-` cheaps only a worker idle at its check, else it stays pending: the FIFO
@@ -141,7 +140,7 @@ def cooling(last: float | None, now: float, cool: float) -> float | None:
     return now - last
 
 
-def _paced(p: Proposal, f: Facts, st: TunerState, s: TunerSettings) -> str | None:
+def _paced(p: Proposal, f: Measures, st: TunerState, s: TunerSettings) -> str | None:
     full = hour_full(st.changes, f.now, s)
     if full is not None:
         return f"{full} changes in the last hour (max {s.max_changes_per_hour})"
@@ -196,7 +195,7 @@ def decide(
     return _change(prop, f, st, settings, ev)
 
 
-def _change(p: Proposal, f: Facts, st: TunerState, s: TunerSettings, ev: Evidence) -> Decision:
+def _change(p: Proposal, f: Measures, st: TunerState, s: TunerSettings, ev: Evidence) -> Decision:
     via = _route(p, f)
     x, noise = (f.x, f.noise) if f.x else (f.x_part, f.noise_part)
     cpus = f.model.cpus if f.model is not None else None

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import SMALL_QUEUE
-from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.proposal import Proposal
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.sizing import RULES
-from uwsgitune.tuner.state import TunerState
+from uwsgitune.tuner.tunersettings import TunerSettings
 from uwsgitune.tuner.verdict import judge
 
 
-def _request(f: Facts) -> tuple[float, float] | None:
+def _request(f: Measures) -> tuple[float, float] | None:
     return (f.model.cpu_ms, f.model.io_ms) if f.model is not None else None
 
 
-def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
+def _load_changed(f: Measures, st: TunerState, s: TunerSettings) -> bool:
     """What a request costs moved beyond the band since the plateaus were learned."""
     then, now = st.learned_request, _request(f)
     if then is None or now is None:
@@ -29,12 +28,12 @@ def _load_changed(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     )
 
 
-def _in_instance(f: Facts) -> float:
+def _in_instance(f: Measures) -> float:
     """Requests in service and queued: the recent polls' means."""
     return (f.l_recent or 0.0) + (f.queue or 0.0)
 
 
-def _demand_grew(f: Facts, st: TunerState, s: TunerSettings) -> bool:
+def _demand_grew(f: Measures, st: TunerState, s: TunerSettings) -> bool:
     """More requests in service and queued than when the plateaus were learned, by more than
     a probe's step and a small queue: more clients, a new load. The ceiling of a climb held
     for the old one (16 clients on 17 workers learned it; 32 then queued 16 behind it, for
@@ -46,7 +45,7 @@ def _demand_grew(f: Facts, st: TunerState, s: TunerSettings) -> bool:
     return grew > max(SMALL_QUEUE * max(f.latest.threads, 1), s.probe_step * then)
 
 
-def propose(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
+def propose(f: Measures, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal]:
     # What probing learned holds for this load only: forget it when demand fell below
     # capacity, or a request's CPU or IO time moved (a new release, a slower database).
     if st.learned and _load_changed(f, st, s):

@@ -1,10 +1,12 @@
 """What one tuner step returns: typed, frozen, and formatted only by its callers. Pure.
 
-`TuneLoop.step` (actuate/) returns a `StepResult`: the decision, what the step has to say
-(`Note`s, each with a level and whether it is new), the audit records it wrote, whether
-applying is stopped, the exact command in recommend mode, and the outcome of a change it
-applied. The daemon turns notes into structured events, `uwsgitune tune` prints them, the
-TUI shows the decision and the outcome: none of them parse text.
+`TunerService.step` (actuate/service.py) returns a `StepResult`: the decision, what the
+step has to say (`Note`s, each with a level and whether it is new), the audit records it
+wrote, whether applying is stopped, the exact command in recommend mode, the outcome of a
+change it applied and the phases its move went through (`tuner/moves.py`), how the tuner
+opened on its first good poll (`Opened`), and what became of an apply the TUI asked for
+(`Requested`). The daemon turns notes into structured events, `uwsgitune tune` prints
+them, the TUI shows the decision and the outcomes: none of them parse text.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from uwsgitune.tuner.listen import ListenDecision
-from uwsgitune.tuner.state import Decision
+from uwsgitune.tuner.backlog import ListenDecision
+from uwsgitune.tuner.decision import Decision
+from uwsgitune.tuner.moves import MoveRecord
 
 Level = Literal["info", "warning", "error"]
 NoteKind = Literal["decision", "listen", "apply", "verify", "stop", "resume"]
@@ -100,6 +103,55 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """What an apply in flight waits for (a reload or a restart to come back), since and
+    until when (monotonic): published with the polls the wait makes, for a progress line."""
+
+    what: str
+    since: float
+    until: float
+
+
+@dataclass(frozen=True)
+class Opened:
+    """How the tuner opened, on the instance's first good poll: the mode it runs in, its
+    bounds, and what kept it from the mode asked (each one line naming the fix; None:
+    nothing). A tuner that takes the apply lock later (it was held) opens again then."""
+
+    mode: str
+    floor: int = 0
+    ceiling: int = 0
+    fifo_problem: str | None = None  # the FIFO failed its checks against that poll
+    lock_problem: str | None = None  # apply asked, another uwsgitune holds the lock
+    audit_problem: str | None = None  # apply asked, the audit log cannot be read
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        found = (self.fifo_problem, self.lock_problem, self.audit_problem)
+        return tuple(p for p in found if p is not None)
+
+
+# What became of an apply asked by hand (the TUI's `a`):
+# applied: the change went; resumed: a pool a killed reload left paused was resumed first
+# (nothing else applied); locked: another uwsgitune holds the lock; changed: the fresh
+# decision is not the one confirmed; no-stats: no poll yet; stopped: applying is stopped;
+# refused / failed: the change was refused, or went and failed (`detail` says why).
+Asked = Literal[
+    "applied", "resumed", "locked", "changed", "no-stats", "stopped", "refused", "failed"
+]
+
+
+@dataclass(frozen=True)
+class Requested:
+    kind: Asked
+    text: str  # one line for the screen
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in ("applied", "resumed")
+
+
+@dataclass(frozen=True)
 class StepResult:
     decision: Decision | None
     mode: str
@@ -112,3 +164,6 @@ class StepResult:
     listen: ListenDecision | None = None  # the listen decision of this poll
     # The last listen restart (monotonic): the rules must not count frames from before it.
     listen_since: float | None = None
+    move: MoveRecord | None = None  # the phases of a change applied in this step
+    opened: Opened | None = None  # this step opened the tuner (its first good poll)
+    requested: Requested | None = None  # an apply asked by hand, served in this step

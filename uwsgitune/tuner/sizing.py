@@ -2,13 +2,13 @@
 
 Theory of operation
 -------------------
-The sizing model (model.py) says how many workers keep the CPUs busy given the IO share of
-a request: its `workers`, the capacity. Demand says how many the load needs: Little's L
-with square-root staffing (L + beta√L) when nothing waits, in-service plus queued when
-something does. The
-tuner goes to min(capacity, demand) in one move, and holds while the count is within
-`model_band` of it, so a load that doubles or halves is met by one decision, and a pool of
-64 workers on 2 CPUs goes to its size in one reload rather than a halving per cool-down.
+The sizing model (core/staffing.py) says how many workers keep the CPUs busy given the IO
+share of a request: its `workers`, the capacity. Demand says how many the load needs:
+Little's L with square-root staffing (L + beta√L) when nothing waits, in-service plus queued
+when something does. The tuner goes to min(capacity, demand) in one move, and holds while
+the count is within `model_band` of it, so a load that doubles or halves is met by one
+decision, and a pool of 64 workers on 2 CPUs goes to its size in one reload rather than a
+halving per cool-down.
 
 Not saturated (no queue, not every worker busy): Little's law up at once; down only to what
 the *maximum* L over `down_window` needs, and only by more than the band, so a load on the
@@ -53,17 +53,16 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from uwsgitune.core.staffing import workers_for
+from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
-from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.model import workers_for
-from uwsgitune.tuner.proposal import Proposal
-from uwsgitune.tuner.settings import TunerSettings
-from uwsgitune.tuner.state import TunerState
+from uwsgitune.tuner.measures import Measures
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the process is the limit
 
 
-def cpu_hot(f: Facts, s: TunerSettings) -> bool:
+def cpu_hot(f: Measures, s: TunerSettings) -> bool:
     return f.cpu_sat is not None and f.cpu_sat >= s.cpu_saturated
 
 
@@ -71,13 +70,13 @@ def _band(n: int, s: TunerSettings) -> int:
     return max(1, math.ceil(n * s.model_band))
 
 
-def below_floor(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def below_floor(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if f.live >= s.min_workers:
         return None
     return Proposal(s.min_workers, "floor", f"{f.live} live < floor {s.min_workers}", urgent=True)
 
 
-def above_ceiling(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def above_ceiling(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if f.live <= s.max_workers:
         return None
     return Proposal(
@@ -85,7 +84,7 @@ def above_ceiling(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
     )
 
 
-def memory_over(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def memory_over(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if f.mem_cap is None or f.live <= max(f.mem_cap, s.min_workers):
         return None
     cap = max(f.mem_cap, s.min_workers)
@@ -94,13 +93,13 @@ def memory_over(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     )
 
 
-def _cpu_bound(f: Facts, s: TunerSettings) -> bool:
+def _cpu_bound(f: Measures, s: TunerSettings) -> bool:
     # The instance itself must be using the CPUs: a host kept busy by others does not make
     # an IO-bound pool oversubscribed.
     return cpu_hot(f, s) and bool(f.cpus) and (f.cpu_used or 0) >= 0.5 * (f.cpus or 0)
 
 
-def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not _cpu_bound(f, s):
         return None
     cap = capacity(f)
@@ -140,7 +139,7 @@ def over_capacity(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None
     return Proposal(target, "cpu-oversubscribed", why, probe=True, fast=f.live >= 2 * target)
 
 
-def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated or all_served(f):
         return None
     held = _load_moving(f) or _held(f, st, s)
@@ -169,7 +168,7 @@ def saturated_up(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     return _capped(Proposal(desired, "saturated", f"{why}: step up", probe=True, fast=fast), st)
 
 
-def _held(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
+def _held(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     """Saturated, but adding cannot help, or was shown not to (None: a step up may)."""
     if cpu_hot(f, s):
         gil = _gil_step(f, st)
@@ -193,7 +192,7 @@ def _held(f: Facts, st: TunerState, s: TunerSettings) -> Proposal | None:
     return None
 
 
-def _queued(f: Facts, cap: int | None) -> float:
+def _queued(f: Measures, cap: int | None) -> float:
     """The connections a step up may take: the recent polls' mean queue and, where the model
     bounds the step (`cap`), the latest poll's. A load back from a quiet spell has its means
     diluted by the quiet polls (drop: 2 -> 18 on a mean of 15 queued, 46 queued at the
@@ -202,7 +201,7 @@ def _queued(f: Facts, cap: int | None) -> float:
     return max(queue, f.queue_now or 0.0) if cap is not None else queue
 
 
-def _demand(f: Facts, s: TunerSettings) -> tuple[float, int]:
+def _demand(f: Measures, s: TunerSettings) -> tuple[float, int]:
     """Requests in service and queued (the most of the recent polls), and the count that
     serves them (L + beta√L), never past the requests seen at once at this count: a closed
     loop of 32 clients on 33 workers can read 34 at a poll (a worker still busy after its
@@ -215,7 +214,7 @@ def _demand(f: Facts, s: TunerSettings) -> tuple[float, int]:
     return demand, want
 
 
-def _load_moving(f: Facts) -> Proposal | None:
+def _load_moving(f: Measures) -> Proposal | None:
     """The recent polls mix two loads (one starting again after a quiet spell reads as a
     queue beside a CPU that looks idle): measure the new one for a few polls before sizing
     on it. Not when the queue alone says the pool is far too small: the backlog full, or
@@ -230,7 +229,7 @@ def _load_moving(f: Facts) -> Proposal | None:
     return Proposal(f.live, "load-moving", why)
 
 
-def _gil_step(f: Facts, st: TunerState) -> Proposal | None:
+def _gil_step(f: Measures, st: TunerState) -> Proposal | None:
     """Threaded processes each holding their GIL all the time, fewer than the model's count:
     a process keeps at most one CPU busy, so the processes, not the CPUs, are the limit
     (4 processes of 4 threads served 532 req/s on 2 CPUs where 2 served 482). None: not so."""
@@ -255,7 +254,7 @@ def _capped(p: Proposal, st: TunerState) -> Proposal:
     return p
 
 
-Rule = Callable[[Facts, TunerState, TunerSettings], Proposal | None]
+Rule = Callable[[Measures, TunerState, TunerSettings], Proposal | None]
 
 # In order: safety bounds first, then the saturated regime, then Little's law.
 RULES: tuple[tuple[str, Rule], ...] = (

@@ -29,17 +29,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from uwsgitune.tuner.decision import Probe, Proposal, QueueServed, TunerState
 from uwsgitune.tuner.demand import SMALL_QUEUE
-from uwsgitune.tuner.facts import Facts
-from uwsgitune.tuner.proposal import Proposal
-from uwsgitune.tuner.settings import TunerSettings
+from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.sizing import cpu_hot
-from uwsgitune.tuner.state import Probe, QueueServed, TunerState
+from uwsgitune.tuner.tunersettings import TunerSettings
 
 HOST_MOVED = 0.2  # CPUs available to the instance changing by more: a probe proves nothing
 
 
-def _host_moved(p: Probe, f: Facts) -> bool:
+def _host_moved(p: Probe, f: Measures) -> bool:
     """The CPUs the instance can get changed during the probe by more than its noise."""
     after = f.model.cpus if f.model is not None else None
     if p.cpus_before is None or after is None or p.cpus_before <= 0:
@@ -47,7 +46,7 @@ def _host_moved(p: Probe, f: Facts) -> bool:
     return abs(after - p.cpus_before) / p.cpus_before > max(p.noise, f.noise, HOST_MOVED)
 
 
-def _measured(p: Probe, f: Facts, x: float, s: TunerSettings) -> tuple[tuple[float, ...], str]:
+def _measured(p: Probe, f: Measures, x: float, s: TunerSettings) -> tuple[tuple[float, ...], str]:
     """The throughput's relative changes over the step, and how they read: as served and,
     when its CPUs were saturated both times, per CPU the instance could get (the last one
     is the one said)."""
@@ -60,7 +59,7 @@ def _measured(p: Probe, f: Facts, x: float, s: TunerSettings) -> tuple[tuple[flo
     return (served,), f"rps {p.x_before:.1f}->{x:.1f} "
 
 
-def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal | None]:
+def judge(f: Measures, st: TunerState, s: TunerSettings) -> tuple[TunerState, Proposal | None]:
     """The verdict on a finished probe: continue (None), or revert (a Proposal)."""
     p = st.probe
     if p is None or f.x is None:
@@ -101,7 +100,7 @@ def judge(f: Facts, st: TunerState, s: TunerSettings) -> tuple[TunerState, Propo
 
 
 def _unsaturated(
-    p: Probe, f: Facts, st: TunerState, better: bool, what: str
+    p: Probe, f: Measures, st: TunerState, better: bool, what: str
 ) -> tuple[TunerState, Proposal | None]:
     """The pool is no longer saturated: the step took the queue into service, or the load
     fell. Only a step up from a small queue that served no more is judged (the module's

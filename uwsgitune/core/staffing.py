@@ -1,0 +1,222 @@
+"""The staffing model: how many workers the CPUs and the IO share of a request need. Pure.
+
+The tuner decides with it and the rules' findings quote it (`uwsgitune.rules.build`), each
+with the settings it was given, so a finding and a decision count workers alike. It lives in
+core/ because both read it: the rules never import the tuner.
+
+Theory of operation
+-------------------
+A request spends `cpu` ms on a CPU and `io` ms waiting for something else (a database, an
+upstream, a sleep); when more threads are runnable than there are CPUs it also waits `runq`
+ms for a CPU. uWSGI's running_time gives the true mean W = cpu + runq + io per request, the
+process accounting gives cpu (CPU time over requests) and the kernel's schedstat gives runq,
+so io = W - cpu - runq. That holds on a pool whose CPUs are saturated too, where W alone
+would count waiting for a CPU as IO and ask for ever more workers.
+
+A request in service is on a CPU cpu / (cpu + io) of its time, so the CPUs the instance can
+get are kept busy by C = cpus x (cpu + io) / cpu requests in service. Fewer leave CPUs idle
+while requests queue; more only share the same CPUs, stretch every request, and evict each
+other's caches at every context switch (100 workers served 280 req/s on 4 cores where 6
+served 449). The estimate is C x `cpu_workers_per_cpu` (the spare concurrency that absorbs
+the randomness of arrivals), in processes of `threads` threads each, and, with threads that
+share a GIL, never fewer processes than `cpu_workers_per_cpu` per CPU: a process keeps at
+most one CPU busy, so a GIL-bound pool needs the processes a one-thread pool would.
+
+A thread waiting for its process's GIL sleeps on a lock: the kernel counts that as neither
+CPU nor run-queue wait, so W - cpu - runq holds the GIL wait as well as the IO. Each
+process's GIL is one server, held or wanted `gil_busy` of the time (its threads' CPU and
+run-queue time, at most 1); a single server that busy makes a request wait
+cpu x u / (1 - u) for it (M/M/1). That much of the remainder is the GIL's, the rest IO: a
+CPU-bound threaded pool (u near 1) has next to no IO, an IO-bound one (u near 0) all of it.
+
+The run-queue wait counted is each worker's in its busy share of the poll: a worker woken for
+a connection another one takes (the thundering herd of idle workers on one socket) waits for
+a CPU outside any request. The split is exact when every worker is busy; with idle workers on
+saturated CPUs it leaves part of a request's wait for a CPU in io, so the estimate errs high
+(measured, 64 workers on 2 CPUs: 13 ms of IO read in a pure 3 ms CPU request, 17 in a 2 ms CPU
++ 12 ms IO one; at 24 workers, all busy, 12.0 of 12). The policy leans on that direction.
+
+The CPUs the instance can get are its effective CPUs (affinity, cgroup quota) less what the
+rest of the host keeps busy. Figures are request-weighted over the polls given, so a quiet
+poll weighs little; too few requests give no estimate.
+
+Demand is sized by square-root staffing: L requests in service (Little's law) need
+L + beta x sqrt(L) threads, so that a request rarely waits for a worker. The spare share
+shrinks as the pool grows (L = 4 needs 8, L = 40 needs 53, L = 100 needs 120), where a fixed
+target busy ratio over-provisions large pools and under-provisions small ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.settings import SharedSettings
+
+MIN_REQUESTS = 30  # fewer requests than this over the polls: no estimate
+MIN_CPU_MS = 0.02  # less CPU per request than this: the CPUs do not bound the count
+# host CPU busy share from which, without schedstat, W - cpu is not IO: the CPU is used up
+CONTENDED: float = SharedSettings.model_fields["cpu_saturated"].default
+GIL_CAP = 0.95  # a GIL busier than this is read as saturated (its M/M/1 wait is unbounded)
+
+
+def pstdev(values: Sequence[float]) -> float:
+    """The population standard deviation in floats (at most 1 ulp from `statistics.pstdev`,
+    which works in exact fractions and costs 30 times as much: a step reads it twice)."""
+    n = len(values)
+    mu = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - mu) * (v - mu) for v in values) / n)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Processes that keep the CPUs busy without oversubscribing them, and the figures behind."""
+
+    workers: int | None  # None: the CPUs set no bound (next to no CPU per request)
+    cpu_ms: float  # CPU per request
+    runq_ms: float | None  # waiting for a CPU per request (None: schedstat unreadable)
+    io_ms: float  # waiting for anything else per request
+    cpus: float  # CPUs the instance can get
+    concurrency: float  # requests in service that keep those CPUs busy
+    spread: float  # relative standard error of the concurrency over the polls
+    threads: int
+    gil_busy: float | None = None  # with threads: how busy each process's GIL was
+
+    @property
+    def cpu_share(self) -> float:
+        """Share of a request's uncontended time spent on a CPU."""
+        total = self.cpu_ms + self.io_ms
+        return self.cpu_ms / total if total > 0 else 1.0
+
+    def evidence(self) -> dict[str, float | int | None]:
+        return {
+            "cpu_ms": round(self.cpu_ms, 2),
+            "runq_ms": None if self.runq_ms is None else round(self.runq_ms, 2),
+            "io_ms": round(self.io_ms, 2),
+            "cpus_available": round(self.cpus, 2),
+            "estimate": self.workers,
+            "threads": self.threads,
+            **({} if self.gil_busy is None else {"gil_busy": round(self.gil_busy, 2)}),
+        }
+
+
+def workers_holding(in_service: float, threads: int) -> int:
+    """Processes of `threads` threads that hold `in_service` requests (Little's L) at once.
+    L is a mean of noisy polls: a tenth of a worker past a whole count is that noise (16
+    clients on 16 workers read L = 16.02 at 2% noise)."""
+    return math.ceil(max(in_service, 0.0) / max(threads, 1) - 0.1)
+
+
+def workers_for(in_service: float, threads: int, beta: float) -> int:
+    """Processes of `threads` threads that serve `in_service` requests without queueing."""
+    load = max(in_service, 0.0)
+    return math.ceil((load + beta * math.sqrt(load)) / max(threads, 1) - 1e-9)
+
+
+def available_cpus(f: Frame) -> float | None:
+    """Effective CPUs less what other processes on the host keep busy (at least half a CPU).
+    Work at a positive nice does not count: the kernel gives way to the workers."""
+    eff = f.effective_cpus
+    if not eff:
+        return None
+    busy = f.host_contended_pct
+    if busy is None or not f.cpu_count or f.instance_cpu_cores is None:
+        return eff
+    others = busy / 100 * f.cpu_count - f.instance_cpu_cores
+    return max(min(eff, f.cpu_count - max(others, 0.0)), 0.5)
+
+
+@dataclass(frozen=True)
+class _Totals:
+    requests: float
+    cpu_ms: float
+    runq_ms: float | None
+    rt_ms: float
+    gil_busy: float | None  # request-weighted; None with one thread per process
+
+
+def _weighted(frames: Sequence[Frame]) -> _Totals | None:
+    """Per-request figures over the frames, each poll weighted by its requests."""
+    req = cpu = rt = runq = gil = 0.0
+    runq_known = gil_known = True
+    for f in frames:
+        if not f.rps or f.dt is None or f.instance_cpu_cores is None or f.mean_rt_ms is None:
+            continue
+        n = f.rps * f.dt
+        req += n
+        cpu += f.instance_cpu_cores * f.dt * 1000
+        rt += f.mean_rt_ms * n
+        runq_known = runq_known and f.runq_cores is not None
+        runq += (f.runq_cores or 0.0) * f.dt * 1000
+        gil_known = gil_known and f.gil_busy is not None
+        gil += (f.gil_busy or 0.0) * n
+    if req < MIN_REQUESTS:
+        return None
+    return _Totals(
+        req,
+        cpu / req,
+        runq / req if runq_known else None,
+        rt / req,
+        gil / req if gil_known else None,
+    )
+
+
+def io_ms(rt_ms: float, cpu_ms: float, runq_ms: float | None, gil_busy: float | None) -> float:
+    """What remains of a request's time once its CPU, its wait for a CPU and its wait for
+    the GIL are taken out."""
+    rest = max(rt_ms - cpu_ms - (runq_ms or 0.0), 0.0)
+    if gil_busy is None:
+        return rest
+    u = min(max(gil_busy, 0.0), GIL_CAP)
+    return max(rest - cpu_ms * u / (1 - u), 0.0)
+
+
+def _contended(frames: Sequence[Frame], saturated: float) -> bool:
+    busy = [f.host_contended_pct / 100 for f in frames if f.host_contended_pct is not None]
+    return bool(busy) and fmean(busy) >= saturated
+
+
+def _concurrency(cpus: float, cpu_ms: float, io_ms: float) -> float:
+    return cpus * (cpu_ms + io_ms) / cpu_ms
+
+
+def _spread(frames: Sequence[Frame], cpus: float) -> float:
+    """Relative standard error of the per-poll concurrency estimates."""
+    per = []
+    for f in frames:
+        c, q, w = f.cpu_ms_per_request, f.runq_ms_per_request, f.mean_rt_ms
+        if c and c >= MIN_CPU_MS and w is not None:
+            per.append(_concurrency(cpus, c, io_ms(w, c, q, f.gil_busy)))
+    if len(per) < 2:
+        return 1.0
+    return pstdev(per) / fmean(per) / math.sqrt(len(per))
+
+
+def estimate(
+    frames: Sequence[Frame], per_cpu: float, saturated: float = CONTENDED
+) -> Estimate | None:
+    """The model's worker count from the frames of one regime (same live count, settled).
+    `saturated`: the host CPU busy share at which the CPU is used up (`cpu_saturated`)."""
+    if not frames:
+        return None
+    totals = _weighted(frames)
+    cpus = available_cpus(frames[-1])
+    if totals is None or cpus is None:
+        return None
+    cpu_ms, runq_ms = totals.cpu_ms, totals.runq_ms
+    if runq_ms is None and _contended(frames, saturated):
+        return None  # waiting for a CPU would be read as IO: no honest estimate
+    threads = max(frames[-1].threads, 1)
+    gil = totals.gil_busy if threads > 1 else None
+    io = io_ms(totals.rt_ms, cpu_ms, runq_ms, gil)
+    if cpu_ms < MIN_CPU_MS:
+        return Estimate(None, cpu_ms, runq_ms, io, cpus, math.inf, 0.0, threads, gil)
+    conc = _concurrency(cpus, cpu_ms, io)
+    workers = math.ceil(conc * per_cpu / threads - 1e-9)
+    if threads > 1:  # one GIL a process, a CPU each at most: the CPUs' share in processes
+        workers = max(workers, math.ceil(cpus * per_cpu - 1e-9))
+    spread = _spread(frames, cpus)
+    return Estimate(max(workers, 1), cpu_ms, runq_ms, io, cpus, conc, spread, threads, gil)

@@ -1,0 +1,514 @@
+"""The metrics: what each instance's latest state becomes as Prometheus metric families.
+
+The collector (`UwsgiCollector`) follows prometheus_client's pattern for proxying another
+system: `collect()` yields metric families built from one fresh read of the states, and
+nothing is kept between scrapes, so a worker or an instance that is gone is gone from the
+output. Each family holds the samples of every instance, each sample labelled `stats_uri`,
+as the exposition format wants one family per name (`Families`). An instance whose last
+poll failed shows `uwsgi_up 0` and none of its other uWSGI metrics; uwsgitune's own metrics
+(poll errors, findings, actions) stay. An instance's families are built apart from the
+others': whatever fails there costs only that instance its metrics, never the scrape.
+
+What is exported, in the order `add_snapshot` adds it:
+- **uwsgi_exporter's families** (timonwong/uwsgi_exporter 1.3), same names, labels and
+  types. Existing Grafana dashboards and alerts query these, so they copy the exporter,
+  quirks included: workers are the slots with `id != 0` (never-spawned slots are skipped,
+  cheaped ones stay), `average_response_time_seconds` is uWSGI's half-life `avg_rt` (the
+  true mean is `uwsgitune_mean_response_time_seconds`), and socket queues are what the stats
+  say (0 for unix sockets; the kernel's numbers are `uwsgitune_socket_queue_length`). One
+  deliberate improvement: `uwsgi_worker_rss_bytes` falls back to psutil without
+  `--memory-report`. The exporter's own `uwsgi_exporter_scrape*` count uwsgitune's polls
+  (it read the stats once per scrape; uwsgitune reads them once per poll), and carry
+  `stats_uri` (the exporter's have no label: with one instance per process it needed none,
+  and its /probe shared one set across every target: `handleProbe` gets one `NewMetrics()`).
+- **Its optional families:** per-core (`--collect.cores`) is off by default, as in the
+  exporter: an async pool of 64 workers x 1,000 cores would be 448,000 series. Caches:
+  `hits`, `misses` and `full` are counters in the exporter but named without `_total`,
+  which `promtool check metrics` rejects; they keep their names and are typed gauges here
+  (PromQL's `rate()` reads them the same).
+- **uWSGI's own metrics subsystem** (`--enable-metrics`, and the app's `--metric` values),
+  as `uwsgi_metric{name=...}` (gauges) and `uwsgi_metric_total{name=...}` (counters). The
+  stats document carries them under `metrics` as `{name: {type, oid, value}}`; types, from
+  uWSGI's core/metrics.c: 0 counter, 1 gauge, 2 absolute (a value set from outside: a
+  gauge), 3 alias (a gauge; it mirrors another metric). With 64 workers the built-in
+  `worker.N.*` and `worker.N.core.M.*` names alone are ~1,000 series that repeat the
+  `uwsgi_worker_*` families, so the count is capped (`uwsgi_metrics_max_series`): the app's
+  and the `core.*` metrics are kept first, `worker.*` after them, in document order, and
+  the number left out is `uwsgitune_uwsgi_metrics_dropped`.
+- **uwsgitune's own** (`uwsgitune_*`): what no exporter has (the true mean response time,
+  Little's L, busy ratio, CPU saturation, the kernel's socket queues), the findings, the
+  recommendations, the actions, the tuner's wish, the polls' counts; and the process's
+  `uwsgitune_build_info`, as `uwsgi_exporter_build_info`.
+
+Samples are appended directly (`Metric.add_sample` is what the typed families' `add_metric`
+ends in, without its per-call list and zip): a 64-worker scrape adds ~1,400 of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import ProcessCollector
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.samples import Sample
+
+from uwsgitune import __version__
+from uwsgitune.core import model
+from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.core.model import Cache, Core, StatsDoc, Worker
+from uwsgitune.core.signals import cpu_saturation
+from uwsgitune.pipeline.state import InstanceState
+
+StateSource = Callable[[], Iterable[InstanceState]]
+log = logging.getLogger(__name__)
+US = 1e6
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    collect_cores: bool = False  # uwsgi_exporter's --collect.cores
+    uwsgi_metrics_max_series: int = 500  # cap on uwsgi_metric{name} series per instance
+
+
+class Families:
+    """A set of metric families filled instance by instance, yielded once per scrape. Families
+    with no sample are not yielded."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, Metric] = {}
+
+    def _family(self, kind: str, name: str, doc: str) -> Metric:
+        family = self._families.get(name)
+        if family is None:
+            # A counter family is named without `_total`; its samples carry it.
+            base = name.removesuffix("_total") if kind == "counter" else name
+            family = self._families[name] = Metric(base, doc, kind)
+        return family
+
+    def gauge(self, name: str, doc: str, uri: str, value: float | None, /, **labels: str) -> None:
+        """Add one sample; `None` (unknown) adds nothing rather than a misleading zero."""
+        if value is not None:
+            labels["stats_uri"] = uri
+            self._family("gauge", name, doc).samples.append(Sample(name, labels, float(value)))
+
+    def counter(self, name: str, doc: str, uri: str, value: float | None, /, **labels: str) -> None:
+        """`name` ends in `_total`, as it appears in the output."""
+        if value is not None:
+            labels["stats_uri"] = uri
+            self._family("counter", name, doc).samples.append(Sample(name, labels, float(value)))
+
+    def summary(self, name: str, doc: str, uri: str, count: int, total: float) -> None:
+        samples = self._family("summary", name, doc).samples
+        samples.append(Sample(f"{name}_count", {"stats_uri": uri}, float(count)))
+        samples.append(Sample(f"{name}_sum", {"stats_uri": uri}, float(total)))
+
+    def merge(self, other: Families) -> None:
+        """Add every sample of `other` (one instance's families) to these."""
+        for name, family in other._families.items():
+            mine = self._families.get(name)
+            if mine is None:
+                self._families[name] = family
+            else:
+                mine.samples.extend(family.samples)
+
+    def __iter__(self) -> Iterator[Metric]:
+        return (f for f in self._families.values() if f.samples)
+
+
+class UwsgiCollector(Collector):
+    """Yields every family from `source()`, called once per scrape."""
+
+    def __init__(self, source: StateSource, options: ExportOptions | None = None) -> None:
+        self._source = source
+        self.options = options or ExportOptions()
+
+    def collect(self) -> Iterator[Metric]:
+        out = Families()
+        for snap in self._source():
+            out.merge(instance_families(snap, self.options))
+        yield from out
+
+
+def instance_families(snap: InstanceState, options: ExportOptions) -> Families:
+    """One instance's families, built apart: whatever fails there costs only that instance
+    its metrics (it reads `uwsgi_up 0`), never another instance's or the scrape."""
+    own = Families()
+    try:
+        add_snapshot(own, snap, options)
+    except Exception as exc:  # a bug or a value the model let through: isolate it
+        name = type(exc).__name__
+        log.warning("metrics of %s dropped from this scrape: %s", snap.stats_uri, name)
+        own = Families()
+        add_up(own, snap.stats_uri, False)
+    return own
+
+
+def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | None = None) -> None:
+    options = options or ExportOptions()
+    uri = snap.stats_uri
+    add_up(out, uri, snap.up)
+    add_exporter_self(out, snap)
+    add_own(out, snap)
+    doc, frame = snap.doc, snap.frame
+    if not snap.up or doc is None or frame is None:
+        return
+    add_main(out, uri, doc)
+    add_sockets(out, uri, doc)
+    add_workers(out, uri, doc, frame.workers)
+    if options.collect_cores:
+        add_cores(out, uri, doc)
+    add_caches(out, uri, doc)
+    add_uwsgi_metrics(out, uri, doc, options.uwsgi_metrics_max_series)
+    add_frame(out, uri, frame)
+    add_host(out, snap)
+
+
+# uwsgi_exporter's families -------------------------------------------------------------
+
+# (name, help, value) of the per-worker gauges and counters, in the exporter's order.
+WorkerValue = Callable[[Worker, WorkerView | None], float]
+WORKER_GAUGES: tuple[tuple[str, str, WorkerValue], ...] = (
+    ("accepting", "Is this worker accepting requests?", lambda w, v: w.accepting),
+    ("delta_requests", "Number of delta requests", lambda w, v: w.delta_requests),
+    ("signal_queue_length", "Length of signal queue.", lambda w, v: w.signal_queue),
+    ("rss_bytes", "Worker RSS bytes.", lambda w, v: v.rss if v and v.rss else w.rss),
+    ("vsz_bytes", "Worker VSZ bytes.", lambda w, v: w.vsz),
+    ("running_time_seconds", "Worker running time in seconds.", lambda w, v: w.running_time / US),
+    (
+        "last_spawn_time_seconds",
+        "Last spawn time in seconds since epoch.",
+        lambda w, v: w.last_spawn,
+    ),
+    (
+        "average_response_time_seconds",
+        "Average response time in seconds (uWSGI's avg_rt: (avg + last) / 2, not a mean).",
+        lambda w, v: w.avg_rt / US,
+    ),
+    ("apps", "Number of apps.", lambda w, v: len(w.apps)),
+    ("cores", "Number of cores.", lambda w, v: len(w.cores)),
+    ("busy", "Is busy", lambda w, v: w.status == "busy"),
+    ("idle", "Is idle", lambda w, v: w.status == "idle"),
+    ("cheap", "Is cheap", lambda w, v: w.status == "cheap"),
+)
+WORKER_COUNTERS: tuple[tuple[str, str, WorkerValue], ...] = (
+    ("requests_total", "Total number of requests.", lambda w, v: w.requests),
+    ("exceptions_total", "Total number of exceptions.", lambda w, v: w.exceptions),
+    ("harakiri_count_total", "Total number of harakiri count.", lambda w, v: w.harakiri_count),
+    ("signals_total", "Total number of signals.", lambda w, v: w.signals),
+    ("respawn_count_total", "Total number of respawn count.", lambda w, v: w.respawn_count),
+    ("transmitted_bytes_total", "Worker transmitted bytes.", lambda w, v: w.tx),
+)
+CORE_COUNTERS: tuple[tuple[str, str, Callable[[Core], int]], ...] = (
+    ("requests_total", "Total number of requests.", lambda c: c.requests),
+    ("static_requests_total", "Total number of static requests.", lambda c: c.static_requests),
+    ("routed_requests_total", "Total number of routed requests.", lambda c: c.routed_requests),
+    (
+        "offloaded_requests_total",
+        "Total number of offloaded requests.",
+        lambda c: c.offloaded_requests,
+    ),
+    ("write_errors_total", "Total number of write errors.", lambda c: c.write_errors),
+    ("read_errors_total", "Total number of read errors.", lambda c: c.read_errors),
+)
+CACHE_GAUGES: tuple[tuple[str, str, Callable[[Cache], int]], ...] = (
+    ("hits", "Total number of hits (a counter).", lambda c: c.hits),
+    ("misses", "Total number of misses (a counter).", lambda c: c.miss),
+    ("full", "Total number of times cache full was hit (a counter).", lambda c: c.full),
+    ("items", "Items in cache.", lambda c: c.items),
+    ("max_items", "Max items for this cache.", lambda c: c.max_items),
+)
+
+
+def add_up(out: Families, uri: str, up: bool) -> None:
+    out.gauge("uwsgi_up", "Whether the uwsgi server is up.", uri, 1.0 if up else 0.0)
+
+
+def add_exporter_self(out: Families, snap: InstanceState) -> None:
+    """`uwsgi_exporter_scrape*`: the polls of the instance, as the exporter's scrapes."""
+    uri, counts = snap.stats_uri, snap.counts
+    if counts is None:
+        return
+    help_ = "Total number of times uWSGI was scraped for metrics (uwsgitune: polled)."
+    out.counter("uwsgi_exporter_scrapes_total", help_, uri, counts.polls)
+    help_ = "Total number of times an error occurred scraping a uWSGI."
+    out.counter("uwsgi_exporter_scrape_errors_total", help_, uri, counts.errors)
+    help_ = "Duration of uWSGI scrape job."
+    out.summary("uwsgi_exporter_scrape_duration_seconds", help_, uri, counts.polls, counts.seconds)
+    if snap.frame is not None:
+        help_ = "Whether the last scrape of metrics from uWSGI resulted in an error (1 for error)."
+        out.gauge("uwsgi_exporter_last_scrape_error", help_, uri, 0.0 if snap.up else 1.0)
+
+
+def add_main(out: Families, uri: str, doc: StatsDoc) -> None:
+    out.gauge("uwsgi_listen_queue_length", "Length of listen queue.", uri, doc.listen_queue)
+    out.gauge(
+        "uwsgi_listen_queue_errors",
+        "Number of listen queue errors (never incremented by uWSGI; "
+        "see uwsgitune_host_listen_overflows_total).",
+        uri,
+        doc.listen_queue_errors,
+    )
+    out.gauge("uwsgi_signal_queue_length", "Length of signal queue.", uri, doc.signal_queue)
+    out.gauge("uwsgi_workers", "Number of workers.", uri, sum(1 for w in doc.workers if w.id))
+
+
+def add_sockets(out: Families, uri: str, doc: StatsDoc) -> None:
+    seen: set[tuple[str, str]] = set()
+    for s in doc.sockets:
+        if (s.name, s.proto) in seen:
+            continue  # the exporter keeps the first of duplicate (name, proto)
+        seen.add((s.name, s.proto))
+        lb = {"name": s.name, "proto": s.proto}
+        out.gauge("uwsgi_socket_queue_length", "Length of socket queue.", uri, s.queue, **lb)
+        out.gauge(
+            "uwsgi_socket_max_queue_length", "Max length of socket queue.", uri, s.max_queue, **lb
+        )
+        out.gauge("uwsgi_socket_shared", "Is shared socket?", uri, s.shared, **lb)
+        out.gauge("uwsgi_socket_can_offload", "Can socket offload?", uri, s.can_offload, **lb)
+
+
+def add_workers(out: Families, uri: str, doc: StatsDoc, views: tuple[WorkerView, ...]) -> None:
+    for slot, w in enumerate(doc.workers):
+        if not w.id:
+            continue  # a never-spawned slot: the exporter skips it
+        view = views[slot] if slot < len(views) else None
+        wid = str(w.id)
+        for name, doc_, fn in WORKER_GAUGES:
+            out.gauge(f"uwsgi_worker_{name}", doc_, uri, float(fn(w, view)), worker_id=wid)
+        for name, doc_, fn in WORKER_COUNTERS:
+            out.counter(f"uwsgi_worker_{name}", doc_, uri, float(fn(w, view)), worker_id=wid)
+        for app in w.apps:
+            lb = {"worker_id": wid, "app_id": str(app.id), "mountpoint": app.mountpoint}
+            lb["chdir"] = app.chdir
+            out.gauge(
+                "uwsgi_worker_app_startup_time_seconds",
+                "How long this app took to start.",
+                uri,
+                app.startup_time,
+                **lb,
+            )
+            out.counter(
+                "uwsgi_worker_app_requests_total",
+                "Total number of requests.",
+                uri,
+                app.requests,
+                **lb,
+            )
+            out.counter(
+                "uwsgi_worker_app_exceptions_total",
+                "Total number of exceptions.",
+                uri,
+                app.exceptions,
+                **lb,
+            )
+
+
+def add_cores(out: Families, uri: str, doc: StatsDoc) -> None:
+    for w in doc.workers:
+        if not w.id:
+            continue  # never-spawned slots, as for the worker families
+        wid = str(w.id)
+        for core in w.cores:
+            lb = {"worker_id": wid, "core_id": str(core.id)}
+            out.gauge("uwsgi_worker_core_busy", "Is core busy", uri, core.in_request, **lb)
+            for name, help_, fn in CORE_COUNTERS:
+                out.counter(f"uwsgi_worker_core_{name}", help_, uri, fn(core), **lb)
+
+
+def add_caches(out: Families, uri: str, doc: StatsDoc) -> None:
+    for cache in doc.caches:
+        for name, help_, fn in CACHE_GAUGES:
+            out.gauge(f"uwsgi_cache_{name}", help_, uri, fn(cache), name=cache.name)
+
+
+# uWSGI's own metrics subsystem ---------------------------------------------------------
+
+UWSGI_COUNTER = 0  # a metric's `type` in the stats (core/metrics.c); the others are gauges
+GAUGE_HELP = "uWSGI metric (gauge, absolute or alias), by its uWSGI name."
+COUNTER_HELP = "uWSGI metric (counter), by its uWSGI name."
+
+
+def _ordered(metrics: dict[str, model.Metric]) -> list[tuple[str, model.Metric]]:
+    own = [(n, m) for n, m in metrics.items() if not n.startswith("worker.")]
+    workers = [(n, m) for n, m in metrics.items() if n.startswith("worker.")]
+    return own + workers
+
+
+def add_uwsgi_metrics(out: Families, uri: str, doc: StatsDoc, max_series: int) -> None:
+    if doc.metrics is None:
+        return
+    kept = _ordered(doc.metrics)
+    dropped = max(0, len(kept) - max_series)
+    for name, m in kept[:max_series]:
+        if m.type == UWSGI_COUNTER:
+            out.counter("uwsgi_metric_total", COUNTER_HELP, uri, m.value, name=name)
+        else:
+            out.gauge("uwsgi_metric", GAUGE_HELP, uri, m.value, name=name)
+    doc_ = "uWSGI metrics left out by uwsgi_metrics_max_series."
+    out.gauge("uwsgitune_uwsgi_metrics_dropped", doc_, uri, dropped)
+
+
+# uwsgitune's own -------------------------------------------------------------------------
+
+
+def _ratio(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+# (name, help, value) of the per-instance gauges that no exporter has.
+FRAME_GAUGES: tuple[tuple[str, str, Callable[[Frame], float | None]], ...] = (
+    (
+        "mean_response_time_seconds",
+        "True mean response time: Δrunning_time / Δrequests.",
+        lambda f: _seconds(f.mean_rt_ms),
+    ),
+    (
+        "littles_l",
+        "Mean requests in service (Little's L): Δrunning_time / Δt.",
+        lambda f: f.littles_l,
+    ),
+    ("busy_ratio", "Little's L / (live workers x threads), 0-1.", lambda f: f.busy_ratio),
+    ("workers_live", "Live workers (status not cheap).", lambda f: f.live),
+    ("workers_busy", "Live workers serving a request.", lambda f: f.busy),
+    ("workers_idle", "Live workers waiting for a request.", lambda f: f.idle),
+    ("workers_cheap", "Cheaped or never-spawned worker slots.", lambda f: f.cheap),
+    ("workers_max", "Worker slots (processes).", lambda f: f.workers_max),
+    ("threads_per_worker", "Threads (cores) per worker.", lambda f: f.threads),
+    ("host_cpus", "Logical CPUs of the host.", lambda f: f.cpu_count),
+    (
+        "effective_cpus",
+        "CPUs the instance may use: affinity and cgroup quota.",
+        lambda f: f.effective_cpus,
+    ),
+    ("host_cpu_ratio", "Host CPU busy, of all host CPUs, 0-1.", lambda f: _ratio(f.host_cpu_pct)),
+    ("instance_cpu_cores", "CPU the instance used, in cores.", lambda f: f.instance_cpu_cores),
+    (
+        "cpu_saturation_ratio",
+        "Instance CPU / the CPU it can get, effective CPUs less what others hold (1 = all of "
+        "it): what the rules and the tuner compare with cpu_saturated.",
+        cpu_saturation,
+    ),
+    (
+        "memory_available_bytes",
+        "Memory the instance can still take (host, cgroup-bounded).",
+        lambda f: f.mem_available,
+    ),
+    (
+        "memory_limit_bytes",
+        "Memory the instance may use: cgroup limit or host RAM.",
+        lambda f: f.mem_limit,
+    ),
+    ("somaxconn", "net.core.somaxconn, the ceiling of any listen backlog.", lambda f: f.somaxconn),
+)
+
+
+def add_frame(out: Families, uri: str, frame: Frame) -> None:
+    for name, doc, fn in FRAME_GAUGES:
+        out.gauge(f"uwsgitune_{name}", doc, uri, fn(frame))
+    out.counter(
+        "uwsgitune_reloads_seen_total", "uWSGI reloads and restarts seen.", uri, frame.reloads_seen
+    )
+    out.gauge(
+        "uwsgitune_loaded_timestamp_seconds",
+        "Epoch of the last (re)load of the instance, best estimate.",
+        uri,
+        frame.loaded_at,
+    )
+    for s in frame.sockets:
+        lb = {"name": s.name, "proto": s.proto, "source": s.source}
+        queue_doc = "Connections waiting for accept(): the kernel's for unix sockets."
+        out.gauge("uwsgitune_socket_queue_length", queue_doc, uri, s.queue, **lb)
+        backlog_doc = "The socket's listen backlog, as the kernel applies it."
+        out.gauge("uwsgitune_socket_backlog", backlog_doc, uri, s.backlog, **lb)
+
+
+def add_host(out: Families, snap: InstanceState) -> None:
+    host, uri = snap.host, snap.stats_uri
+    if host is None:
+        return
+    out.counter(
+        "uwsgitune_host_listen_overflows_total",
+        "Kernel TcpExtListenOverflows, host-wide: connections dropped at a full backlog.",
+        uri,
+        host.listen_overflows,
+    )
+    out.counter(
+        "uwsgitune_host_listen_drops_total",
+        "Kernel TcpExtListenDrops, host-wide.",
+        uri,
+        host.listen_drops,
+    )
+
+
+def add_own(out: Families, snap: InstanceState) -> None:
+    uri = snap.stats_uri
+    version = snap.frame.version if snap.frame is not None else ""
+    info = {"name": snap.name, "mode": snap.mode, "version": version}
+    out.gauge("uwsgitune_instance_info", "The instance as uwsgitune knows it.", uri, 1, **info)
+    active: dict[tuple[str, str], int] = {}
+    for rule, severity in snap.finding_pairs():
+        active[rule, severity] = active.get((rule, severity), 0) + 1
+    for (rule, severity), n in sorted(active.items()):
+        doc = "Active findings of the rules engine."
+        out.gauge("uwsgitune_findings_active", doc, uri, n, rule=rule, severity=severity)
+    for setting, value in snap.recommended():
+        doc = "The value uwsgitune recommends for a setting."
+        out.gauge("uwsgitune_recommended_value", doc, uri, value, setting=setting)
+    for kind, result, n in snap.actions:
+        doc = "Actions taken on the instance, by kind and result."
+        out.counter("uwsgitune_actions_total", doc, uri, n, kind=kind, result=result)
+    decision = snap.decision()
+    if decision is not None:
+        action, code, desired = decision
+        doc = "The live worker count the tuner wants now; action and code say why."
+        out.gauge("uwsgitune_tuner_desired_workers", doc, uri, desired, action=action, code=code)
+    counts = snap.counts
+    if counts is not None:
+        out.counter("uwsgitune_poll_errors_total", "Failed polls.", uri, counts.errors)
+        doc = "Polls whose document was invalid JSON only inside request data, repaired."
+        out.counter("uwsgitune_stats_repairs_total", doc, uri, counts.repairs)
+        doc = "Wall time of each poll (read, parse, host sampling)."
+        out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
+        doc = "Unix time of the last poll done, good or failed: a stale value is stalled polling."
+        out.gauge("uwsgitune_last_poll_timestamp_seconds", doc, uri, counts.last_t)
+
+
+class BuildInfo(Collector):
+    """`uwsgitune_build_info{version,pythonversion}` 1, as `uwsgi_exporter_build_info`."""
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "uwsgitune_build_info",
+            "A metric with a constant '1' value labeled by version and pythonversion.",
+            labels=["version", "pythonversion"],
+        )
+        family.add_metric([__version__, platform.python_version()], 1.0)
+        yield family
+
+
+def registry_for(source: StateSource, options: ExportOptions | None = None) -> CollectorRegistry:
+    """A private registry: this collector and the build info. No Python platform or GC
+    collectors."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(UwsgiCollector(source, options))
+    registry.register(BuildInfo())
+    return registry
+
+
+def polled_registry(process: bool = False) -> CollectorRegistry:
+    """Rendered after the instances' families, once per poll like them (`exposition.py`):
+    the build info, and for the daemon `process_*` (uwsgi_exporter has them too). The
+    site's counts, which change per scrape, follow them (`site.handler_text`)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BuildInfo())
+    if process:
+        registry.register(ProcessCollector(registry=None))
+    return registry

@@ -1,0 +1,222 @@
+"""What the policy knows at one step, computed from the window of frames. Pure.
+
+The *regime* is the run of good frames at the current live count since the last change
+settled: throughput and response time are only compared between regimes, never across a
+change, a reload or a gap. Short-term means (the last few polls) decide scale-ups; the
+maximum over `down_window` decides scale-downs, so one quiet poll never shrinks the pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
+from uwsgitune.core.staffing import Estimate, estimate, pstdev
+from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
+from uwsgitune.tuner.tunersettings import TunerSettings
+
+RECENT = 3  # polls behind the short-term means
+LOAD_JUMP = 3.0  # the recent polls' throughputs this many times apart: the load is moving
+QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wobble)
+
+
+@dataclass(frozen=True)
+class Measures:
+    latest: Frame
+    now: float
+    live: int
+    regime: tuple[Frame, ...]  # good frames at `live` since the last change settled
+    x: float | None  # mean requests/s over the regime's last measure_frames polls
+    w: float | None  # mean response time (ms), same polls
+    noise: float  # relative throughput change below which a difference is noise
+    x_part: float | None  # x and w over fewer polls than measure_frames (a fast probe's base)
+    w_part: float | None
+    noise_part: float  # noise for x_part: at least twice min_noise
+    l_recent: float | None  # Little's L, mean of the last polls
+    l_window: float | None  # max Little's L over down_window
+    window_covered: bool  # the down window is fully observed at this count
+    queue: float | None  # mean queued connections, last polls (None: unknown)
+    busy_ratio: float | None
+    cpu_sat: float | None
+    cpu_used: float | None  # cores the instance itself used, mean of the last polls
+    cpus: float | None
+    mem_cap: int | None  # most live workers the memory budget allows
+    model: Estimate | None  # the count the CPUs and the IO share need (core/staffing.py)
+    queue_min: float  # TunerSettings.queue_min and .busy_full
+    busy_full: float
+    queue_now: float | None = None  # the latest poll's queue and busy ratio
+    busy_now: float | None = None
+    demand_peak: float | None = None  # most requests in service + queued, last polls
+    # most requests seen at once (busy workers + queued, in workers' worth: `level.at_once`)
+    # at any poll of the down window; None when a poll of it had an unknown queue, a full
+    # backlog, or threaded workers without their cores in the stats
+    concurrency_peak: int | None = None
+    # the same over the polls at this count since it settled (`regime`): what the pool
+    # serves now, not what a load that since fell needed
+    served_peak: int | None = None
+    # the least and most requests/s of the recent polls and the one before them, when they
+    # differ by LOAD_JUMP or more: the means mix two loads (one that just started or
+    # stopped, or the poll it started in), until the last poll of the old load is behind them
+    load_moving: tuple[float, float] | None = None
+    # the load fell and settled over the last polls (tuner/level.py): a quick way down
+    level: Level | None = None
+
+    @property
+    def saturated(self) -> bool:
+        """Saturated over the last polls, and still at the latest one (a load that just
+        stopped leaves a queue in the means)."""
+        now = (self.queue_now or 0.0) >= self.queue_min or busy(self.busy_now, self.busy_full)
+        return (self.queued or self.all_busy) and now
+
+    @property
+    def queued(self) -> bool:
+        return self.queue is not None and self.queue >= self.queue_min
+
+    @property
+    def all_busy(self) -> bool:
+        """The mean busy ratio of the last polls means all busy (`signals.busy`)."""
+        return busy(self.busy_ratio, self.busy_full)
+
+    def evidence(self) -> dict[str, float | int | str | None]:
+        def r(v: float | None, nd: int = 2) -> float | None:
+            return None if v is None else round(v, nd)
+
+        return {
+            "live": self.live,
+            "workers_max": self.latest.workers_max,
+            "rps": r(self.x if self.x is not None else self.x_part, 1),
+            "mean_rt_ms": r(self.w if self.w is not None else self.w_part, 1),
+            "noise": r(self.noise, 3),
+            "littles_l": r(self.l_recent),
+            "l_max_window": r(self.l_window),
+            "queue": r(self.queue, 1),
+            "busy_ratio": r(self.busy_ratio),
+            "cpu_sat": r(self.cpu_sat),
+            "mem_cap": self.mem_cap,
+            "threads": self.latest.threads,
+            **(self.model.evidence() if self.model else {}),
+        }
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return fmean(vals) if vals else None
+
+
+def rated(frame: Frame) -> bool:
+    return frame.kind == "ok" and frame.rps is not None and frame.littles_l is not None
+
+
+def memory_cap(frame: Frame, settings: TunerSettings) -> int | None:
+    """Most live workers memory allows: the budget, and what available memory can still hold."""
+    per = frame.mem_per_worker
+    if not per:
+        return None
+    caps: list[int] = []
+    if settings.memory_budget is not None:
+        caps.append(settings.memory_budget // per)
+    if frame.mem_available is not None:
+        caps.append(frame.live + int(frame.mem_available * settings.memory_headroom // per))
+    return max(min(caps), 0) if caps else None
+
+
+def _regime(
+    frames: Sequence[Frame], live: int, start: float, keep: int, edge: float
+) -> list[Frame]:
+    """The unbroken run of rated frames at `live` workers since `start`, oldest first. Only
+    its newest part is read: at least `keep` frames and all since `edge`, so a long run
+    (a steady pool: the whole 6,000-frame window at 10 Hz) is cut there, not scanned."""
+    regime: list[Frame] = []
+    for f in reversed(frames):  # from the newest: the run ends where it breaks
+        if not rated(f):
+            continue
+        if f.live != live or f.mono < start:
+            break
+        regime.append(f)
+        if len(regime) >= keep and f.mono < edge:
+            break
+    regime.reverse()
+    return regime
+
+
+def _waiting(frame: Frame) -> float | None:
+    n = requests_waiting(frame)
+    return None if n is None else float(n)
+
+
+def _measure(sample: Sequence[Frame], settings: TunerSettings) -> tuple[float | None, float]:
+    """Mean throughput over `sample`, and the relative change below which a difference is
+    noise: at least min_noise, more when the polls spread."""
+    x_part = _mean([f.rps for f in sample])
+    noise = settings.min_noise
+    if x_part and len(sample) > 1:
+        cv = pstdev([f.rps or 0.0 for f in sample]) / x_part
+        noise = max(noise, 3 * cv / math.sqrt(len(sample)))
+    return x_part, noise
+
+
+def load_moving(recent: Sequence[Frame]) -> tuple[float, float] | None:
+    """(least, most) requests/s over the recent polls if the most is LOAD_JUMP times the
+    least (quiet polls counted at QUIET_RPS); else None."""
+    rates = [f.rps for f in recent if f.rps is not None]
+    if len(rates) < 2:
+        return None
+    lo, hi = min(rates), max(rates)
+    return (lo, hi) if hi >= LOAD_JUMP * max(lo, QUIET_RPS) else None
+
+
+def _recent(recent: Sequence[Frame], latest: Frame) -> dict[str, float | None]:
+    """The short-term means of the per-frame signals (`uwsgitune.core.signals`)."""
+    return {
+        "l_recent": _mean([f.littles_l for f in recent]),
+        "queue": _mean([_waiting(f) for f in recent]),
+        "busy_ratio": _mean([f.busy_ratio for f in recent]),
+        "cpu_sat": _mean([cpu_saturation(f) for f in recent]),
+        "cpu_used": _mean([f.instance_cpu_cores for f in recent]),
+        "queue_now": _waiting(latest),
+        "busy_now": latest.busy_ratio,
+        "demand_peak": max(
+            ((f.littles_l or 0.0) + (_waiting(f) or 0.0) for f in recent), default=None
+        ),
+    }
+
+
+def gather(
+    frames: Sequence[Frame], settings: TunerSettings, now: float, regime_start: float
+) -> Measures:
+    latest = frames[-1]
+    edge = latest.mono - settings.down_window
+    keep = max(settings.measure_frames, RECENT, 2)  # what reads `regime` needs no more
+    regime = _regime(frames, latest.live, regime_start, keep, edge)
+    sample = regime[-settings.measure_frames :]
+    x_part, noise = _measure(sample, settings)
+    w_part = _mean([f.mean_rt_ms for f in sample])
+    full = len(sample) >= settings.measure_frames
+    return Measures(
+        latest=latest,
+        now=now,
+        live=latest.live,
+        regime=tuple(regime),
+        x=x_part if full else None,
+        w=w_part if full else None,
+        noise=noise,
+        x_part=x_part,
+        w_part=w_part,
+        noise_part=max(noise, 2 * settings.min_noise),
+        l_window=max((f.littles_l or 0.0 for f in regime if f.mono >= edge), default=None),
+        window_covered=bool(regime) and regime[0].mono <= edge + settings.interval,
+        cpus=latest.effective_cpus,
+        mem_cap=memory_cap(latest, settings),
+        model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
+        concurrency_peak=concurrency_peak(frames, edge, RECENT),
+        served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
+        load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
+        level=settled_level(regime, frames, edge, settings.measure_frames),
+        queue_min=settings.queue_min,
+        busy_full=settings.busy_full,
+        **_recent(regime[-RECENT:], latest),
+    )
