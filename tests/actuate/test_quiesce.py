@@ -124,8 +124,16 @@ def test_the_locks_mark_stays_only_while_the_pool_may_still_be_paused(
     assert lock.acquire() is None
     clock, (_, read) = Clock(), _reads(["pause"] * 4)
     frame = replace(_frame(), master_pid=os.getpid())  # a /proc to read: no `lazy` there
-    reloader = Reloader(fifo, tmp_path / "o.ini", None, _frame, sleep=clock.wait,
-                        mono=clock.now, statuses=read, lock=lock)  # fmt: skip
+    reloader = Reloader(
+        fifo,
+        tmp_path / "o.ini",
+        None,
+        _frame,
+        sleep=clock.wait,
+        mono=clock.now,
+        statuses=read,
+        lock=lock,
+    )
     with pytest.raises(FifoError, match="still PAUSED" if left else "undone"):
         reloader.reload(frame, config={})
     assert fifo.sent[0] == "p"

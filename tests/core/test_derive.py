@@ -304,11 +304,18 @@ def test_rates_never_negative_never_spike(events: list[tuple[str, int, float]]) 
 def test_each_process_gil_is_busy_for_its_threads_cpu_and_run_queue_wait() -> None:
     def host(total: float, p11: tuple[float, float], p12: tuple[float, float]) -> HostSample:
         return HostSample(
-            cpu_count=2, effective_cpus=2.0, cpu_busy_seconds=total / 2, cpu_total_seconds=total,
-            mem_total=8 << 30, mem_available=4 << 30,
-            procs=(ProcSample(100, 1.0, 1, 2, 0.0), ProcSample(11, p11[0], 1, 4, p11[1]),
-                   ProcSample(12, p12[0], 1, 4, p12[1])),
-        )  # fmt: skip
+            cpu_count=2,
+            effective_cpus=2.0,
+            cpu_busy_seconds=total / 2,
+            cpu_total_seconds=total,
+            mem_total=8 << 30,
+            mem_available=4 << 30,
+            procs=(
+                ProcSample(100, 1.0, 1, 2, 0.0),
+                ProcSample(11, p11[0], 1, 4, p11[1]),
+                ProcSample(12, p12[0], 1, 4, p12[1]),
+            ),
+        )
 
     workers = [worker(1, 11, cores=4), worker(2, 12, cores=4)]
     tracker = Tracker("s")

@@ -15,9 +15,14 @@ from uwsgitune.core.samples import HostSample, ProcSample
 
 def _host(busy: float, *procs: ProcSample) -> HostSample:
     return HostSample(
-        cpu_count=2, effective_cpus=2.0, cpu_busy_seconds=busy, cpu_total_seconds=2 * busy + 10,
-        mem_total=8 << 30, mem_available=4 << 30, procs=procs,
-    )  # fmt: skip
+        cpu_count=2,
+        effective_cpus=2.0,
+        cpu_busy_seconds=busy,
+        cpu_total_seconds=2 * busy + 10,
+        mem_total=8 << 30,
+        mem_available=4 << 30,
+        procs=procs,
+    )
 
 
 MASTER = ProcSample(100, 1.0, 10 << 20, 1, 0.0)

@@ -70,13 +70,25 @@ def test_waiting_for_the_gil_is_not_io() -> None:
     # The tracker knows the GIL share whenever it knows the run-queue wait, so the share is
     # unknown only without schedstat: there W - CPU is all read as IO, on a host with CPU
     # to spare (1.75 CPUs of the cgroup's quota), here with the same 35.8 ms remainder.
-    measured = Load(live=12, threads=4, busy=12, rps=600.0, in_service=600 * 0.0662,
-                    worker_cpu=1.65 / 12, runq=16.6 / 12, host_busy=1.9, cpus=2,
-                    effective_cpus=2.0)  # fmt: skip
+    measured = Load(
+        live=12,
+        threads=4,
+        busy=12,
+        rps=600.0,
+        in_service=600 * 0.0662,
+        worker_cpu=1.65 / 12,
+        runq=16.6 / 12,
+        host_busy=1.9,
+        cpus=2,
+        effective_cpus=2.0,
+    )
     unknown_load = replace(
-        measured, in_service=600 * (0.00275 + 0.0358), runq=None, host_busy=1.65,
+        measured,
+        in_service=600 * (0.00275 + 0.0358),
+        runq=None,
+        host_busy=1.65,
         effective_cpus=1.75,
-    )  # fmt: skip
+    )
     unknown = estimate(_gil_frames(unknown_load), 2.0)
     assert unknown is not None and unknown.workers == 13 and unknown.gil_busy is None
     busy = _gil_frames(measured)

@@ -169,8 +169,13 @@ def prometheus(prometheus_bin: str, tmp_path: Path) -> Iterator[Callable[[str], 
         port = free_port()
         path = tmp_path / "prometheus.yml"
         path.write_text(config)
-        argv = [prometheus_bin, f"--config.file={path}", f"--web.listen-address=127.0.0.1:{port}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}", "--log.level=warn"]  # fmt: skip
+        argv = [
+            prometheus_bin,
+            f"--config.file={path}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            "--log.level=warn",
+        ]
         with (tmp_path / "prometheus.log").open("wb") as log:
             procs.append(subprocess.Popen(argv, stdout=log, stderr=log))
         wait_for(lambda: _ready(port, "/-/ready") == "ready", timeout=60, step=0.3)

@@ -73,8 +73,10 @@ def test_the_compat_dashboard_answers_for_both_exporters(
         load.join()
 
         def same_count() -> bool:  # both have scraped the instance since the load ended
-            counts = [scalar(prom, f'sum(uwsgi_worker_requests_total{{job="{j}"}})')
-                      for j in ("uwsgi_go", "uwsgi")]  # fmt: skip
+            counts = [
+                scalar(prom, f'sum(uwsgi_worker_requests_total{{job="{j}"}})')
+                for j in ("uwsgi_go", "uwsgi")
+            ]
             return bool(counts[0]) and counts[0] == counts[1]
 
         wait_for(same_count, timeout=30, step=0.5)
@@ -94,8 +96,9 @@ def test_the_migration_snippets_are_valid_prometheus_config(tmp_path: Path) -> N
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed (apt-get install -y prometheus)")
-    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
-              if "scrape_configs" in b]  # fmt: skip
+    blocks = [
+        b for b in re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S) if "scrape_configs" in b
+    ]
     assert len(blocks) == 2
     for i, block in enumerate(blocks):
         path = tmp_path / f"snippet{i}.yml"

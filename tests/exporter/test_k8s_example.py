@@ -46,6 +46,9 @@ def test_the_pod_mounts_the_web_config_and_probes_the_health_paths() -> None:
     mounts = {m["mountPath"] for m in sidecar["volumeMounts"]}
     assert "/etc/uwsgitune-web" in mounts
     assert sidecar["readinessProbe"]["httpGet"] == {
-        "path": "/-/ready", "port": "metrics", "scheme": "HTTPS"}  # fmt: skip
+        "path": "/-/ready",
+        "port": "metrics",
+        "scheme": "HTTPS",
+    }
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/-/healthy"
     assert pod["metadata"]["annotations"]["prometheus.io/scheme"] == "https"

@@ -77,8 +77,9 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(
     a = uwsgi(processes=2)
     d = tls_daemon(start_daemon, certs, tmp_path, a.stats)
     wait_for(lambda: https_get(d.port, "/-/ready", certs, password=None)[0] == 200, timeout=60)
-    cfg = SCRAPE.format(ca=certs.ca, crt=certs.client_crt, key=certs.client_key,
-                        password=PASSWORD, port=d.port)  # fmt: skip
+    cfg = SCRAPE.format(
+        ca=certs.ca, crt=certs.client_crt, key=certs.client_key, password=PASSWORD, port=d.port
+    )
     prom = prometheus(cfg)
     uri = f"unix://{a.stats}"
     wait_for(lambda: scalar(prom, f'uwsgi_up{{job="uwsgi",stats_uri="{uri}"}}') == 1, timeout=60)
@@ -128,6 +129,7 @@ def test_promtool_check_metrics_is_clean(
     samples = parse(text)
     assert value(samples, "uwsgi_metric", name="app.jobs", stats_uri=uri) == 7
     assert value(samples, "uwsgi_metric_total", name="worker.1.requests", stats_uri=uri) is not None
-    out = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
-                         capture_output=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=60
+    )
     assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out

@@ -126,8 +126,13 @@ def test_parse_inet_messages_v4_v6_and_done() -> None:
 
 
 def test_match_tcp_names_as_uwsgi_writes_them() -> None:
-    table = [("127.0.0.1", 9000, 5, 4), ("0.0.0.0", 9001, 1, 100), ("10.0.0.1", 9002, 0, 8),
-             ("10.0.0.2", 9002, 3, 8), ("::1", 9003, 2, 16)]  # fmt: skip
+    table = [
+        ("127.0.0.1", 9000, 5, 4),
+        ("0.0.0.0", 9001, 1, 100),
+        ("10.0.0.1", 9002, 0, 8),
+        ("10.0.0.2", 9002, 3, 8),
+        ("::1", 9003, 2, 16),
+    ]
     assert netlink.match_tcp("127.0.0.1:9000", table) == (5, 4)
     assert netlink.match_tcp("localhost:9000", table) == (5, 4)  # the only listener there
     assert netlink.match_tcp(":9001", table) == (1, 100)
@@ -165,8 +170,18 @@ def test_real_tcp_backlog_is_seen_at_once() -> None:
 def test_the_ipv6_dump_is_skipped_only_where_it_cannot_change_a_match() -> None:
     v4 = [("127.0.0.1", 9000, 5, 4), ("0.0.0.0", 9001, 1, 100), ("10.0.0.1", 9002, 0, 8)]
     v6 = [("::", 9001, 7, 50), ("::1", 9003, 2, 16), ("::", 9004, 1, 9), ("::1", 9000, 9, 9)]
-    names = ["127.0.0.1:9000", ":9001", "0.0.0.0:9001", "10.0.0.1:9002", "[::1]:9003",
-             "localhost:9000", "127.0.0.1:9004", "10.0.0.9:9002", "/run/app.sock", "x"]  # fmt: skip
+    names = [
+        "127.0.0.1:9000",
+        ":9001",
+        "0.0.0.0:9001",
+        "10.0.0.1:9002",
+        "[::1]:9003",
+        "localhost:9000",
+        "127.0.0.1:9004",
+        "10.0.0.9:9002",
+        "/run/app.sock",
+        "x",
+    ]
     skipped = [n for n in names if netlink.v4_found([n], v4)]
     assert skipped == ["127.0.0.1:9000", "10.0.0.1:9002"]
     for name in names:  # where it is skipped, the answer is the one both tables give

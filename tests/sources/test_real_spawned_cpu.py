@@ -39,9 +39,13 @@ def test_workers_spawned_between_polls_count_their_cpu(
     app = tmp_path / "burn.py"
     app.write_text(APP)
     proc = uwsgi(
-        wsgi_file=str(app), lazy_apps=True, processes=4, cheaper=1, cheaper_initial=1,
+        wsgi_file=str(app),
+        lazy_apps=True,
+        processes=4,
+        cheaper=1,
+        cheaper_initial=1,
         cheaper_algo="manual",
-    )  # fmt: skip
+    )
     first = wait_for(proc.stats, lambda d: len(d.live_workers) == 1)
     old = {w.pid for w in first.live_workers}
     _loaded(old)

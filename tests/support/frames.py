@@ -86,12 +86,36 @@ def load(**kw: Any) -> Load:
 
 
 KNOWN = {
-    "live", "threads", "cheap", "workers_max", "rps", "littles_l", "busy_ratio", "mean_rt_ms",
-    "instance_cpu_cores", "host_cpu_pct", "cpu_count", "mem_per_worker", "busy", "idle", "eps",
-    "static_share", "effective_cpus", "somaxconn", "memory_report", "mem_available",
-    "sockets", "harakiri_delta", "respawns_delta", "signal_queue", "listen_overflows_delta",
-    "worker", "mem_total_rss", "mem_source", "host_nice_pct",
-}  # fmt: skip
+    "live",
+    "threads",
+    "cheap",
+    "workers_max",
+    "rps",
+    "littles_l",
+    "busy_ratio",
+    "mean_rt_ms",
+    "instance_cpu_cores",
+    "host_cpu_pct",
+    "cpu_count",
+    "mem_per_worker",
+    "busy",
+    "idle",
+    "eps",
+    "static_share",
+    "effective_cpus",
+    "somaxconn",
+    "memory_report",
+    "mem_available",
+    "sockets",
+    "harakiri_delta",
+    "respawns_delta",
+    "signal_queue",
+    "listen_overflows_delta",
+    "worker",
+    "mem_total_rss",
+    "mem_source",
+    "host_nice_pct",
+}
 
 
 def _check(kw: dict[str, Any]) -> dict[str, Any]:

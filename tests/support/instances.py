@@ -209,10 +209,11 @@ class Instance:
         first = 1000 if not self.pids else max(self.pids) + 1
         self.pids = [first + k for k in range(n)]
         self.slots = [
-            dict(requests=b, exceptions=0, running_time=30_000 * b, static=0,
-                 harakiri=0, respawns=1)
+            dict(
+                requests=b, exceptions=0, running_time=30_000 * b, static=0, harakiri=0, respawns=1
+            )
             for b in base
-        ]  # fmt: skip
+        ]
         self.sums = {}
 
     def _add(
@@ -279,10 +280,14 @@ class Instance:
     def _host(self, load: Load) -> HostSample:
         runq = load.runq is not None
         procs = [
-            ProcSample(pid, float(self.cpu[pid]), load.rss if pid != self.master_pid else 0,
-                       runq_seconds=float(self.runq[pid]) if runq else None)
+            ProcSample(
+                pid,
+                float(self.cpu[pid]),
+                load.rss if pid != self.master_pid else 0,
+                runq_seconds=float(self.runq[pid]) if runq else None,
+            )
             for pid in [self.master_pid, *self.pids[: load.live]]
-        ]  # fmt: skip
+        ]
         return HostSample(
             cpu_count=load.cpus,
             effective_cpus=load.effective_cpus,

@@ -103,11 +103,25 @@ def disconnected(n: int, error: str = "connection refused", **kw: Any) -> tuple[
 def emperor_frame(i: int = 0) -> Frame:
     """An Emperor's stats: two vassals, no workers (its second poll)."""
     vassals = [
-        {"id": "app1.ini", "pid": 2001, "ready": 1, "accepting": 1, "respawns": 0,
-         "born": T0 - 100, "last_mod": T0 - 100},
-        {"id": "app2.ini", "pid": 2002, "ready": 0, "accepting": 0, "respawns": 3,
-         "born": T0 - 50, "last_mod": T0 - 50},
-    ]  # fmt: skip
+        {
+            "id": "app1.ini",
+            "pid": 2001,
+            "ready": 1,
+            "accepting": 1,
+            "respawns": 0,
+            "born": T0 - 100,
+            "last_mod": T0 - 100,
+        },
+        {
+            "id": "app2.ini",
+            "pid": 2002,
+            "ready": 0,
+            "accepting": 0,
+            "respawns": 3,
+            "born": T0 - 50,
+            "last_mod": T0 - 50,
+        },
+    ]
     doc = parse_stats(
         document(2000, [], vassals=vassals, emperor=["/etc/uwsgi/vassals"], sockets=[])
     )

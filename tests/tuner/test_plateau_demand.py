@@ -14,9 +14,12 @@ from uwsgitune.tuner import TunerSettings, TunerState, decide
 
 S = TunerSettings(min_workers=2, max_workers=64)
 TIE = TunerState(
-    plateau_up=17, plateau_down=17, learned_at=0.0, learned_request=(1.0, 30.0),
+    plateau_up=17,
+    plateau_down=17,
+    learned_at=0.0,
+    learned_request=(1.0, 30.0),
     learned_demand=16.1,
-)  # fmt: skip
+)
 
 
 def _decide(clients: int) -> str:

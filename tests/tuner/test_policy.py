@@ -282,9 +282,20 @@ def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> Non
     from uwsgitune.tuner.sizing import saturated_up
 
     queue = (SocketView("127.0.0.1:9000", "http", False, 55, 100, "stats"),)
-    load = Load(live=2, cheap=62, threads=4, busy=2, rps=493.0, in_service=493 * 0.0157,
-                worker_cpu=0.79, runq=0.21, host_busy=1.9, cpus=2, effective_cpus=2.0,
-                sockets=queue)  # fmt: skip
+    load = Load(
+        live=2,
+        cheap=62,
+        threads=4,
+        busy=2,
+        rps=493.0,
+        in_service=493 * 0.0157,
+        worker_cpu=0.79,
+        runq=0.21,
+        host_busy=1.9,
+        cpus=2,
+        effective_cpus=2.0,
+        sockets=queue,
+    )
     inst = Instance("gil")
     frames = [inst.frame(float(t), load) for t in range(-1, 6)][1:]
     settings = TunerSettings(max_workers=64)
@@ -320,9 +331,20 @@ def test_a_probe_is_judged_on_throughput_not_on_where_the_queue_sits() -> None:
 
     def polls(live: int, queued: int, in_service: float, rps: float) -> list:  # type: ignore[type-arg]
         q = (SocketView("127.0.0.1:9000", "http", False, queued, 100, "stats"),)
-        load = Load(live=live, cheap=64 - live, threads=4, busy=live, rps=rps,
-                    in_service=in_service, worker_cpu=1.6 / live, runq=0.1, host_busy=1.95,
-                    cpus=2, effective_cpus=2.0, sockets=q)  # fmt: skip
+        load = Load(
+            live=live,
+            cheap=64 - live,
+            threads=4,
+            busy=live,
+            rps=rps,
+            in_service=in_service,
+            worker_cpu=1.6 / live,
+            runq=0.1,
+            host_busy=1.95,
+            cpus=2,
+            effective_cpus=2.0,
+            sockets=q,
+        )
         inst = Instance("t")
         return [inst.frame(float(t), load) for t in range(-1, 6)][1:]
 
@@ -378,10 +400,13 @@ def test_a_load_that_comes_back_is_measured_before_it_is_sized(live: int) -> Non
         if t in (85, 86):  # the load comes back over two polls: a tenth, then 40%
             part, back = (0.1 if t == 85 else 0.4), full()
             p.load = lambda: replace(  # type: ignore[method-assign]
-                back, rps=2.0 + part * back.rps, in_service=part * back.in_service,
-                worker_cpu=part * back.worker_cpu, busy=round(back.busy * part * 3),
+                back,
+                rps=2.0 + part * back.rps,
+                in_service=part * back.in_service,
+                worker_cpu=part * back.worker_cpu,
+                busy=round(back.busy * part * 3),
                 sockets=back.sockets,  # every client is back by the poll: 48 - live queued
-            )  # fmt: skip
+            )
 
     before = None
     moves = []

@@ -26,12 +26,32 @@ def _back(queue: float, queue_now: float, model: Estimate | None) -> Measures:
     load of 48 clients back after a quiet spell."""
     latest = Plant(live=2).frame(1.0)
     return Measures(
-        latest=latest, now=100.0, live=2, regime=(latest,), x=14.7, w=7.6, noise=0.05,
-        x_part=None, w_part=None, noise_part=0.1, l_recent=0.3, l_window=0.8,
-        window_covered=True, queue=queue, busy_ratio=0.13, cpu_sat=0.02, cpu_used=0.03,
-        cpus=2.0, mem_cap=1600, model=model, queue_min=S.queue_min, busy_full=S.busy_full,
-        queue_now=queue_now, busy_now=1.0, demand_peak=48.0,
-    )  # fmt: skip
+        latest=latest,
+        now=100.0,
+        live=2,
+        regime=(latest,),
+        x=14.7,
+        w=7.6,
+        noise=0.05,
+        x_part=None,
+        w_part=None,
+        noise_part=0.1,
+        l_recent=0.3,
+        l_window=0.8,
+        window_covered=True,
+        queue=queue,
+        busy_ratio=0.13,
+        cpu_sat=0.02,
+        cpu_used=0.03,
+        cpus=2.0,
+        mem_cap=1600,
+        model=model,
+        queue_min=S.queue_min,
+        busy_full=S.busy_full,
+        queue_now=queue_now,
+        busy_now=1.0,
+        demand_peak=48.0,
+    )
 
 
 def _step(queue: float, queue_now: float, model: Estimate | None) -> int:

@@ -22,12 +22,32 @@ def _after(x: float, cpus: float, cpu_sat: float = 1.0) -> Measures:
     latest = Plant(live=4).frame(1.0)
     model = Estimate(4, 3.2, 5.0, 0.0, cpus, cpus, 0.02, 1)
     return Measures(
-        latest=latest, now=100.0, live=4, regime=(latest,), x=x, w=7.7, noise=0.05,
-        x_part=None, w_part=None, noise_part=0.1, l_recent=3.8, l_window=3.8,
-        window_covered=True, queue=60.0, busy_ratio=0.94, cpu_sat=cpu_sat, cpu_used=cpus,
-        cpus=2.0, mem_cap=1600, model=model, queue_min=S.queue_min, busy_full=S.busy_full,
-        queue_now=60.0, busy_now=1.0, demand_peak=64.0,
-    )  # fmt: skip
+        latest=latest,
+        now=100.0,
+        live=4,
+        regime=(latest,),
+        x=x,
+        w=7.7,
+        noise=0.05,
+        x_part=None,
+        w_part=None,
+        noise_part=0.1,
+        l_recent=3.8,
+        l_window=3.8,
+        window_covered=True,
+        queue=60.0,
+        busy_ratio=0.94,
+        cpu_sat=cpu_sat,
+        cpu_used=cpus,
+        cpus=2.0,
+        mem_cap=1600,
+        model=model,
+        queue_min=S.queue_min,
+        busy_full=S.busy_full,
+        queue_now=60.0,
+        busy_now=1.0,
+        demand_peak=64.0,
+    )
 
 
 DOWN = Probe(14, 4, 496.0, 0.05, 90.0, 1.59, cpu_bound=True)
