@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,10 +83,32 @@ def test_bad_recording_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "bad.jsonl:1" in capsys.readouterr().err
 
 
-def test_unreachable_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_exits_3_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sock = str(tmp_path / "none.sock")
     assert main(["recommend", sock, "--window", "0.3", "--interval", "0.1"]) == 3
-    assert "could not observe" in capsys.readouterr().out
+    why = f"no socket at {sock}; is uWSGI running with `stats = {sock}`?"
+    assert f"{sock}: could not observe (no two good polls in the window); last: " in (
+        out := capsys.readouterr().out
+    )
+    assert why in out and out.count("\n") == 1
+
+
+@pytest.mark.uwsgi
+def test_an_instance_lost_in_the_window_is_said_with_its_last_error(
+    uwsgi: Callable[..., UwsgiProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = uwsgi(processes=1)
+    stopper = threading.Timer(0.5, proc.stop)
+    stopper.start()
+    try:
+        code = main(["recommend", proc.stats, "--window", "5", "--interval", "2.5"])
+    finally:
+        stopper.join()
+    out, err = capsys.readouterr()
+    assert code == 3, err
+    assert f"{proc.stats}: could not observe (no two good polls in the window); last: " in out, err
 
 
 @pytest.mark.uwsgi

@@ -22,6 +22,7 @@ from uwsgitune.core.ini import NotUtf8, decode_ini, read_ini_facts
 from uwsgitune.core.settings import add_flag
 from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, RulesRunner, live_driver, run_replay
+from uwsgitune.render.text import error_line
 from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
 from uwsgitune.rules.render import report
@@ -175,24 +176,25 @@ def run(args: argparse.Namespace) -> int:
     else:
         sources = _observe(args.addr, args.window or 60.0, args.interval)
     results: dict[str, list[Finding]] = {}
-    unobserved = []
+    unobserved: dict[str, str] = {}
     for source, frames in sources.items():
         if not _observed(frames):
-            unobserved.append(source)
+            last = frames[-1] if frames else None
+            unobserved[source] = f"; last: {error_line(last)}" if last and not last.ok else ""
             continue
         results[source] = _evaluate(source, frames, config, args.window or _span(frames))
     _print(results, unobserved, args.json)
     return _status(results, unobserved)
 
 
-def _print(results: dict[str, list[Finding]], unobserved: list[str], json_out: bool) -> None:
+def _print(results: dict[str, list[Finding]], unobserved: dict[str, str], json_out: bool) -> None:
     if json_out:
         doc = {
             "instances": [
                 {"source": s, "findings": [finding_to_dict(f) for f in fs]}
                 for s, fs in results.items()
             ],
-            "unobserved": unobserved,
+            "unobserved": list(unobserved),
         }
         print(json.dumps(doc, indent=2))
         return
@@ -200,11 +202,11 @@ def _print(results: dict[str, list[Finding]], unobserved: list[str], json_out: b
         if i:
             print()
         print("\n".join(report(source, findings)))
-    for source in unobserved:
-        print(f"{source}: could not observe (no two good polls in the window)")
+    for source, why in unobserved.items():
+        print(f"{source}: could not observe (no two good polls in the window){why}")
 
 
-def _status(results: dict[str, list[Finding]], unobserved: list[str]) -> int:
+def _status(results: dict[str, list[Finding]], unobserved: dict[str, str]) -> int:
     ranks = [SEVERITY_RANK[f.severity] for fs in results.values() for f in fs]
     worst = max(ranks, default=0)
     if worst >= SEVERITY_RANK["critical"]:
