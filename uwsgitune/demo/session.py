@@ -16,11 +16,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from uwsgitune.actuate.audit import AuditLog
+from uwsgitune.actuate.service import TunerSetup, tuner_factory
 from uwsgitune.core.address import parse_address
 from uwsgitune.demo import webapp
 from uwsgitune.demo.load import DemoLoad
 from uwsgitune.launch import IniValue, UwsgiProcess, free_port
 from uwsgitune.pipeline import InstanceDriver, live_driver
+from uwsgitune.tuner import TunerSettings
 
 LISTEN = 16  # small, so that the overload phase visibly fills the queue
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -71,8 +74,24 @@ class DemoSession:
         return self.uwsgi
 
     def driver(self, interval: float) -> InstanceDriver:
-        assert self.uwsgi is not None
-        return live_driver(parse_address(self.uwsgi.stats), interval=interval)
+        """The instance's driver with the tuner beside the TUI, as `watch --fifo` has it
+        (recommend mode: it advises at every poll; `a` applies, confirmed). Its audit log
+        and apply lock live in the demo's directory, removed with it."""
+        assert self.uwsgi is not None and self.workdir is not None
+        address = parse_address(self.uwsgi.stats)
+        setup = TunerSetup(
+            stats=address,
+            fifo=self.workdir / "fifo",
+            settings=lambda slots: TunerSettings(
+                min_workers=1, max_workers=slots or self.processes, interval=interval
+            ),
+            mode="recommend",
+            audit=AuditLog(self.workdir / "audit.jsonl"),
+            role="uwsgitune demo",
+            lock_dir=self.workdir / "locks",
+        )
+        tuner = tuner_factory(setup)
+        return live_driver(address, interval=interval, tuner=tuner, mode="recommend")
 
     def status(self) -> str:
         if self.load is None:
