@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -190,6 +190,52 @@ def test_fresh_asks_for_a_poll_and_waits_for_it() -> None:
     assert fresh is not None and fresh is not first and time.monotonic() - started < 5.0
     driver.stop()
     assert driver.join(10.0)
+
+
+class _Held(_Paced):
+    """A source whose poll, while `hold` is set, waits for `release`: a poll in flight."""
+
+    def __init__(self, polls: Sequence[Poll]) -> None:
+        super().__init__(polls)
+        self.hold = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def poll(self) -> Poll:
+        if self.hold:
+            self.entered.set()
+            self.release.wait(30.0)
+        return super().poll()
+
+
+def test_fresh_never_answers_with_a_poll_that_started_before_it() -> None:
+    source = _Held(history_polls(1000))
+    driver = InstanceDriver(source, interval=3600.0)
+    published: list[InstanceState] = []
+    driver.subscribe(published.append)
+    driver.start()
+    assert driver.next_state(None, 10.0) is not None  # poll 1
+    source.hold = True
+    driver.poll_now()
+    assert source.entered.wait(10.0)  # poll 2 is in flight, started before `fresh`
+    asked, ask = threading.Event(), driver.poll_now
+
+    def poll_now() -> None:  # `fresh` asks through it
+        ask()
+        asked.set()
+
+    driver.poll_now = poll_now  # type: ignore[method-assign]
+    answer: list[InstanceState | None] = []
+    asking = threading.Thread(target=lambda: answer.append(driver.fresh(30.0)))
+    asking.start()
+    assert asked.wait(10.0)  # `fresh` asked while poll 2 is still in flight
+    source.hold = False
+    source.release.set()
+    asking.join(30.0)
+    driver.stop()
+    assert driver.join(10.0)
+    assert answer and answer[0] is not None
+    assert source.polls >= 3 and answer[0] is published[2]  # poll 3's state, not poll 2's
 
 
 def test_calls_from_other_threads_run_between_polls_in_the_drivers_thread() -> None:

@@ -160,6 +160,12 @@ class InstanceDriver:
         self._since: float | None = None  # the tuner's last listen restart (monotonic)
         self._latest: Frame | None = None  # the last poll made from inside the tuner's step
         self._last_poll: Poll | None = None
+        # Polls are numbered as they start. `fresh` waits for a state whose latest poll
+        # started after it was asked; a poll asked for while one is in flight comes next.
+        self._started = 0  # polls started
+        self._latest_seq = 0  # the number of the latest poll done
+        self._published_seq = 0  # the number of the latest poll in the published state
+        self._asked_during: int | None = None  # poll_now while this poll was in flight
         self._subscribers: list[Subscriber] = []
         self._failed_subscribers: set[str] = set()
         self._jobs: list[Callable[[], object]] = []
@@ -189,7 +195,10 @@ class InstanceDriver:
         self._wake.set()
 
     def poll_now(self) -> None:
-        """Poll at once (the TUI's apply key acts on fresh stats, not on the last poll)."""
+        """Poll at once (the TUI's apply key acts on fresh stats, not on the last poll): a
+        poll that starts after this call, even when one is in flight now."""
+        with self._guard:
+            self._asked_during = self._started
         self.next_due = self._mono()
         self._wake.set()
 
@@ -229,10 +238,19 @@ class InstanceDriver:
             return self.state
 
     def fresh(self, timeout: float) -> InstanceState | None:
-        """A state polled after this call (another thread's poll of its own)."""
-        seen = self.state
+        """The first state whose latest poll started after this call (never one from a poll
+        already in flight), waiting up to `timeout` seconds; None when none came."""
+        with self._guard:
+            asked = self._started
         self.poll_now()
-        return self.next_state(seen, timeout)
+        end = self._mono() + timeout
+        with self._guard:
+            while self._published_seq <= asked:
+                left = end - self._mono()
+                if left <= 0 or (self._stopping.is_set() and not self._running()):
+                    return None
+                self._guard.wait(min(left, MAX_WAIT))
+            return self.state
 
     def start(
         self,
@@ -312,12 +330,21 @@ class InstanceDriver:
 
     def _poll(self) -> Frame:
         """Read, derive, keep; schedule the next poll."""
+        with self._guard:
+            self._started += 1
+            seq = self._started
         start = time.perf_counter()
         poll = self.source.poll()
         frame = self.tracker.update(poll)
         self.window.add(frame)
         self.failures = 0 if poll.ok else self.failures + 1
         self.next_due = self._mono() + backoff_delay(self.interval, self.failures)
+        with self._guard:
+            self._latest_seq = seq
+            if self._asked_during == seq:  # asked while this poll ran: the next one now
+                self.next_due = self._mono()
+            if self._asked_during is not None and self._asked_during < seq:
+                self._asked_during = None  # this poll started after the ask: served
         seconds = time.perf_counter() - start
         self._counts = self._counts.after(frame.ok, seconds, frame.stats_repairs > 0, frame.t)
         self._last_poll = poll
@@ -389,6 +416,7 @@ class InstanceDriver:
     def _publish(self, state: InstanceState) -> InstanceState:
         with self._guard:
             self.state = state
+            self._published_seq = self._latest_seq
             self._guard.notify_all()
         for subscriber in self._subscribers:
             try:
