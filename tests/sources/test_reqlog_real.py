@@ -10,13 +10,17 @@ from __future__ import annotations
 import os
 import re
 import socket
+import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.uwsgi_harness import url
 from uwsgitune.launch import UwsgiProcess
+from uwsgitune.loadgen import LoadResult, run_closed
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import (
     DEFAULT_LINE_FORMAT,
@@ -176,3 +180,61 @@ def test_the_masters_datagrams_are_proven_and_a_strangers_are_not(uwsgi: Start) 
             assert check.verdict(new_src, proc.pid).proven
         finally:
             check.close()
+
+
+@pytest.fixture
+def stranger() -> Iterator[socket.socket]:
+    """A local process's UDP socket, open for the whole test (so its proof can be tried)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        yield sock
+
+
+def test_a_foreign_flood_is_counted_and_the_masters_lines_stay_proven(
+    uwsgi: Start, stranger: socket.socket
+) -> None:
+    """A local stranger floods the port with empty, oversized and malformed datagrams while
+    uWSGI sends its lines: every drain stays within its bound, the bad ones are counted, the
+    master's lines still arrive and are proven, the stranger's are not."""
+    with Receiver("127.0.0.1:0") as rx:
+        proc = with_logger(uwsgi, rx, LOG_TAIL)
+        stop = threading.Event()
+
+        def flood() -> None:
+            junk = [b"", b"x" * (rx.max_size + 100), b"\xff\xfe garbage uwt1 ] [\n", b"uwt1\n"]
+            for i in range(40_000):
+                if stop.is_set():
+                    break
+                stranger.sendto(junk[i % len(junk)], rx.address)
+
+        flooder = threading.Thread(target=flood)
+        flooder.start()
+        served: list[LoadResult] = []
+        loader = threading.Thread(
+            target=lambda: served.append(run_closed(url(proc, "/hello"), 2, 5.0, 300))
+        )
+        loader.start()
+        check = SenderCheck(min_interval=0.0)
+        sources: dict[tuple[str, int], int] = {}
+        try:
+            while loader.is_alive() or flooder.is_alive():
+                got = rx.drain(max_datagrams=500, max_bytes=64 * 1024)
+                assert got.received + got.oversized + got.empty <= 500
+                assert sum(len(ln) for v in got.lines.values() for ln in v) < 64 * 1024 + 16384
+                for src, lines in got.lines.items():
+                    sources[src] = sources.get(src, 0) + len(lines)
+                time.sleep(0.005)
+        finally:
+            stop.set()
+            flooder.join(10)
+            loader.join(10)
+        time.sleep(0.3)
+        for src, lines in rx.drain().lines.items():
+            sources[src] = sources.get(src, 0) + len(lines)
+        proven = {src: n for src, n in sources.items() if check.proven(src, proc.pid)}
+        check.close()
+        assert len(proven) == 1 and len(sources) == 2  # the master's, and the stranger's
+        (n,) = proven.values()
+        t = rx.totals
+        assert 0 < n <= served[0].ok
+        assert n == served[0].ok or t.kernel_drops > 0  # a line missing is a drop counted
+        assert t.oversized > 0 and t.empty > 0 and proc.alive()
