@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.doctor import checks, gather
-from uwsgitune.actuate.doctor.latency import WAIT, gather_latency, latency_checks
+from uwsgitune.actuate.doctor.reqlogsetup import WAIT, gather_latency, latency_checks
 from uwsgitune.cli.common import addresses
 from uwsgitune.errors import UserError
 from uwsgitune.sources.reqlog import ReqlogAddressError, parse_reqlog_address

@@ -14,7 +14,7 @@ import pytest
 
 from tests.uwsgi_harness import url
 from uwsgitune.actuate.doctor import Check
-from uwsgitune.actuate.doctor.latency import (
+from uwsgitune.actuate.doctor.reqlogsetup import (
     Heard,
     LatencyFacts,
     ini_pairs,
