@@ -96,6 +96,7 @@ MEMORY_REPORT_FORMAT = (
 SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 _OVFL = struct.Struct("=I")
 _ANC_SIZE = socket.CMSG_SPACE(_OVFL.size)
+_SOL_SOCKET = int(socket.SOL_SOCKET)
 
 Source = tuple[str, int]
 
@@ -236,33 +237,35 @@ class Receiver:
         more = False
         if sock is None:
             return Drained()
-        bufsize = self.max_size + 1
+        max_size = self.max_size
+        bufsize = max_size + 1  # a longer datagram arrives cut to this: oversized
+        recvmsg = sock.recvmsg  # the loop is the cost per line: no lookups in it
         for _ in range(max_datagrams):
             try:
-                data, anc, flags, src = sock.recvmsg(bufsize, _ANC_SIZE)
-            except (BlockingIOError, InterruptedError):
+                data, anc, _flags, src = recvmsg(bufsize, _ANC_SIZE)
+            except OSError:  # BlockingIOError: nothing more queued; nothing else a sender causes
                 break
-            except OSError:  # nothing a sender can cause on an unconnected socket: stop here
-                break
-            for level, kind, payload in anc:
-                if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL and len(payload) >= 4:
-                    (ovfl,) = _OVFL.unpack_from(payload)
-            if flags & socket.MSG_TRUNC or len(data) > self.max_size:
+            if anc:
+                for level, kind, payload in anc:
+                    if level == _SOL_SOCKET and kind == SO_RXQ_OVFL and len(payload) >= 4:
+                        (ovfl,) = _OVFL.unpack_from(payload)
+            n = len(data)
+            if n > max_size:
                 oversized += 1
                 continue
-            if not data:
+            if not n:
                 empty += 1
                 continue
-            if data.endswith(b"\n"):
+            if data[-1] == 10:  # b"\n"
                 data = data[:-1]
+                n -= 1
             else:
                 cut += 1
             received += 1
-            kept += len(data)
-            key = (str(src[0]), int(src[1]))
-            got = lines.get(key)
+            kept += n
+            got = lines.get(src)  # (address, port): a tuple already
             if got is None:
-                lines[key] = [data]
+                lines[src] = [data]
             else:
                 got.append(data)
             if kept >= max_bytes:
