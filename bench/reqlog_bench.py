@@ -4,7 +4,7 @@
     .venv/bin/python bench/reqlog_bench.py                  # 10k lines/s for 10 s
     .venv/bin/python bench/reqlog_bench.py --rate 20000 --seconds 5
 
-A separate process sends uWSGI-shaped lines (about 110 bytes) over UDP on loopback at a
+A separate process sends uWSGI-shaped lines (about 150 bytes) over UDP on loopback at a
 steady rate, in bursts every millisecond; this process drains every `--every` seconds and
 measures its own CPU (thread time) per line drained, the lines the kernel dropped, and the
 receive buffer granted. Results: bench/results/reqlog.md.
