@@ -97,8 +97,17 @@ def test_what_arrived_is_judged(heard: Heard, ok: bool | None, says: str, tmp_pa
     assert check.ok is ok and says in check.detail
 
 
+def test_a_small_receive_buffer_names_the_sysctl(tmp_path: Path) -> None:
+    small = checks_for("[uwsgi]\n", tmp_path, Heard(5.0, rcvbuf=425984))["latency-buffer"]
+    assert small.ok is False and small.how == "run"
+    assert small.detail.startswith("receive buffer 416 KiB: about 512 lines")
+    assert small.fix.startswith("sysctl -w net.core.rmem_max=4194304")
+    big = checks_for("[uwsgi]\n", tmp_path, Heard(5.0, rcvbuf=8388608))["latency-buffer"]
+    assert big.ok is True and big.detail == "receive buffer 8192 KiB"
+
+
 def test_an_unknown_ini_still_prints_the_lines() -> None:
-    (unknown, lines) = latency_checks(LatencyFacts(ADDR, None, None, None))
+    (unknown, lines, _) = latency_checks(LatencyFacts(ADDR, None, None, None))
     assert unknown.ok is None and unknown.fix.splitlines()[0] == f"req-logger = socket:{ADDR}"
     assert lines.ok is None
 
@@ -139,6 +148,7 @@ def test_doctor_hears_the_masters_line_on_a_configured_instance(
     assert "ok   latency-format: log-format carries uwsgitune's tail" in out
     assert f"ok   latency-logger: req-logger = socket:127.0.0.1:{port}" in out
     assert "ok   latency-lines: " in out and "from the master in" in out
+    assert "latency-buffer: receive buffer " in out
 
 
 def test_doctor_prints_the_lines_for_an_instance_without_them_and_waits_bounded(

@@ -17,6 +17,9 @@ and what the receiver heard in, one `Check` per requirement out, each with the l
   without the tail, or from another process, fail with the reason; silence is "could not
   tell" (no traffic, or the lines are not loaded yet: uWSGI reads them at a reload), never a
   failure.
+- **latency-buffer**: the receive buffer the kernel grants (twice `net.core.rmem_max` at
+  most) holds about 10,000 short lines at 8 MiB, 500 at the common default: below
+  `WANT_RCVBUF` the check names the sysctl to run.
 
 `gather_latency` is the thin shell: it reads the ini's pairs and listens.
 """
@@ -33,6 +36,7 @@ from uwsgitune.actuate.override import IniError, load_pairs
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import (
     DEFAULT_LINE_FORMAT,
+    DEFAULT_RCVBUF,
     LOG_TAIL,
     MEMORY_REPORT_FORMAT,
     Receiver,
@@ -56,6 +60,7 @@ LOGGING_KEYS = frozenset(
 )
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 WAIT = 5.0  # seconds the doctor listens for a line
+WANT_RCVBUF = 2 * DEFAULT_RCVBUF  # what the kernel grants when rmem_max allows the request
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Heard:
     strangers: int = 0  # lines from another process
     error: str | None = None  # the receiver could not listen (the port taken ...)
     unproven: str = ""  # why a sender was not proved, when no line was the master's
+    rcvbuf: int = 0  # the receive buffer the kernel granted (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,23 @@ def _lines(f: LatencyFacts) -> Check:
     )
 
 
+def _buffer(f: LatencyFacts) -> Check:
+    h = f.heard
+    if h is None or not h.rcvbuf:
+        return Check("latency-buffer", None, "receive buffer not checked")
+    kib = h.rcvbuf // 1024
+    if h.rcvbuf >= WANT_RCVBUF:
+        return Check("latency-buffer", True, f"receive buffer {kib} KiB")
+    return Check(
+        "latency-buffer",
+        False,
+        f"receive buffer {kib} KiB: about {h.rcvbuf // 832} lines; beyond them the kernel "
+        "drops lines while uwsgitune is busy (uWSGI never waits)",
+        f"sysctl -w net.core.rmem_max={DEFAULT_RCVBUF}   (and in /etc/sysctl.d/ to keep it)",
+        how="run",
+    )
+
+
 def latency_checks(f: LatencyFacts) -> list[Check]:
     if f.pairs is None:
         unknown = Check(
@@ -195,8 +218,9 @@ def latency_checks(f: LatencyFacts) -> list[Check]:
             f"ini unknown ({f.ini or 'pass --ini'}); add these lines",
             f"req-logger = socket:{f.address}\nlog-format = {wanted_format(())}",
         )
-        return [unknown, _lines(f)]
-    return [_logging(f, f.pairs), _format(f, f.pairs), _logger(f, f.pairs), _lines(f)]
+        return [unknown, _lines(f), _buffer(f)]
+    checks = [_logging(f, f.pairs), _format(f, f.pairs), _logger(f, f.pairs)]
+    return [*checks, _lines(f), _buffer(f)]
 
 
 # --- the shell --------------------------------------------------------------------------------
@@ -228,6 +252,7 @@ def listen(
     except ReqlogAddressError as exc:
         return Heard(0.0, error=str(exc))
     check = SenderCheck(min_interval=0.0)
+    rcvbuf = rx.rcvbuf
     start = clock()
     lines = tailed = strangers = 0
     unproven = ""
@@ -246,7 +271,7 @@ def listen(
     finally:
         rx.close()
         check.close()
-    return Heard(round(clock() - start, 1), lines, tailed, strangers, None, unproven)
+    return Heard(round(clock() - start, 1), lines, tailed, strangers, None, unproven, rcvbuf)
 
 
 def gather_latency(
