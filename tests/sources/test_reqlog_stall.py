@@ -9,7 +9,7 @@ reload `r` and a worker respawn all complete. The stall is real: the kernel coun
 datagrams it dropped on the stalled socket.
 
 Sabotage (done by hand, see the report): the same scenario with a unix datagram socket that
-nobody reads blocks the master, and the FIFO `+` never completes.
+nobody reads blocks the master: its stats server gives no answer, and the test fails.
 """
 
 from __future__ import annotations
