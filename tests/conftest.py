@@ -27,6 +27,7 @@ CPU_GROUP = frozenset(
         "actuate/test_real_scale.py",
         "core/test_staffing.py",
         "daemon/test_apply.py",
+        "sources/test_reqlog_stall.py",
         "sweep/test_grid_real.py",
         "sweep/test_real.py",
     }
