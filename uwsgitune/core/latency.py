@@ -1,0 +1,492 @@
+"""Live latency of real traffic: percentiles over the last 10 s and 60 s, per worker and route.
+
+**What goes in.** `LatencyRecorder.ingest(datagrams, now)` parses each request log datagram
+(`core/reqlog.py`) and records it; `add(line, now)` records one parsed `RequestLine`. `now`
+is the receiver's clock in seconds (monotonic or wall, the same one every call): a request
+is counted in the second it *arrived*, so a proxy's or an app's skewed clock never moves it
+in time. Nothing here reads a clock, opens a socket or raises on bad input.
+
+**Where it goes: one slice per second.** Every request is recorded once, into the current
+second's `_Slice`: its service time (`%(micros)`), its queue wait when the proxy stamped it
+(`core/reqstamp.py`), both into log-bucketed histograms (`core/loghist.py`: answers within
+0.5% of the exact percentile), with their sums and exact maxima; the same service time under
+its worker and under its route; its status class; the stamp's format and fate. The last
+`SLICES` (60) closed slices are kept: memory is bounded by 61 slices × (a few hundred
+buckets × (1 + workers + routes)), and by `MAX_WORKERS` and `MAX_ROUTES` per slice, beyond
+which a request is still counted in the totals but filed under `OTHER`.
+
+**What comes out.** `window(now, seconds)` merges the slices of the last `seconds` (the
+current, partial second included) into a frozen `LatencyWindow`: service time and queue wait
+as `Percentiles` (p50, p95, p99, max, mean, min, in ms), per worker, the `top` routes by
+share of service time with the rest folded into `OTHER` (so cardinality stays bounded),
+requests by status class, and the stamps' `StampReport` (format detected, negative and
+absurd waits counted, the clock skew stated as an offset, or the sentence saying there is no
+stamp). `p99_series(now, seconds)` gives one p99 per second for a sparkline. Reading costs a
+merge of the window's slices: do it once per poll, not per request.
+
+**Prometheus.** A slice is folded into cumulative totals when a later second begins;
+`export()` returns those totals plus the open slice: `uwsgi_request_duration_seconds` and
+`uwsgi_request_queue_seconds` as cumulative `le` buckets (`loghist.PROM_BOUNDS`: 1 ms to 30
+s, log-spaced), their sums and counts, requests by status class, and per route (first
+`MAX_EXPORTED_ROUTES` routes seen, the rest under `OTHER`, so a counter never moves between
+series). Every value only grows.
+
+**Coverage.** `recorded` counts the requests recorded; `coverage(lines, requests)` is the
+share of the requests uWSGI's stats counted (a delta) that arrived as lines (the delta of
+`recorded` over the same polls).
+
+**Routes** are normalised as everywhere else in uwsgitune (`core/route.py`: no query, no
+token-like segment, at most three segments), after the parser has already dropped the query.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from uwsgitune.core import loghist
+from uwsgitune.core.loghist import ZERO, Hist
+from uwsgitune.core.reqlog import LineTally, RawLine, RequestLine, parse_raw
+from uwsgitune.core.reqstamp import (
+    MAX_WAIT_US,
+    NO_STAMP,
+    SKEW_MIN_SHARE,
+    StampFormat,
+    WaitKind,
+    classify_wait,
+    parse_stamp,
+    skew_offset,
+)
+from uwsgitune.core.route import route
+
+SLICES = 60
+WINDOWS = (10, 60)
+MAX_WORKERS = 512
+MAX_ROUTES = 256
+MAX_EXPORTED_ROUTES = 50
+MAX_PATHS = 4096  # paths whose route is remembered
+TOP_ROUTES = 10
+OTHER = "other"
+OTHER_WORKER = -1
+STATUS_CLASSES = ("other", "1xx", "2xx", "3xx", "4xx", "5xx")
+_STATUS_OF = tuple(min(s // 100, 6) if 100 <= s <= 599 else 0 for s in range(1000))
+_INV = 1.0 / math.log(loghist.GAMMA)
+_log = math.log
+_ceil = math.ceil
+
+
+class _Part:
+    """One histogram with its sum and exact maximum (µs)."""
+
+    __slots__ = ("hist", "top", "total")
+
+    def __init__(self) -> None:
+        self.hist: Hist = {}
+        self.total = 0
+        self.top = 0
+
+    def add(self, value: int) -> None:
+        index = _ceil(_log(value) * _INV) if value > 0 else ZERO
+        hist = self.hist
+        hist[index] = hist.get(index, 0) + 1
+        self.total += value
+        if value > self.top:
+            self.top = value
+
+    def absorb(self, other: _Part) -> None:
+        loghist.merge(self.hist, other.hist)
+        self.total += other.total
+        self.top = max(self.top, other.top)
+
+
+class _Slice:
+    """Everything recorded in one second of arrival."""
+
+    __slots__ = (
+        "absurd",
+        "bad_stamp",
+        "behind",
+        "formats",
+        "negative",
+        "queue",
+        "routes",
+        "second",
+        "service",
+        "status",
+        "unstamped",
+        "workers",
+    )
+
+    def __init__(self, second: int) -> None:
+        self.second = second
+        self.service = _Part()
+        self.queue = _Part()
+        self.behind: Hist = {}  # |raw wait| of the negative ones, for the skew
+        self.workers: dict[int, _Part] = {}
+        self.routes: dict[str, _Part] = {}
+        self.status = [0] * len(STATUS_CLASSES)
+        self.formats: dict[StampFormat, int] = {}
+        self.unstamped = 0
+        self.negative = 0
+        self.absurd = 0
+        self.bad_stamp = 0
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """A latency spread in ms: nearest-rank percentiles (within 0.5%), exact max and mean."""
+
+    count: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+    mean_ms: float
+    min_ms: float  # the lowest bucket's value: within 0.5% of the exact minimum
+
+
+@dataclass(frozen=True)
+class RouteLatency:
+    route: str
+    count: int
+    p50_ms: float
+    p99_ms: float
+    share: float  # of the window's total service time, 0..1
+
+
+@dataclass(frozen=True)
+class StampReport:
+    """How the proxy's stamps fared in a window, and what a person is told about them."""
+
+    stamped: int  # requests whose stamp gave a queue wait (negative ones included, as 0)
+    unstamped: int
+    bad: int  # a stamp in no known format
+    negative: int  # waits below zero: counted as 0
+    absurd: int  # waits beyond the bounds: not recorded
+    format: str | None  # the format most stamps were read as
+    skew_ms: float | None  # the proxy's clock lead, stated, never applied
+    note: str | None  # the sentence: no stamp, or the skew
+
+
+@dataclass(frozen=True)
+class LatencyWindow:
+    seconds: int
+    requests: int
+    service: Percentiles | None  # None: no request in the window
+    queue: Percentiles | None  # None: no stamped request
+    workers: Mapping[int, Percentiles]  # by worker id (OTHER_WORKER: beyond the cap)
+    routes: tuple[RouteLatency, ...]  # by share of service time, then OTHER
+    status: Mapping[str, int]  # STATUS_CLASSES -> requests
+    stamps: StampReport
+
+
+@dataclass(frozen=True)
+class PromHistogram:
+    """One Prometheus histogram: cumulative counts per `le` bound, then +Inf; sum in s."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[int, ...]
+    count: int
+    sum_seconds: float
+
+
+@dataclass(frozen=True)
+class LatencyExport:
+    duration: PromHistogram
+    queue: PromHistogram
+    status: Mapping[str, int]
+    routes: Mapping[str, PromHistogram]
+
+
+def percentiles(part: _Part) -> Percentiles | None:
+    n = sum(part.hist.values())
+    if n == 0:
+        return None
+    p50, p95, p99 = loghist.quantiles(part.hist, (0.5, 0.95, 0.99), top=part.top)
+    low = loghist.answer(min(part.hist))
+    return Percentiles(
+        n, p50 / 1e3, p95 / 1e3, p99 / 1e3, part.top / 1e3, part.total / n / 1e3, low / 1e3
+    )
+
+
+def coverage(lines: int, requests: int) -> float | None:
+    """The share of the requests the stats counted that arrived as log lines, 0..1.
+
+    Both are deltas over the same polls. The stats and the datagrams are not read at the same
+    instant, so a period can see a few more lines than requests: the share is capped at 1.
+    None when the stats counted no request.
+    """
+    if requests <= 0:
+        return None
+    return max(0.0, min(1.0, lines / requests))
+
+
+class LatencyRecorder:
+    """The latency of the requests logged, per second, for windows and Prometheus.
+
+    Not thread-safe: one thread ingests and reads (the poll loop's), as with every core fold.
+    """
+
+    def __init__(self, top: int = TOP_ROUTES) -> None:
+        self.top = top
+        self.tally = LineTally()
+        self.recorded = 0
+        self._open = _Slice(-1)
+        self._closed: deque[_Slice] = deque(maxlen=SLICES)
+        self._sum_service = _Part()
+        self._sum_queue = _Part()
+        self._sum_status = [0] * len(STATUS_CLASSES)
+        self._sum_routes: dict[str, _Part] = {}
+        self._route_of: dict[bytes, str] = {}
+
+    # -- recording -----------------------------------------------------------------------
+
+    def ingest(self, datagrams: Iterable[bytes], now: float) -> int:
+        """Parse and record each datagram, all at `now`; answer how many were recorded."""
+        second = int(now)
+        s = self._open if second <= self._open.second else self._roll(second)
+        faults = self.tally.faults
+        put = self._put
+        recorded = 0
+        for data in datagrams:
+            got = parse_raw(data)
+            if type(got) is tuple:
+                put(s, got)
+                recorded += 1
+            else:
+                faults[got] += 1  # type: ignore[index]
+        self.tally.parsed += recorded
+        self.recorded += recorded
+        return recorded
+
+    def add(self, line: RequestLine, now: float) -> None:
+        """Record one parsed line (as `ingest` does for a datagram) at `now`."""
+        second = int(now)
+        s = self._open if second <= self._open.second else self._roll(second)
+        stamp = None if line.stamp is None else line.stamp.encode("ascii", "replace")
+        path = line.path.encode("utf-8", "surrogateescape")
+        self._put(s, (*line[:6], stamp, path))  # type: ignore[arg-type]
+        self.recorded += 1
+
+    def _put(self, s: _Slice, got: RawLine) -> None:
+        # The hot path (bench/latency_cost.py): one log for the three histograms of the
+        # service time, each updated in line rather than through _Part.add.
+        start, v, status, wid, _, _, stamp, path = got
+        i = _ceil(_log(v) * _INV) if v > 0 else ZERO
+        p = s.service
+        h = p.hist
+        h[i] = h.get(i, 0) + 1
+        p.total += v
+        if v > p.top:
+            p.top = v
+        p = s.workers.get(wid) or self._worker(s, wid)
+        h = p.hist
+        h[i] = h.get(i, 0) + 1
+        p.total += v
+        if v > p.top:
+            p.top = v
+        name = self._route_of.get(path) or self._name(path)
+        p = s.routes.get(name) or self._route(s, name)
+        h = p.hist
+        h[i] = h.get(i, 0) + 1
+        p.total += v
+        s.status[_STATUS_OF[status]] += 1
+        if stamp is None:
+            s.unstamped += 1
+            return
+        got = parse_stamp(stamp)
+        if got is None:
+            s.bad_stamp += 1
+            return
+        fmt = got[1]
+        s.formats[fmt] = s.formats.get(fmt, 0) + 1
+        v = start - got[0]
+        if 0 <= v <= MAX_WAIT_US:  # classify_wait's OK, in line
+            p = s.queue
+            i = _ceil(_log(v) * _INV) if v > 0 else ZERO
+            h = p.hist
+            h[i] = h.get(i, 0) + 1
+            p.total += v
+            if v > p.top:
+                p.top = v
+        elif classify_wait(v) is WaitKind.NEGATIVE:
+            s.negative += 1
+            s.queue.add(0)
+            loghist.record(s.behind, -v)
+        else:
+            s.absurd += 1
+
+    def _name(self, path: bytes) -> str:
+        """The route of a path (core/route.py), remembered for the next request."""
+        name = route(path.decode("utf-8", "replace"))
+        if len(self._route_of) < MAX_PATHS:
+            self._route_of[path] = name
+        return name
+
+    def _worker(self, s: _Slice, wid: int) -> _Part:
+        key = wid if len(s.workers) < MAX_WORKERS else OTHER_WORKER
+        return s.workers.setdefault(key, _Part())
+
+    def _route(self, s: _Slice, name: str) -> _Part:
+        key = name if len(s.routes) < MAX_ROUTES else OTHER
+        return s.routes.setdefault(key, _Part())
+
+    def _roll(self, second: int) -> _Slice:
+        """Close the open slice (fold it into the totals), open one for `second`."""
+        done = self._open
+        if done.second >= 0:
+            self._fold(done)
+            self._closed.append(done)
+        self._open = _Slice(second)
+        return self._open
+
+    def _fold(self, s: _Slice) -> None:
+        self._sum_service.absorb(s.service)
+        self._sum_queue.absorb(s.queue)
+        for i, n in enumerate(s.status):
+            self._sum_status[i] += n
+        for name, part in s.routes.items():
+            key = name
+            if key not in self._sum_routes and len(self._sum_routes) >= MAX_EXPORTED_ROUTES:
+                key = OTHER
+            self._sum_routes.setdefault(key, _Part()).absorb(part)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _recent(self, now: float, seconds: int) -> list[_Slice]:
+        since = int(now) - seconds
+        slices = [s for s in self._closed if since < s.second <= now]
+        if since < self._open.second <= now:
+            slices.append(self._open)
+        return slices
+
+    def window(self, now: float, seconds: int) -> LatencyWindow:
+        """The last `seconds` (up to SLICES) before `now`, the current second included."""
+        slices = self._recent(now, min(seconds, SLICES))
+        service, queue = _Part(), _Part()
+        workers: dict[int, _Part] = {}
+        routes: dict[str, _Part] = {}
+        status = [0] * len(STATUS_CLASSES)
+        for s in slices:
+            service.absorb(s.service)
+            queue.absorb(s.queue)
+            for wid, part in s.workers.items():
+                workers.setdefault(wid, _Part()).absorb(part)
+            for name, part in s.routes.items():
+                routes.setdefault(name, _Part()).absorb(part)
+            for i, n in enumerate(s.status):
+                status[i] += n
+        shown = {wid: p for wid, p in ((w, percentiles(part)) for w, part in workers.items()) if p}
+        return LatencyWindow(
+            seconds=seconds,
+            requests=sum(status),
+            service=percentiles(service),
+            queue=percentiles(queue),
+            workers=dict(sorted(shown.items())),
+            routes=self._top_routes(routes, service.total),
+            status=dict(zip(STATUS_CLASSES, status, strict=True)),
+            stamps=_stamp_report(slices),
+        )
+
+    def _top_routes(self, routes: dict[str, _Part], total: int) -> tuple[RouteLatency, ...]:
+        ranked = sorted(routes.items(), key=lambda kv: (-kv[1].total, kv[0]))
+        kept = [(n, p) for n, p in ranked[: self.top] if n != OTHER]
+        names = {n for n, _ in kept}
+        other = _Part()
+        for name, part in ranked:
+            if name not in names:
+                other.absorb(part)
+        if other.hist:
+            kept.append((OTHER, other))
+        out = []
+        for name, part in kept:
+            p = percentiles(part)
+            if p is not None:
+                share = part.total / total if total else 0.0
+                out.append(RouteLatency(name, p.count, p.p50_ms, p.p99_ms, share))
+        return tuple(out)
+
+    def p99_series(self, now: float, seconds: int = SLICES) -> tuple[float | None, ...]:
+        """One p99 of service time (ms) per second, oldest first; None for a second unheard."""
+        by_second = {s.second: s for s in self._recent(now, min(seconds, SLICES))}
+        out: list[float | None] = []
+        for second in range(int(now) - min(seconds, SLICES) + 1, int(now) + 1):
+            s = by_second.get(second)
+            p = percentiles(s.service) if s is not None else None
+            out.append(None if p is None else p.p99_ms)
+        return tuple(out)
+
+    def export(self) -> LatencyExport:
+        """Cumulative totals for Prometheus: the closed slices plus the open one."""
+        s = self._open
+        service, queue = _Part(), _Part()
+        for total, live, into in (
+            (self._sum_service, s.service, service),
+            (self._sum_queue, s.queue, queue),
+        ):
+            into.absorb(total)
+            into.absorb(live)
+        status = [a + b for a, b in zip(self._sum_status, s.status, strict=True)]
+        routes = {name: _Part() for name in self._sum_routes}
+        for name, part in self._sum_routes.items():
+            routes[name].absorb(part)
+        for name, part in s.routes.items():
+            key = name if name in routes or len(routes) < MAX_EXPORTED_ROUTES else OTHER
+            routes.setdefault(key, _Part()).absorb(part)
+        return LatencyExport(
+            duration=_prom(service),
+            queue=_prom(queue),
+            status=dict(zip(STATUS_CLASSES, status, strict=True)),
+            routes={name: _prom(part) for name, part in sorted(routes.items())},
+        )
+
+
+def _prom(part: _Part) -> PromHistogram:
+    cumulative = loghist.cumulative(part.hist)
+    return PromHistogram(loghist.PROM_BOUNDS, tuple(cumulative), cumulative[-1], part.total / 1e6)
+
+
+def _stamp_report(slices: list[_Slice]) -> StampReport:
+    formats: dict[StampFormat, int] = {}
+    behind: Hist = {}
+    stamped = unstamped = bad = negative = absurd = 0
+    for s in slices:
+        for fmt, n in s.formats.items():
+            formats[fmt] = formats.get(fmt, 0) + n
+        loghist.merge(behind, s.behind)
+        stamped += sum(s.queue.hist.values())
+        unstamped += s.unstamped
+        bad += s.bad_stamp
+        negative += s.negative
+        absurd += s.absurd
+    skew = skew_offset(_low_quantile(behind, negative, stamped))
+    note = skew[1] if skew else None
+    if stamped == 0 and unstamped > 0:
+        note = NO_STAMP
+    return StampReport(
+        stamped=stamped,
+        unstamped=unstamped,
+        bad=bad,
+        negative=negative,
+        absurd=absurd,
+        format=max(formats, key=lambda f: formats[f]).name if formats else None,
+        skew_ms=skew[0] / 1e3 if skew else None,
+        note=note,
+    )
+
+
+def _low_quantile(behind: Hist, negative: int, waits: int) -> float | None:
+    """The SKEW_MIN_SHARE quantile of the raw waits (µs) when it is below zero, else None.
+
+    `behind` counts |raw| of the `negative` waits among all `waits`: the k-th smallest raw
+    wait is minus the (negative - k + 1)-th smallest of them.
+    """
+    if negative == 0:
+        return None
+    k = loghist.rank(SKEW_MIN_SHARE, waits)
+    if k > negative:
+        return None
+    (value,) = loghist.at_ranks(behind, (negative - k + 1,))
+    return -value
