@@ -296,13 +296,13 @@ class LatencyRecorder:
         if stamp is None:
             s.unstamped += 1
             return
-        got = parse_stamp(stamp)
-        if got is None:
+        read = parse_stamp(stamp)
+        if read is None:
             s.bad_stamp += 1
             return
-        fmt = got[1]
+        fmt = read[1]
         s.formats[fmt] = s.formats.get(fmt, 0) + 1
-        v = start - got[0]
+        v = start - read[0]
         if 0 <= v <= MAX_WAIT_US:  # classify_wait's OK, in line
             p = s.queue
             i = _ceil(_log(v) * _INV) if v > 0 else ZERO
