@@ -13,7 +13,7 @@ that rank and answers with the bucket's value, so the answer is within `ALPHA` (
 exact percentile of the same samples, for any spread, ties, one sample or a range of twelve
 decades (tests/core/test_loghist.py checks it with hypothesis against a sorted list). The
 issue asks for 2% end to end; the rest of the budget is left to the integrator. An answer
-above the exact maximum (kept beside the counts) is cut to it, so p100 is exact.
+above the exact maximum (kept beside the counts) is cut to it, and p100 is that maximum.
 
 **The cost.** One `log` per sample; memory is one dict entry per bucket in use: a spread
 from 1 µs to 1000 s uses at most `log(1e9) / log(GAMMA)` ≈ 2100 buckets, a real one a few
@@ -86,13 +86,17 @@ def quantiles(
 ) -> list[float]:
     """The nearest-rank quantiles `qs` (ascending, in (0, 1]) of the counted samples.
 
-    `top`, the exact maximum when known, caps every answer. An empty histogram answers NaN.
+    `top`, the exact maximum when known, caps every answer and is the answer at the last
+    rank. An empty histogram answers NaN.
     """
     n = sum(hist.values())
     if n == 0:
         return [math.nan for _ in qs]
-    values = at_ranks(hist, [rank(q, n) for q in qs])
-    return values if top is None else [min(v, top) for v in values]
+    ranks = [rank(q, n) for q in qs]
+    values = at_ranks(hist, ranks)
+    if top is None:
+        return values
+    return [top if r == n else min(v, top) for r, v in zip(ranks, values, strict=True)]
 
 
 def at_ranks(hist: Mapping[int, int], ranks: Sequence[int]) -> list[float]:
