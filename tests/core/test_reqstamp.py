@@ -86,6 +86,7 @@ def test_the_same_instant_in_every_unit_reads_the_same(micros: int, prefixed: bo
         b"99999999999999999999",  # beyond any unit
         b"1e9",
         b"t=1795732664.2x9",
+        b"t=0000000001.000",  # the fast path's shape, in 1970
         b"\xff\xfe",
     ],
 )
