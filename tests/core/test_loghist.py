@@ -3,6 +3,7 @@ Prometheus buckets derived from it against `histogram_quantile`."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from fractions import Fraction
@@ -122,7 +123,7 @@ def issue_spread(n: int, seed: int = 38) -> list[int]:
 def test_prometheus_bounds_are_log_spaced_from_1_ms_to_30_s() -> None:
     bounds = loghist.PROM_BOUNDS
     assert bounds[0] == 0.001 and bounds[-1] == 30.0
-    ratios = [b / a for a, b in zip(bounds, bounds[1:], strict=False)]
+    ratios = [b / a for a, b in itertools.pairwise(bounds)]
     assert all(1.19 <= r <= 1.3 for r in ratios), ratios
 
 
@@ -140,7 +141,7 @@ def test_histogram_quantile_over_the_buckets_is_within_10_percent_on_the_issue_s
 
 
 def test_cumulative_counts_are_the_samples_at_or_below_each_bound() -> None:
-    values = issue_spread(20_000, seed=7) + [0, 10**9]
+    values = [*issue_spread(20000, seed=7), 0, 10**9]
     hist: loghist.Hist = {}
     for v in values:
         loghist.record(hist, v)
