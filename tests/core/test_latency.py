@@ -194,9 +194,10 @@ def test_absurd_and_bad_stamps_are_counted_and_never_recorded() -> None:
     rec = LatencyRecorder()
     batch = stamped([1000, 3600 * 10**6, -3600 * 10**6])
     batch += [line(1000, stamp="t=abc"), line(1000, stamp="a b] [c")]
+    batch += [line(1000, stamp="t=0000000001.000"), line(1000, stamp="t=17957326x4.209")]
     rec.ingest(batch, now=1.0)
     w = rec.window(1.0, 10)
-    assert (w.stamps.absurd, w.stamps.bad, w.stamps.stamped) == (2, 2, 1)
+    assert (w.stamps.absurd, w.stamps.bad, w.stamps.stamped) == (2, 4, 1)
     assert w.queue is not None and w.queue.max_ms == 1.0
 
 
