@@ -7,6 +7,8 @@ import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.core.test_loghist import exact
 from uwsgitune.core import latency
@@ -272,3 +274,40 @@ def test_coverage_is_lines_over_requests_capped_at_one() -> None:
     assert coverage(0, 100) == 0.0
     assert coverage(5, 0) is None
     assert math.isclose(coverage(1, 3) or 0, 1 / 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=80),  # the second it arrived
+            st.integers(min_value=0, max_value=10**8),  # its service time, µs
+            st.integers(min_value=1, max_value=3),  # its worker
+        ),
+        min_size=1,
+        max_size=300,
+    ),
+    st.sampled_from((10, 60)),
+)
+def test_any_window_answers_the_percentiles_of_its_own_samples(
+    samples: list[tuple[int, int, int]], seconds: int
+) -> None:
+    rec = LatencyRecorder()
+    for second, value, wid in sorted(samples):
+        rec.ingest([line(value, wid=wid)], now=1000.0 + second + 0.25)
+    now = 1080.5
+    window = rec.window(now, seconds)
+    inside = [(v, w) for s, v, w in samples if 1080 - seconds < s + 1000 <= 1080]
+    assert window.requests == len(inside)
+    if not inside:
+        assert window.service is None and not window.workers
+        return
+    assert window.service is not None
+    values = [v for v, _ in inside]
+    for q, got in ((0.5, window.service.p50_ms), (0.95, window.service.p95_ms)):
+        assert abs(got * 1e3 - exact(values, q)) <= CLOSE * exact(values, q) + 1e-9
+    assert window.service.max_ms * 1e3 == pytest.approx(max(values), rel=1e-12)
+    for wid, p in window.workers.items():
+        mine = [v for v, w in inside if w == wid]
+        assert p.count == len(mine)
+        assert abs(p.p99_ms * 1e3 - exact(mine, 0.99)) <= CLOSE * exact(mine, 0.99) + 1e-9
