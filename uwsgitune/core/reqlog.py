@@ -38,7 +38,14 @@ uwsgitune needs (another format, or an older tail): `LineTally.mismatch()` turns
 into the one line that names the ini line to fix, or None while the lines are good.
 
 **Bounds.** A line longer than `MAX_LINE` bytes is `OVERSIZED` and not parsed (uWSGI's own
-log buffer is 8 KiB by default; the receiver also caps each datagram).
+log buffer is 8 KiB by default). A receiver that caps its reads finds a longer datagram cut
+(`MSG_TRUNC`): it counts it with `tally.count(LineFault.OVERSIZED)` and drops it.
+
+**The public API:** `log_format(user_format)` (the ini value, for doctor), `TAIL_FORMAT`,
+`DEFAULT_USER_FORMAT`, `MARKER`; `parse_line(bytes) -> RequestLine | LineFault` (decoded;
+its `wid` and `pid` can be checked against the stats' workers); `parse_raw(bytes)`, the
+same undecoded, which `core/latency.py` reads; `LineTally` (counts by kind, `mismatch()`,
+`as_dict()` for machine outputs).
 """
 
 from __future__ import annotations

@@ -32,6 +32,11 @@ wait is the hint, which the window reports as its minimum.
 
 **Without a stamp**, the mean queue wait is estimated from the kernel's listen queue by
 Little's law: `little_wait(mean queue length, throughput)`, a mean and not a percentile.
+
+**The public API:** `parse_stamp(bytes) -> (µs, StampFormat) | None`, `StampFormat.name`;
+`classify_wait(raw µs) -> WaitKind`; `skew_offset(low quantile) -> (lead µs, sentence) |
+None`; `little_wait(Lq, λ) -> s | None`; `NO_STAMP`, the sentence for a window without
+stamps; the bounds `MAX_WAIT_US`, `MAX_SKEW_US`, `SKEW_TOLERANCE_US`, `SKEW_MIN_SHARE`.
 """
 
 from __future__ import annotations
