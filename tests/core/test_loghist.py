@@ -153,3 +153,16 @@ def test_cumulative_counts_are_the_samples_at_or_below_each_bound() -> None:
         high = sum(v <= bound * 1e6 * (1 + loghist.ALPHA) for v in values)
         assert low <= count <= high, (bound, low, count, high)
     assert cumulative[-1] == len(values)  # +Inf holds the 1000 s one too
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10**12), min_size=1, max_size=300))
+def test_a_frozen_histogram_answers_as_the_live_one(values: list[int]) -> None:
+    hist: loghist.Hist = {}
+    for v in values:
+        loghist.record(hist, v)
+    frozen = loghist.FrozenHist(hist)
+    assert len(frozen) == len(hist)
+    assert loghist.quantiles(frozen, QS) == loghist.quantiles(hist, QS)
+    assert loghist.cumulative(frozen) == loghist.cumulative(hist)
+    assert loghist.merged([frozen, hist]) == loghist.merged([hist, hist])
