@@ -314,3 +314,39 @@ def test_any_window_answers_the_percentiles_of_its_own_samples(
         mine = [v for v, w in inside if w == wid]
         assert p.count == len(mine)
         assert abs(p.p99_ms * 1e3 - exact(mine, 0.99)) <= CLOSE * exact(mine, 0.99) + 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=90),  # seconds since the previous step
+            st.lists(st.integers(min_value=0, max_value=10**7), max_size=20),
+            st.integers(min_value=1, max_value=3),
+            st.booleans(),  # read the windows after this step
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_the_running_sums_answer_as_merging_every_second(
+    steps: list[tuple[int, list[int], int, bool]],
+) -> None:
+    running, merging = LatencyRecorder(), LatencyRecorder()
+    merging._running.clear()  # every window merged from its seconds
+    now = 1000.0
+    for gap, values, wid, read in steps:
+        now += gap * 0.5
+        batch = [
+            line(v, wid=wid, path=f"/r{v % 5}", stamp=f"t={T0 // 10**6 - 1}.000") for v in values
+        ]
+        running.ingest(batch, now)
+        merging.ingest(batch, now)
+        if read:
+            for seconds in latency.WINDOWS:
+                assert running.window(now, seconds) == merging.window(now, seconds)
+                assert running.p99_series(now) == merging.p99_series(now)
+                # a worker or route whose seconds all left the window is gone from the sums
+                sums = running._running[seconds]
+                assert set(sums.workers) == {w for s in sums.kept for w in s.workers}
+                assert set(sums.routes) == {r for s in sums.kept for r in s.routes}
