@@ -108,7 +108,8 @@ _ceil = math.ceil
 
 
 class _Part:
-    """One histogram with its sum and exact maximum (µs)."""
+    """One histogram with its sum and exact maximum (µs); the open second's are written in
+    line by `LatencyRecorder._put`."""
 
     __slots__ = ("hist", "top", "total")
 
@@ -116,14 +117,6 @@ class _Part:
         self.hist: Hist = {}
         self.total = 0
         self.top = 0
-
-    def add(self, value: int) -> None:
-        index = _ceil(_log(value) * _INV) if value > 0 else ZERO
-        hist = self.hist
-        hist[index] = hist.get(index, 0) + 1
-        self.total += value
-        if value > self.top:
-            self.top = value
 
     def absorb(self, other: _PartView) -> None:
         loghist.merge(self.hist, other.hist)
