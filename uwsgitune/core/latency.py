@@ -17,8 +17,9 @@ workers + routes)), and by `MAX_WORKERS` and `MAX_ROUTES` per slice, beyond whic
 is still counted in the totals but filed under `OTHER`. At 10k lines/s with 8 workers and
 40 routes that is about 9 MB (51 MB with dicts).
 
-**What comes out.** `window(now, seconds)` merges the slices of the last `seconds` (the
-current, partial second included) into a frozen `LatencyWindow`: service time and queue wait
+**What comes out** (the frozen values of `core/latencyreport.py`, re-exported here).
+`window(now, seconds)` merges the slices of the last `seconds` (the current, partial second
+included) into a `LatencyWindow`: service time and queue wait
 as `Percentiles` (p50, p95, p99, max, mean, min, in ms), per worker, the `top` routes by
 share of service time with the rest folded into `OTHER` (so cardinality stays bounded),
 requests by status class, and the stamps' `StampReport` (format detected, negative and
@@ -71,10 +72,22 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from uwsgitune.core import loghist
+from uwsgitune.core.latencyreport import (
+    OTHER,
+    OTHER_WORKER,
+    STATUS_CLASSES,
+    LatencyExport,
+    LatencyWindow,
+    Percentiles,
+    PromHistogram,
+    RouteLatency,
+    StampReport,
+    coverage,
+    percentiles_of,
+)
 from uwsgitune.core.loghist import ZERO, Counts, FrozenHist, Hist
 from uwsgitune.core.reqlog import LineFault, LineTally, RawLine, RequestLine, parse_raw
 from uwsgitune.core.reqstamp import (
@@ -90,6 +103,20 @@ from uwsgitune.core.reqstamp import (
 )
 from uwsgitune.core.route import route
 
+__all__ = [  # what the recorder answers with lives in core/latencyreport.py
+    "OTHER",
+    "OTHER_WORKER",
+    "STATUS_CLASSES",
+    "LatencyExport",
+    "LatencyRecorder",
+    "LatencyWindow",
+    "Percentiles",
+    "PromHistogram",
+    "RouteLatency",
+    "StampReport",
+    "coverage",
+    "percentiles",
+]
 K = TypeVar("K", int, str)
 SLICES = 60
 WINDOWS = (10, 60)
@@ -98,9 +125,6 @@ MAX_ROUTES = 256
 MAX_EXPORTED_ROUTES = 50
 MAX_PATHS = 4096  # paths whose route is remembered
 TOP_ROUTES = 10
-OTHER = "other"
-OTHER_WORKER = -1
-STATUS_CLASSES = ("other", "1xx", "2xx", "3xx", "4xx", "5xx")
 _STATUS_OF = tuple(min(s // 100, 6) if 100 <= s <= 599 else 0 for s in range(1000))
 _INV = 1.0 / math.log(loghist.GAMMA)
 _log = math.log
@@ -311,93 +335,8 @@ class _KeptSlice:
         self.bad_stamp = s.bad_stamp
 
 
-@dataclass(frozen=True)
-class Percentiles:
-    """A latency spread in ms: nearest-rank percentiles (within 0.5%), exact max and mean."""
-
-    count: int
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    max_ms: float
-    mean_ms: float
-    min_ms: float  # the lowest bucket's value: within 0.5% of the exact minimum
-
-
-@dataclass(frozen=True)
-class RouteLatency:
-    route: str
-    count: int
-    p50_ms: float
-    p99_ms: float
-    share: float  # of the window's total service time, 0..1
-
-
-@dataclass(frozen=True)
-class StampReport:
-    """How the proxy's stamps fared in a window, and what a person is told about them."""
-
-    stamped: int  # requests whose stamp gave a queue wait (negative ones included, as 0)
-    unstamped: int
-    bad: int  # a stamp in no known format
-    negative: int  # waits below zero: counted as 0
-    absurd: int  # waits beyond the bounds: not recorded
-    format: str | None  # the format most stamps were read as
-    skew_ms: float | None  # the proxy's clock lead, stated, never applied
-    note: str | None  # the sentence: no stamp, or the skew
-
-
-@dataclass(frozen=True)
-class LatencyWindow:
-    seconds: int
-    requests: int
-    service: Percentiles | None  # None: no request in the window
-    queue: Percentiles | None  # None: no stamped request
-    workers: Mapping[int, Percentiles]  # by worker id (OTHER_WORKER: beyond the cap)
-    routes: tuple[RouteLatency, ...]  # by share of service time, then OTHER
-    status: Mapping[str, int]  # STATUS_CLASSES -> requests
-    stamps: StampReport
-
-
-@dataclass(frozen=True)
-class PromHistogram:
-    """One Prometheus histogram: cumulative counts per `le` bound, then +Inf; sum in s."""
-
-    bounds: tuple[float, ...]
-    cumulative: tuple[int, ...]
-    count: int
-    sum_seconds: float
-
-
-@dataclass(frozen=True)
-class LatencyExport:
-    duration: PromHistogram
-    queue: PromHistogram
-    status: Mapping[str, int]
-    routes: Mapping[str, PromHistogram]
-
-
 def percentiles(part: _PartView) -> Percentiles | None:
-    n = sum(part.hist.values())
-    if n == 0:
-        return None
-    p50, p95, p99 = loghist.quantiles(part.hist, (0.5, 0.95, 0.99), top=part.top)
-    (low,) = loghist.at_ranks(part.hist, (1,))
-    return Percentiles(
-        n, p50 / 1e3, p95 / 1e3, p99 / 1e3, part.top / 1e3, part.total / n / 1e3, low / 1e3
-    )
-
-
-def coverage(lines: int, requests: int) -> float | None:
-    """The share of the requests the stats counted that arrived as log lines, 0..1.
-
-    Both are deltas over the same polls. The stats and the datagrams are not read at the same
-    instant, so a period can see a few more lines than requests: the share is capped at 1.
-    None when the stats counted no request.
-    """
-    if requests <= 0:
-        return None
-    return max(0.0, min(1.0, lines / requests))
+    return percentiles_of(part.hist, part.total, part.top)
 
 
 class LatencyRecorder:
