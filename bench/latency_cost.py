@@ -3,7 +3,7 @@
     .venv/bin/python bench/latency_cost.py [--seconds 10] [--rounds 3] [--rate 10000]
 
 **Definition.** The CPU time (this thread's, `time.thread_time`) that
-`LatencyRecorder.ingest(batch, now)` spends per datagram: parse the line (`core/reqlog.py`)
+`LatencyRecorder.ingest(batch, now)` spends per datagram: parse the line (`core/logline.py`)
 and record it in every structure (`core/latency.py`: the second's service and queue
 histograms, its worker, its route, its status class, the stamp's format and skew), slices
 closed and folded into the Prometheus totals once a second included. The datagrams are
@@ -14,7 +14,7 @@ would), so that caches and seconds behave as in a live process; only the time in
 once a second as a poll would) is timed apart, and also given per request at that rate.
 
 **The datagrams**, 100,000 of them, made from the line a real uWSGI 2.0.31 sends with its
-default request line as the user's part (tests/data/reqlog/uwsgi-2.0.31.json): service
+default request line as the user's part (tests/data/logline/uwsgi-2.0.31.json): service
 times a lognormal mixture (CPU: median 5 ms; IO: median 40 ms), queue waits lognormal
 (median 2 ms) with an nginx `t=${msec}` stamp on every line (the costlier path), 8 workers,
 40 routes of which some carry ids (so route normalisation works), 2% 404s and 1% 500s, a
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from uwsgitune.core.latency import LatencyRecorder  # noqa: E402
-from uwsgitune.core.reqlog import parse_raw  # noqa: E402
+from uwsgitune.core.logline import parse_raw  # noqa: E402
 
 PREFIX = (
     "[pid: {pid}|app: 0|req: 1/1] 127.0.0.1 () {{40 vars in 612 bytes}} "
@@ -189,7 +189,7 @@ def parts(lines: list[bytes], runs: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for _ in range(runs):
         for name, value in (
-            ("parse (core/reqlog.py parse_raw)", parse(lines)),
+            ("parse (core/logline.py parse_raw)", parse(lines)),
             ("record, stamped (core/latency.py)", record(raw)),
             ("record, no stamp", record(raw_unstamped)),
             ("ingest: parse + record, stamped", tight(lines)),

@@ -14,7 +14,7 @@ from tests.core.test_loghist import exact
 from uwsgitune.core import latency
 from uwsgitune.core.latency import OTHER, LatencyRecorder, coverage
 from uwsgitune.core.loghist import ALPHA, PROM_BOUNDS
-from uwsgitune.core.reqlog import parse_line
+from uwsgitune.core.logline import parse_line
 from uwsgitune.core.reqstamp import NO_STAMP
 
 T0 = 1_795_732_664_000_000  # µs since the epoch: the app's clock

@@ -1,7 +1,7 @@
 """Live latency of real traffic: percentiles over the last 10 s and 60 s, per worker and route.
 
 **What goes in.** `LatencyRecorder.ingest(datagrams, now)` parses each request log datagram
-(`core/reqlog.py`) and records it; `add(line, now)` records one parsed `RequestLine`. `now`
+(`core/logline.py`) and records it; `add(line, now)` records one parsed `RequestLine`. `now`
 is the receiver's clock in seconds (monotonic or wall, the same one every call): a request
 is counted in the second it *arrived*, so a proxy's or an app's skewed clock never moves it
 in time. Nothing here reads a clock, opens a socket or raises on bad input.
@@ -55,7 +55,7 @@ queue wait (the tuner) must not act on it then. Without stamps, `queue` is None 
     rec.window(now, 10 | 60) -> LatencyWindow  # once per poll, per window shown
     rec.p99_series(now, 60) -> (ms | None, ...)
     rec.export() -> LatencyExport              # Prometheus histograms, status, routes
-    rec.recorded, rec.tally (reqlog.LineTally: faults by kind, .mismatch())
+    rec.recorded, rec.tally (logline.LineTally: faults by kind, .mismatch())
     coverage(lines_delta, requests_delta) -> 0..1 | None
 
 **Reading cheaply.** The two `WINDOWS` keep running sums (`_Running`): a second is merged
@@ -89,7 +89,7 @@ from uwsgitune.core.latencyreport import (
     percentiles_of,
 )
 from uwsgitune.core.loghist import ZERO, Counts, FrozenHist, Hist
-from uwsgitune.core.reqlog import LineFault, LineTally, RawLine, RequestLine, parse_raw
+from uwsgitune.core.logline import LineFault, LineTally, RawLine, RequestLine, parse_raw
 from uwsgitune.core.reqstamp import (
     MAX_WAIT_US,
     NGINX,

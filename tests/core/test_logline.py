@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA
-from uwsgitune.core.reqlog import (
+from uwsgitune.core.logline import (
     DEFAULT_USER_FORMAT,
     MAX_LINE,
     TAIL_FORMAT,
@@ -22,7 +22,7 @@ from uwsgitune.core.reqlog import (
     parse_raw,
 )
 
-RECORDED = json.loads((DATA / "reqlog" / "uwsgi-2.0.31.json").read_text())
+RECORDED = json.loads((DATA / "logline" / "uwsgi-2.0.31.json").read_text())
 TAIL = b" uwt1 1795732664212899 5233 200 1 2476 GET [-] /io/5"
 
 

@@ -7,7 +7,7 @@ line is `log_format(user_format)`:
     log-format = <the user's format> uwt1 %(tmicros) %(micros) %(status) %(wid) %(pid)
                  %(method) [%(var.HTTP_X_REQUEST_START)] %(uri)      (one line)
 
-and uWSGI 2.0.31 sends, for example (tests/data/reqlog/uwsgi-2.0.31.json):
+and uWSGI 2.0.31 sends, for example (tests/data/logline/uwsgi-2.0.31.json):
 
     127.0.0.1 "GET /io/5?t=s HTTP/1.1" 200 uwt1 1795732664212899 5233 200 1 2476 GET [-] /io/5?t=s
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.uwsgi_harness import url, uwsgi_instance
 from uwsgitune.core.latency import LatencyRecorder
-from uwsgitune.core.reqlog import RequestLine, log_format, parse_line
+from uwsgitune.core.logline import RequestLine, log_format, parse_line
 
 pytestmark = pytest.mark.uwsgi
 
