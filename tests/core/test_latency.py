@@ -119,6 +119,24 @@ def test_routes_are_normalised_ranked_by_time_and_the_rest_folded_into_other() -
     assert routes[0].share == pytest.approx(2.0 / 2.55)
 
 
+def test_each_route_has_its_own_percentiles_in_one_second_and_over_many() -> None:
+    rng = random.Random(3)
+    rec = LatencyRecorder()
+    fast = [int(rng.lognormvariate(7, 0.5)) for _ in range(300)]
+    slow = [int(rng.lognormvariate(11, 0.8)) for _ in range(300)]
+    for second in range(3):  # closed seconds and the open one
+        part = slice(second * 100, second * 100 + 100)
+        batch = [line(v, path="/fast") for v in fast[part]]
+        batch += [line(v, path="/slow") for v in slow[part]]
+        rec.ingest(batch, now=50.0 + second)
+    by_name = {r.route: r for r in rec.window(52.0, 10).routes}
+    for name, values in (("/fast", fast), ("/slow", slow)):
+        got = by_name[name]
+        assert got.count == len(values)
+        assert near(got.p50_ms, exact(values, 0.5)), name
+        assert near(got.p99_ms, exact(values, 0.99)), name
+
+
 def test_a_flood_of_routes_is_capped_per_second() -> None:
     rec = LatencyRecorder(top=1000)
     rec.ingest([line(1000, path=f"/p{i}") for i in range(latency.MAX_ROUTES + 300)], now=1.0)

@@ -402,6 +402,8 @@ class LatencyRecorder:
             h = p.hist
             h[i] = h.get(i, 0) + 1
             p.total += v
+            if v > p.top:
+                p.top = v
             status[_STATUS_OF[code]] += 1
             recorded += 1
             if stamp is None:
@@ -624,8 +626,9 @@ def _merge_running(running: _Running, slices: list[_SliceView], open_: _Slice) -
         workers[wid] = running.workers.get(wid, _Sum()).with_open(part, top)
     routes: dict[str, _Part] = {}
     for name in set(running.routes) | set(live.routes if live else ()):
+        top = max((s.routes[name].top for s in slices if name in s.routes), default=0)
         part = live.routes.get(name) if live else None
-        routes[name] = running.routes.get(name, _Sum()).with_open(part, 0)
+        routes[name] = running.routes.get(name, _Sum()).with_open(part, top)
     return service, queue, workers, routes
 
 

@@ -16,7 +16,7 @@ are plain and frozen, so `dataclasses.asdict` gives `watch --json` and recording
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from uwsgitune.core import loghist
 from uwsgitune.core.loghist import Counts
@@ -114,3 +114,50 @@ def coverage(lines: int, requests: int) -> float | None:
     if requests <= 0:
         return None
     return max(0.0, min(1.0, lines / requests))
+
+
+@dataclass(frozen=True)
+class LatencyView:
+    """The live latency of one instance at one poll, as every sink reads it
+    (`InstanceState.latency`; built by `pipeline/latency.py` once per poll).
+
+    `short` and `long` are the last 10 s and 60 s of the lines recorded; `p99_series` one
+    p99 of service time (ms) per second of the last 60, oldest first (None: a second with no
+    line); `export` the cumulative Prometheus view. `lines` counts the lines recorded since
+    uwsgitune began listening; `coverage` is the share of the requests the stats counted over
+    the last 60 s that arrived as lines (None: no request counted, or no rate yet).
+
+    Trust: `trusted` is False while any line recorded in the last 60 s came from a sender that
+    could not be proved to be the instance's master (`trust_note` says why, in one line);
+    such lines are shown but must never drive an apply. Lines from a sender proved NOT to be
+    the master's are never recorded: `refused` counts them. `faults` counts what was not
+    recorded, by kind (the parser's `LineFault`s, lowercased, and the receiver's `oversized`,
+    `empty`, `cut`, `kernel_drops`); `mismatch` is the one line naming the ini line to fix
+    when most lines do not match the format. `little_wait_ms` is the mean queue wait from
+    the kernel's listen queue by Little's law (Lq / λ over the last 10 s), the estimate
+    used when the proxy stamps nothing. `silent_for`: seconds since the last line arrived
+    (None: none yet)."""
+
+    address: str
+    short: LatencyWindow
+    long: LatencyWindow
+    p99_series: tuple[float | None, ...]
+    export: LatencyExport
+    lines: int = 0
+    coverage: float | None = None
+    trusted: bool = True
+    trust_note: str | None = None
+    refused: int = 0
+    faults: Mapping[str, int] = field(default_factory=dict)
+    mismatch: str | None = None
+    little_wait_ms: float | None = None
+    silent_for: float | None = None
+
+    @property
+    def stamped(self) -> bool:
+        """The proxy stamps requests: `short.queue` is a measured queue wait."""
+        return self.short.queue is not None
+
+    def queue_trusted(self) -> bool:
+        """Measured queue waits a consumer may act on: stamped, and no clock skew stated."""
+        return self.stamped and self.short.stamps.skew_ms is None

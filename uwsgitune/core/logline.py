@@ -54,10 +54,9 @@ import enum
 from typing import NamedTuple
 
 MARKER = b" uwt1 "
-_OPENING = MARKER[1:]
-TAIL_FORMAT = (
-    "uwt1 %(tmicros) %(micros) %(status) %(wid) %(pid) %(method) "
-    "[%(var.HTTP_X_REQUEST_START)] %(uri)"
+OPENING = MARKER[1:]  # the tail's first word and its space: "uwt1 "
+TAIL_FORMAT = OPENING.decode() + (
+    "%(tmicros) %(micros) %(status) %(wid) %(pid) %(method) [%(var.HTTP_X_REQUEST_START)] %(uri)"
 )
 # uWSGI's own default request line, spelled as a log-format: what a user who never set
 # `log-format` keeps seeing in their log, with uwsgitune's tail after it.
@@ -149,12 +148,12 @@ def parse_raw(data: bytes) -> RawLine | LineFault:
     at = data.rfind(MARKER)
     if at >= 0:
         start = at + len(MARKER)
-    elif data.startswith(_OPENING):
-        start = len(_OPENING)
+    elif data.startswith(OPENING):
+        start = len(OPENING)
     else:
         return LineFault.NO_MARKER
     got = _tail(data, start)
-    earlier = at > 0 and (data.rfind(MARKER, 0, at) >= 0 or data.startswith(_OPENING))
+    earlier = at > 0 and (data.rfind(MARKER, 0, at) >= 0 or data.startswith(OPENING))
     if earlier and type(got) is tuple and _earlier_tail(data, at):
         return LineFault.AMBIGUOUS
     return got
@@ -165,7 +164,7 @@ def _earlier_tail(data: bytes, end: int) -> bool:
     while True:
         at = data.rfind(MARKER, 0, end)
         if at < 0:
-            return data.startswith(_OPENING) and type(_tail(data, len(_OPENING))) is tuple
+            return data.startswith(OPENING) and type(_tail(data, len(OPENING))) is tuple
         if type(_tail(data, at + len(MARKER))) is tuple:
             return True
         end = at

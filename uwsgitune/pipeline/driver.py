@@ -12,7 +12,9 @@ An `InstanceDriver` owns everything between a stats source and the sinks, for on
   host), derive (`Tracker`: counter deltas and reloads into a `Frame`), keep (`Window`),
   judge (`RulesRunner`, once per poll, on good polls), decide and act (the tuner, when there
   is one, on every poll: a failed one says why it waits), and publish one frozen
-  `InstanceState`.
+  `InstanceState`. With a request log (`--latency`, pipeline/latency.py) its lines come
+  in on a thread of their own as they arrive; each poll reads them once into
+  `state.latency`, before the rules and the tuner see the state.
 - **The subscribers.** Each published state goes to every subscriber, in the driver's
   thread, in order: the TUI posts it to its screen, the exporter renders ahead of a due
   scrape, the daemon logs what changed, `tune` prints the tuner's notes, `watch --plain`
@@ -48,6 +50,7 @@ from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
+from uwsgitune.pipeline.latency import LatencyStage
 from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts, count_actions
 from uwsgitune.rules.finding import Finding
@@ -146,8 +149,10 @@ class InstanceDriver:
         recommend: bool = True,
         window_maxlen: int | None = 7200,
         mono: Callable[[], float] = time.monotonic,
+        latency: LatencyStage | None = None,
     ) -> None:
         self.source = source
+        self.latency = latency  # the request log's stage (`--latency`), closed with the driver
         self.rules = rules
         self.interval = interval
         self.next_due = 0.0
@@ -219,7 +224,7 @@ class InstanceDriver:
         in (its apply runs to its end) and is closed first, in the driver's thread."""
 
         def swap() -> None:
-            self.close()
+            self._close_tuner()
             self.tuner = tuner(self.poll_in_step) if tuner is not None else None
             self._publish(replace(self.state, mode=mode, recommend=recommend))
 
@@ -291,6 +296,8 @@ class InstanceDriver:
         """Poll on the schedule until `stop`, the source's end, `until(state)` or the
         monotonic `deadline`. The last state published. The tuner stays open: whoever runs
         the loop in its own thread `close`s it there when done (`start`'s thread does)."""
+        if self.latency is not None:
+            self.latency.start()
         try:
             while not self._stopping.is_set() and not self.source.exhausted:
                 self._run_jobs()
@@ -321,7 +328,14 @@ class InstanceDriver:
             job()
 
     def close(self) -> None:
-        """The tuner closed (its lock released), in the thread that ran the loop."""
+        """The tuner closed (its lock released) and the request log's stage, in the thread
+        that ran the loop."""
+        self._close_tuner()
+        latency, self.latency = self.latency, None
+        if latency is not None:
+            latency.close()
+
+    def _close_tuner(self) -> None:
         tuner, self.tuner = self.tuner, None
         if tuner is not None:
             tuner.close()
@@ -406,6 +420,7 @@ class InstanceDriver:
             counts=self._counts,
             retry_in=retry,
             rules_error=error,
+            latency=self.latency.view(frame, frames) if self.latency is not None else None,
         )
 
     def _with_tuning(self, state: InstanceState, tuning: StepResult | None) -> InstanceState:

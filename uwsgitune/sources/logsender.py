@@ -59,6 +59,9 @@ Source = tuple[str, int]
 class Verdict:
     proven: bool
     reason: str  # why not, in one line; "" when proven
+    # proved NOT the master's (no socket sends from that port, or one the master does not
+    # hold), as against a proof that could not be made (no netlink, /proc unreadable)
+    foreign: bool = False
 
 
 def sending_sockets(source: Source, table: list[UdpSocket]) -> list[UdpSocket]:
@@ -134,7 +137,9 @@ class SenderCheck:
             return Verdict(False, f"{where}: {table}")
         found = sending_sockets(source, table)
         if not found:
-            return Verdict(False, f"{where}: no UDP socket of this host sends from that port")
+            return Verdict(
+                False, f"{where}: no UDP socket of this host sends from that port", foreign=True
+            )
         try:
             held = socket_inodes(master_pid, self._proc)
         except OSError as exc:
@@ -143,7 +148,9 @@ class SenderCheck:
             )
         if all(s.inode in held for s in found):
             return Verdict(True, "")
-        return Verdict(False, f"{where}: the sending socket is not the master's ({master_pid})")
+        return Verdict(
+            False, f"{where}: the sending socket is not the master's ({master_pid})", foreign=True
+        )
 
     def close(self) -> None:
         self._diag.close()

@@ -65,6 +65,7 @@ import sys
 from dataclasses import dataclass, field
 
 from uwsgitune.core.address import split_host_port
+from uwsgitune.core.logline import DEFAULT_USER_FORMAT, TAIL_FORMAT
 from uwsgitune.errors import UwsgituneError
 
 DEFAULT_PORT = 9118  # beside the exporter's 9117
@@ -75,21 +76,11 @@ DEFAULT_MAX_DATAGRAMS = 20_000  # per drain: 2 s of 10k requests/s
 # per drain: 20k lines of 400 bytes; a flood of big datagrams stops here
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
-# The ini lines (docs/latency.md). uwsgitune reads what follows the LAST ` uwt1 `: the
-# user's own format (or uWSGI's default line spelled as a log-format) comes first.
-LOG_TAIL = (
-    "uwt1 %(tmicros) %(micros) %(status) %(wid) %(pid) %(method) "
-    "[%(var.HTTP_X_REQUEST_START)] %(uri)"
-)
-# uWSGI 2.0's default request line as a log-format. Measured on 2.0.31: the same line but for
-# `app: -|req: -/-` (no variable holds the app id or the request counters) and `(-)` for an
-# empty `%(user)` where the default line prints `()`.
-DEFAULT_LINE_FORMAT = (
-    "[pid: %(pid)|app: -|req: -/-] %(addr) (%(user)) {%(vars) vars in %(pktsize) bytes} "
-    "[%(ctime)] %(method) %(uri) => generated %(rsize) bytes in %(msecs) msecs "
-    "(%(proto) %(status)) %(headers) headers in %(hsize) bytes "
-    "(%(switches) switches on core %(core))"
-)
+# The ini lines (docs/latency.md) have one definition, the parser's (core/logline.py): the
+# tail uwsgitune reads after the last ` uwt1 `, and uWSGI's default line spelled as a
+# log-format, which comes first when the user set none.
+LOG_TAIL = TAIL_FORMAT
+DEFAULT_LINE_FORMAT = DEFAULT_USER_FORMAT
 # What `memory-report = true` puts before the default line.
 MEMORY_REPORT_FORMAT = (
     "{address space usage: %(vsz) bytes/%(vszM)MB} {rss usage: %(rss) bytes/%(rssM)MB} "

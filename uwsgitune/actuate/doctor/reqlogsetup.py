@@ -33,6 +33,7 @@ from pathlib import Path
 
 from uwsgitune.actuate.doctor.checks import Check
 from uwsgitune.actuate.override import IniError, load_pairs
+from uwsgitune.core.logline import OPENING
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import (
     DEFAULT_LINE_FORMAT,
@@ -43,7 +44,7 @@ from uwsgitune.sources.reqlog import (
     ReqlogAddressError,
 )
 
-MARKER = "uwt1 "
+MARKER = OPENING.decode()  # the tail's first word, as the ini spells it
 LOGGING_KEYS = frozenset(
     {
         "req-logger",
