@@ -1,5 +1,5 @@
 """Latency views for pure tests of the sinks, the rules and the tuner: a real
-`LatencyRecorder` fed request log lines, read as `pipeline/latency.py` reads it."""
+`LatencyRecorder` fed request log lines, read as `pipeline/latencystage.py` reads it."""
 
 from __future__ import annotations
 

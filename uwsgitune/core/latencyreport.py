@@ -119,7 +119,7 @@ def coverage(lines: int, requests: int) -> float | None:
 @dataclass(frozen=True)
 class LatencyView:
     """The live latency of one instance at one poll, as every sink reads it
-    (`InstanceState.latency`; built by `pipeline/latency.py` once per poll).
+    (`InstanceState.latency`; built by `pipeline/latencystage.py` once per poll).
 
     `short` and `long` are the last 10 s and 60 s of the lines recorded; `p99_series` one
     p99 of service time (ms) per second of the last 60, oldest first (None: a second with no

@@ -19,7 +19,7 @@ from uwsgitune.pipeline.driver import (
     poll_once,
     run_replay,
 )
-from uwsgitune.pipeline.latency import LatencyStage
+from uwsgitune.pipeline.latencystage import LatencyStage
 from uwsgitune.pipeline.rules import LOOKBACK_SECONDS, RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts
 from uwsgitune.rules.facts import Facts

@@ -12,7 +12,7 @@ An `InstanceDriver` owns everything between a stats source and the sinks, for on
   host), derive (`Tracker`: counter deltas and reloads into a `Frame`), keep (`Window`),
   judge (`RulesRunner`, once per poll, on good polls), decide and act (the tuner, when there
   is one, on every poll: a failed one says why it waits), and publish one frozen
-  `InstanceState`. With a request log (`--latency`, pipeline/latency.py) its lines come
+  `InstanceState`. With a request log (`--latency`, pipeline/latencystage.py) its lines come
   in on a thread of their own as they arrive; each poll reads them once into
   `state.latency`, before the rules and the tuner see the state.
 - **The subscribers.** Each published state goes to every subscriber, in the driver's
@@ -50,7 +50,7 @@ from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
-from uwsgitune.pipeline.latency import LatencyStage
+from uwsgitune.pipeline.latencystage import LatencyStage
 from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts, count_actions
 from uwsgitune.rules.finding import Finding
