@@ -82,7 +82,9 @@ class LatencyTarget:
     ms: float
 
     def __str__(self) -> str:
-        return f"{self.quantile}={self.ms:g}ms"
+        """`p99=250ms`: what `parse_latency_target` reads back as this target."""
+        value = repr(self.ms)
+        return f"{self.quantile}={value.removesuffix('.0')}ms"
 
     def of(self, p: Percentiles) -> float:
         """This target's percentile of a spread (ms)."""
@@ -200,9 +202,10 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 2)
 
 
-def _problem(
+def latency_problem(
     view: LatencyView, w: LatencyWindow, min_requests: int, min_coverage: float
 ) -> str | None:
+    """Why window `w` of `view` must not be judged (one line), or None: it may be."""
     if not view.trusted:
         return view.trust_note or "request log sender not proved to be the master's"
     if view.mismatch is not None:
@@ -258,5 +261,5 @@ def read_latency(
         little_wait_ms=little,
         basis=basis,
         coverage=view.coverage,
-        problem=_problem(view, window, min_requests, min_coverage),
+        problem=latency_problem(view, window, min_requests, min_coverage),
     )

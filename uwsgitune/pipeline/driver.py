@@ -370,10 +370,12 @@ class InstanceDriver:
         old = self.state
         findings, error = old.findings, old.rules_error
         frames = self.window.frames()  # one copy of the window per poll
-        if frame.ok and self.rules is not None:
-            findings, error = self.rules.run(frames, self._since), self.rules.error
         self._latest = None
-        state = self._state(frame, frames, findings, None, error)
+        state = self._state(frame, frames, findings, None, error)  # the poll's latency view
+        if frame.ok and self.rules is not None:
+            findings = self.rules.run(frames, self._since, state.latency)
+            error = self.rules.error
+            state = replace(state, findings=findings, rules_error=error)
         tuning, failed = None, None
         if self.tuner is not None:
             self.stepping = True

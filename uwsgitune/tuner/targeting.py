@@ -26,7 +26,9 @@ The rules, in order (`RULES`):
    it): grow by `probe_step` of the pool (at least one), or as far as the throughput tuner
    wanted (`latency-queue`); fewer workers than that missed it, so latency-driven shrinks
    stop there (`TunerState.latency_floor`, for `reprobe_after`). The bounds still apply
-   afterwards: no growth past the ceiling, the memory, or saturated CPUs.
+   afterwards: no growth past the ceiling, the memory, or saturated CPUs. A stamped wait
+   with the listen queue empty and most workers idle is not a wait for a worker (the
+   proxy's own queue, the network): no growth, no shrink (`latency-wait-elsewhere`).
 4. **A miss from service time** (service time alone reaches the target): more workers
    cannot fix it, so the target adds none; no shrink either (`latency-service`). A growth
    the throughput tuner wants for its own reason (a queue building) still goes.
@@ -59,6 +61,7 @@ from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 GROW_CODES = frozenset({"littles-law-up"})  # spare workers a met target does not need
+IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,13 @@ def reading_at_count(
     return max(usable, key=lambda r: r.observed_ms or 0.0), None
 
 
+def _idle(f: Measures) -> bool:
+    """No sign of requests waiting for a worker: the listen queue empty at the recent polls
+    and at least half the workers idle."""
+    queued = (f.queue or 0.0) > 0 or (f.queue_now or 0.0) > 0
+    return not queued and (f.busy_ratio or 0.0) < IDLE_BUSY
+
+
 def _stride(live: int, s: TunerSettings) -> int:
     return max(1, math.ceil(live * s.probe_step))
 
@@ -128,6 +138,13 @@ def _queue_miss(
 ) -> Proposal | None:
     if r.cause != "queue":
         return None
+    if _idle(f):
+        why = (
+            f"{_qualify(r)}: the wait ({ms(r.queue_ms)}) is not for a worker, with the listen "
+            f"queue empty and workers {f.busy_ratio or 0:.0%} busy (the proxy's own queue, "
+            "the network?): more workers cannot fix it"
+        )
+        return Proposal(f.live, "latency-wait-elsewhere", why) if p.desired <= f.live else p
     want = f.live + _stride(f.live, s)
     if p.desired >= want:
         return p
