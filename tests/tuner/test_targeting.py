@@ -55,6 +55,19 @@ def test_room_under_the_target_steps_down_towards_the_fewest_workers() -> None:
     assert "p99_ms 4" in d.line() or "p99_ms 3" in d.line() or "p99_ms 5" in d.line()
 
 
+def test_a_met_target_needs_no_spare_workers_from_littles_law() -> None:
+    frames = series(40, live=2, workers_max=16, littles_l=3.0, rps=100)
+    assert step(frames, None, PLAIN).code == "littles-law-up"
+    d = step(frames, lognormal_view(**FAST))
+    assert (d.action, d.code, d.desired) == ("hold", "latency-met", 2)
+    assert "p99 " in d.reason and "not needed" in d.reason
+    # an urgent move (here the ceiling) is never held by the target, near it or not
+    near = lognormal_view(median_us=110_000, sigma=0.3)
+    lower = TunerSettings(max_workers=6, latency_target="p99=250ms")
+    d = step(series(40, **IDLE), near, lower)
+    assert (d.action, d.code, d.desired) == ("down", "ceiling", 6)
+
+
 def test_never_below_the_requests_in_service() -> None:
     # 3.8 in service on 4 workers: 4 hold them, so no room to step down, whatever p99 says
     d = step(series(40, live=4, workers_max=16, littles_l=3.8, rps=100), lognormal_view(**FAST))
@@ -146,11 +159,16 @@ def test_a_count_just_changed_is_measured_before_it_is_judged() -> None:
 def test_a_queue_miss_sets_a_floor_the_room_rule_never_goes_under() -> None:
     d = step(series(40, **BUSY), lognormal_view(**FAST, wait_median_us=150_000))
     assert d.state.latency_floor == 5
-    # later, at 6 workers with 5 in service and room: 6 - 2 = 4 is under the floor
-    frames = series(40, live=6, workers_max=16, littles_l=5.0, rps=100)
+    # later, at 5 workers with 3.5 in service and room: 4 would hold them, but 4 missed
+    frames = series(40, live=5, workers_max=16, littles_l=3.5, rps=100)
+    room = lognormal_view(**FAST)
+    assert step(frames, room).desired == 4  # no floor: down to the requests in service
     kept = TunerState(latency_floor=5, latency_floor_at=d.state.latency_floor_at)
-    later = decide(frames, kept, TARGET, latency=lognormal_view(**FAST))
-    assert (later.action, later.code, later.desired) == ("down", "latency-room", 5)
+    later = decide(frames, kept, TARGET, latency=room)
+    assert (later.action, later.desired) == ("hold", 5)
+    # the floor is forgotten after `reprobe_after`
+    old = TunerState(latency_floor=5, latency_floor_at=frames[-1].mono - 2 * TARGET.reprobe_after)
+    assert decide(frames, old, TARGET, latency=room).desired == 4
 
 
 # -- properties over many views --------------------------------------------------------------
