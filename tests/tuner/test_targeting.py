@@ -133,7 +133,7 @@ def test_data_that_cannot_be_judged_never_drives_a_shrink(
     d = step(series(40, **IDLE), v)
     assert (d.action, d.code) == ("wait", "latency-unknown"), why
     assert words in d.reason and "wants 1 (littles-law-down)" in d.reason
-    assert d.evidence["latency"] is not None
+    assert d.evidence["latency_unjudged"] is not None
 
 
 def test_a_stale_request_log_waits() -> None:
@@ -153,7 +153,9 @@ def test_untrusted_data_never_grows_either() -> None:
 def test_a_count_just_changed_is_measured_before_it_is_judged() -> None:
     frames = series(6, **STEADY)  # 6 s at this count: not yet the 10 s window
     d = step(frames, lognormal_view(**FAST))
-    assert d.action != "down" and "measuring latency at this count" in str(d.evidence["latency"])
+    assert d.action != "down" and "measuring latency at this count" in str(
+        d.evidence["latency_unjudged"]
+    )
 
 
 def test_a_queue_miss_sets_a_floor_the_room_rule_never_goes_under() -> None:
@@ -194,7 +196,7 @@ def test_the_target_rules_hold_for_any_view(view: dict[str, Any], pool: dict[str
     d, plain = step(frames, v), step(frames, None, PLAIN)
     live = pool["live"]
     ev = d.evidence
-    if "latency" in ev:  # nothing judged: the throughput decision, but a shrink waits
+    if "latency_unjudged" in ev:  # nothing judged: the throughput decision, but a shrink waits
         if plain.action == "down":
             assert (d.action, d.code, d.desired) == ("wait", "latency-unknown", live)
         else:

@@ -42,7 +42,7 @@ The rules, in order (`RULES`):
 Every decision made with a target carries the reading's numbers in its evidence
 (`LatencyReading.evidence`: the target, the judged percentile, service p50/p95/p99, the
 queue's percentiles or Little's mean wait, the basis, the window, requests, coverage), and
-a `latency` note saying why nothing was judged when nothing was.
+a `latency_unjudged` note saying why nothing was judged when nothing was.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def constrain(
     r, problem = reading_at_count(view, target, age, s)
     ev: Evidence = dict(r.evidence()) if r is not None else {"latency_target": str(target)}
     if problem is not None:
-        ev["latency"] = problem
+        ev["latency_unjudged"] = problem
     if p.urgent:
         return Constrained(p, st, ev)
     if problem is not None or r is None:
