@@ -210,3 +210,14 @@ def test_the_target_rules_hold_for_any_view(view: dict[str, Any], pool: dict[str
         assert d.desired <= live or d.code not in ("latency-queue",), d.line()
     if d.code == "latency-queue":
         assert p99 > target and ev["service_p99_ms"] < target  # type: ignore[operator]
+
+
+def test_the_floor_goes_when_the_load_it_was_learned_at_falls_by_half() -> None:
+    kept = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_demand=8.0)
+    frames = series(40, **IDLE)  # 1 request in service, none queued: far under 8
+    d = decide(frames, kept, TARGET, latency=lognormal_view(**FAST))
+    assert d.state.latency_floor is None and (d.action, d.code) == ("down", "littles-law-down")
+    heavy = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_demand=1.5)
+    d = decide(frames, heavy, TARGET, latency=lognormal_view(**FAST))
+    assert d.state.latency_floor == 9 and (d.action, d.code) == ("hold", "latency-floor")
+    assert "8 workers were too few for this load" in d.reason

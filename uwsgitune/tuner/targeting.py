@@ -34,10 +34,19 @@ The rules, in order (`RULES`):
    the throughput tuner wants for its own reason (a queue building) still goes.
 5. **Within 20% of the target** (`NEAR`): no shrink, for throughput or latency
    (`latency-near`); Little's law's spare workers are not added (the target, met, decides).
-6. **Room** (under 80% of the target): a steady, unsaturated pool steps down by
-   `probe_step` (at least one; `latency-room`), never below the requests in service
-   (Little's L over the down window), the floor, or the latency floor; Little's-law
-   growth is held (`latency-met`). Throughput shrinks pass.
+6. **Room** (under 80% of the target): a steady, unsaturated pool (no listen queue) steps
+   down by `probe_step` (at least one; `latency-room`), never below the requests in service
+   (Little's L over the down window), the floor, or the latency floor; Little's-law growth
+   is held (`latency-met`). Throughput shrinks pass, but Little's law's and a fallen load's
+   stop at the latency floor (`latency-floor`).
+
+**The latency floor** (`TunerState.latency_floor`): one above a count that missed the target
+by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`):
+fewer workers were too few for this load, so no shrink goes under it (but a safety move).
+It is forgotten when the requests in service and queued fall below `1 - model_band` of
+what they were when it was learned (a new, lighter load), after `reprobe_after`, or when a
+request's cost changes. Without it, a pool just grown out of a queue is shrunk back into it
+by the next reading of a load that "fell" (the queue drained), and so on.
 
 Every decision made with a target carries the reading's numbers in its evidence
 (`LatencyReading.evidence`: the target, the judged percentile, service p50/p95/p99, the
@@ -61,6 +70,8 @@ from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 GROW_CODES = frozenset({"littles-law-up"})  # spare workers a met target does not need
+# shrinks a count that missed the target by queue wait stops (`TunerState.latency_floor`)
+FLOORED = frozenset({"littles-law-down", "load-fell"})
 IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
 
 
@@ -113,6 +124,26 @@ def reading_at_count(
     if not usable:
         return readings[0], readings[0].problem or "no request in the window"
     return max(usable, key=lambda r: r.observed_ms or 0.0), None
+
+
+def _demand(f: Measures) -> float:
+    return (f.l_recent or 0.0) + (f.queue or 0.0)
+
+
+def _floored(st: TunerState, f: Measures) -> TunerState:
+    """`f.live` workers were too few for this load: shrinks stop above it."""
+    floor = max(st.latency_floor or 0, f.live + 1)
+    demand = max(st.latency_floor_demand or 0.0, _demand(f))
+    return replace(st, latency_floor=floor, latency_floor_at=f.now, latency_floor_demand=demand)
+
+
+def _floor_kept(st: TunerState, f: Measures, s: TunerSettings) -> TunerState:
+    """The latency floor, unless the load it was learned at fell by more than `model_band`
+    (then fewer workers may meet the target again)."""
+    then = st.latency_floor_demand
+    if st.latency_floor is None or then is None or _demand(f) >= (1 - s.model_band) * then:
+        return st
+    return replace(st, latency_floor=None, latency_floor_at=None, latency_floor_demand=None)
 
 
 def _idle(f: Measures) -> bool:
@@ -192,6 +223,12 @@ def _room(
 ) -> Proposal:
     if p.desired > f.live and p.code in GROW_CODES:
         return Proposal(f.live, "latency-met", f"{_qualify(r)}: met; {p.reason}, not needed")
+    floor = st.latency_floor
+    if p.code in FLOORED and floor is not None and p.desired < min(floor, f.live):
+        too_few = f"{floor - 1} workers were too few for this load (the target or a queue)"
+        if floor >= f.live:
+            return Proposal(f.live, "latency-floor", f"{p.reason}; but {too_few}: not shrinking")
+        return replace(p, desired=floor, reason=f"{p.reason}; not {p.desired}: {too_few}")
     if p.code != "steady" or f.saturated:
         return p
     held = max(f.l_window or 0.0, f.l_recent or 0.0)
@@ -226,6 +263,9 @@ def constrain(
     ev: Evidence = dict(r.evidence()) if r is not None else {"latency_target": str(target)}
     if problem is not None:
         ev["latency_unjudged"] = problem
+    st = _floor_kept(st, f, s)
+    if p.code == "saturated" and p.desired > f.live:  # a queue at this count, at this load
+        st = _floored(st, f)
     if p.urgent:
         return Constrained(p, st, ev)
     if problem is not None or r is None:
@@ -235,8 +275,7 @@ def constrain(
             return Constrained(p, st, ev, wait)
         return Constrained(p, st, ev)
     if r.cause == "queue":
-        floor = max(st.latency_floor or 0, f.live + 1)
-        st = replace(st, latency_floor=floor, latency_floor_at=f.now)
+        st = _floored(st, f)
     for rule in RULES:
         out = rule(p, f, st, s, r)
         if out is not None:
