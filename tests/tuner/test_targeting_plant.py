@@ -5,6 +5,7 @@ request log lines through a real recorder, no clock."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from dataclasses import dataclass
@@ -120,5 +121,5 @@ def test_a_load_that_grows_past_the_target_grows_the_pool_once_and_it_stays() ->
     tail = run_[-80:]
     assert {n for _, n, _ in tail} == {after}, [n for _, n, _ in run_[::10]]
     counts = [n for _, n, _ in run_[60:]]
-    changes = sum(a != b for a, b in zip(counts, counts[1:]))
+    changes = sum(a != b for a, b in itertools.pairwise(counts))
     assert changes <= 3  # up once (a probe_step), at most one step back towards the fewest
