@@ -221,5 +221,6 @@ def slow_route(ctx: Context) -> list[Finding]:
         Evidence("slow_p99", bound, "ms"),
         Evidence("slow_routes", ", ".join(r.route for r in slow)),
         Evidence("latency_window_s", w.seconds, "s"),
+        Evidence("latency_coverage", ctx.latency.coverage if ctx.latency else None, "ratio"),
     )
     return [finding("latency.slow_route", "info", reason, ctx.window(), evidence)]
