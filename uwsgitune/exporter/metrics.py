@@ -156,7 +156,7 @@ def _le_texts(bounds: tuple[float, ...]) -> tuple[str, ...]:
     """The `le` label values of `bounds`, then `+Inf`: formatted once per set of bounds."""
     texts = _LE_TEXTS.get(bounds)
     if texts is None:
-        texts = _LE_TEXTS[bounds] = (*(floatToGoString(b) for b in bounds), "+Inf")  # type: ignore[no-untyped-call]
+        texts = _LE_TEXTS[bounds] = (*map(floatToGoString, bounds), "+Inf")
     return texts
 
 
