@@ -236,3 +236,13 @@ def test_histogram_quantile_over_the_buckets_is_within_10_percent(
     for q, ms in ((0.5, exact.p50_ms), (0.95, exact.p95_ms), (0.99, exact.p99_ms)):
         got = histogram_quantile(q, buckets) * 1000
         assert got == pytest.approx(ms, rel=0.10), (q, got, ms)
+
+
+def test_a_proxy_clock_ahead_is_stated_and_absent_otherwise() -> None:
+    """Under a skew the queue histogram reads short: the offset is exported beside it."""
+    ahead = [log_line(1000, wait_us=-50_000 - 1000 * (i % 3)) for i in range(500)]
+    samples = parse(exposition(with_latency(view_of(recorder_with([(5.0, ahead)]), 5.0))))
+    skew = value(samples, "uwsgitune_latency_proxy_clock_skew_seconds", stats_uri=URI)
+    assert skew is not None and 0.045 <= skew <= 0.053
+    fine = parse(exposition(with_latency(lognormal_view(wait_median_us=2_000))))
+    assert f"{QUEUE}_count" in fine and "uwsgitune_latency_proxy_clock_skew_seconds" not in fine

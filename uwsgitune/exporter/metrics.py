@@ -47,7 +47,8 @@ What is exported, in the order `add_snapshot` adds it:
   them, beside the 31 of uwsgi_exporter, which stay exactly its own. How far to trust them is
   uwsgitune's: `uwsgitune_latency_coverage_ratio` (lines logged / requests counted),
   `uwsgitune_latency_lines_total`, `uwsgitune_latency_lines_refused_total` (a foreign
-  sender), `uwsgitune_latency_faults_total{kind}`, `uwsgitune_latency_trusted`.
+  sender), `uwsgitune_latency_faults_total{kind}`, `uwsgitune_latency_trusted`, and the
+  proxy's clock lead when the stamps show one, `uwsgitune_latency_proxy_clock_skew_seconds`.
 - **uwsgitune's own** (`uwsgitune_*`): what no exporter has (the true mean response time,
   Little's L, busy ratio, CPU saturation, the kernel's socket queues), the findings, the
   recommendations, the actions, the tuner's wish, the polls' counts; and the process's
@@ -577,6 +578,12 @@ def add_latency_trust(out: Families, uri: str, view: LatencyView) -> None:
         out.counter("uwsgitune_latency_faults_total", doc, uri, view.faults.get(kind, 0), kind=kind)
     doc = "1 when every line of the last 60 s came from a sender proved to be the master's."
     out.gauge("uwsgitune_latency_trusted", doc, uri, 1.0 if view.trusted else 0.0)
+    skew = view.short.stamps.skew_ms  # None: no skew seen (or no stamp): no sample
+    doc = (
+        "The proxy's clock lead over the app's, seen in the last 10 s: queue waits read short "
+        "by up to this (stated, never applied)."
+    )
+    out.gauge("uwsgitune_latency_proxy_clock_skew_seconds", doc, uri, _seconds(skew))
 
 
 class BuildInfo(Collector):
