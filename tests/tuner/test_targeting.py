@@ -221,3 +221,18 @@ def test_the_floor_goes_when_the_load_it_was_learned_at_falls_by_half() -> None:
     d = decide(frames, heavy, TARGET, latency=lognormal_view(**FAST))
     assert d.state.latency_floor == 9 and (d.action, d.code) == ("hold", "latency-floor")
     assert "8 workers were too few for this load" in d.reason
+
+
+def test_a_service_time_miss_on_oversubscribed_cpus_lets_the_pool_shrink() -> None:
+    # 16 workers on 2 CPUs, CPU-bound: each request's service time includes its wait for a
+    # CPU, so the move down to the model's count is what brings it under the target
+    from tests.tuner.plant import Plant
+
+    plant = Plant(live=16, workers_max=16, cpu_ms=10, clients=16)
+    frames = [plant.frame(float(t)) for t in range(14)]
+    slow = lognormal_view(**SLOW)
+    waits = [decide(frames[: t + 1], TunerState(), TARGET, float(t), slow) for t in range(6, 9)]
+    assert all(d.code == "latency-unknown" and "measuring" in d.reason for d in waits)
+    d = decide(frames, TunerState(), TARGET, 13.0, slow)
+    assert (d.action, d.code) == ("down", "cpu-oversubscribed") and d.desired < 16
+    assert d.evidence["service_p99_ms"] > 250  # type: ignore[operator]

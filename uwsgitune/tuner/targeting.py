@@ -31,7 +31,9 @@ The rules, in order (`RULES`):
    proxy's own queue, the network): no growth, no shrink (`latency-wait-elsewhere`).
 4. **A miss from service time** (service time alone reaches the target): more workers
    cannot fix it, so the target adds none; no shrink either (`latency-service`). A growth
-   the throughput tuner wants for its own reason (a queue building) still goes.
+   the throughput tuner wants for its own reason (a queue building) still goes, and so does
+   its move down from a pool oversubscribing the CPUs (`cpu-oversubscribed`): there the
+   service time includes each request's wait for a CPU, which fewer workers shorten.
 5. **Within 20% of the target** (`NEAR`): no shrink, for throughput or latency
    (`latency-near`); Little's law's spare workers are not added (the target, met, decides).
 6. **Room** (under 80% of the target): a steady, unsaturated pool (no listen queue) steps
@@ -70,6 +72,8 @@ from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 GROW_CODES = frozenset({"littles-law-up"})  # spare workers a met target does not need
+# too many workers share the CPUs: each request's service time includes its wait for a CPU
+CPU_SHARED = frozenset({"cpu-oversubscribed"})
 # shrinks a count that missed the target by queue wait stops (`TunerState.latency_floor`)
 FLOORED = frozenset({"littles-law-down", "load-fell"})
 IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
@@ -193,6 +197,8 @@ def _service_miss(
         return None
     if p.desired > f.live and p.code not in GROW_CODES:
         return p  # the throughput tuner's own reason (a queue building) stands
+    if p.desired < f.live and p.code in CPU_SHARED:
+        return p  # the service time includes the wait for a CPU: fewer workers shorten it
     why = (
         f"{_qualify(r)}: service time alone ({ms(r.service_ms)}) is over it, which more "
         "workers cannot fix (see the slow routes and workers)"
