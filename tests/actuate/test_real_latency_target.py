@@ -28,7 +28,7 @@ from uwsgitune.pipeline import InstanceState, LatencyStage, live_driver
 from uwsgitune.rules import RuleSettings
 from uwsgitune.tuner import TunerSettings
 
-SECONDS = 15.0  # the 10 s window at this count, and a few polls to decide on it
+SECONDS = 16.0  # the 10 s window at this count, and a few polls to decide on it
 TARGET = "p99=100ms"
 
 
