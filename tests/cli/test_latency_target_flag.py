@@ -38,3 +38,25 @@ def test_a_target_without_the_request_log_is_refused(capsys: pytest.CaptureFixtu
     assert main(["tune", "/x.sock", "--fifo", "/x.fifo", "--latency-target", "p99=250ms"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--latency-target needs --latency HOST:PORT" in line
+
+
+def test_the_daemon_takes_the_same_flag_beside_stats(capsys: pytest.CaptureFixture[str]) -> None:
+    from uwsgitune.cli.daemon import _from_flags
+
+    args = build_parser().parse_args(
+        [
+            "daemon",
+            "--stats",
+            "/x.sock",
+            "--latency",
+            "127.0.0.1:9118",
+            "--latency-target",
+            "p95=1s",
+        ]
+    )
+    (inst,) = _from_flags(args).instance
+    assert inst.tuner_settings(4).latency_target == LatencyTarget("p95", 1000.0)
+    assert inst.rule_settings().latency_target == LatencyTarget("p95", 1000.0)
+    assert main(["daemon", "--stats", "/x.sock", "--latency-target", "p99=1s"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--latency-target needs --latency HOST:PORT" in line
