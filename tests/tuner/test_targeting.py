@@ -115,6 +115,7 @@ def test_a_wait_with_idle_workers_and_no_listen_queue_is_not_for_a_worker() -> N
     d = step(series(40, **IDLE), lognormal_view(**FAST, wait_median_us=150_000))
     assert (d.action, d.code) == ("hold", "latency-wait-elsewhere")
     assert "is not for a worker" in d.reason
+    assert d.state.latency_floor is None  # the count was not too few
 
 
 @pytest.mark.parametrize(

@@ -280,7 +280,7 @@ def constrain(
             wait = f"wants {p.desired} ({p.code}) but the latency target cannot be checked: {why}"
             return Constrained(p, st, ev, wait)
         return Constrained(p, st, ev)
-    if r.cause == "queue":
+    if r.cause == "queue" and not _idle(f):  # too few workers for this load
         st = _floored(st, f)
     for rule in RULES:
         out = rule(p, f, st, s, r)
