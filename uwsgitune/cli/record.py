@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             if poll is None:
                 return
             with guard:  # each instance's driver writes from its own thread
-                writer.write(poll, state.raw)
+                writer.write(poll, state.raw, state.latency)
                 count += 1
                 errors += not poll.ok
             if not poll.ok:
