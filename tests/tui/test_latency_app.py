@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.support.latencymix import traffic_view
 from tests.tui.fakes import make_app, snapshot
 from tests.tui.frames import history
-from tests.tui.latencyviews import traffic_view
 from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.units import ms
 from uwsgitune.pipeline import InstanceState

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.support.latency import log_line, recorder_with, view_of
+from tests.support.latencymix import ROUTES, traffic_view
 from tests.tui.frames import history
-from tests.tui.latencyviews import ROUTES, traffic_view
 from uwsgitune.core.latencyreport import OTHER
 from uwsgitune.core.units import ms
 from uwsgitune.tui.detail import detail_lines

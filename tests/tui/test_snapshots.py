@@ -53,7 +53,7 @@ def with_latency(frames: Any, keys: tuple[str, ...] = (), **view: Any) -> Any:
     """`showing`, with the request log's view of a minute of varied traffic (issue 38)."""
     from dataclasses import replace
 
-    from tests.tui.latencyviews import traffic_view
+    from tests.support.latencymix import traffic_view
 
     async def run_before(pilot: Pilot[Any]) -> None:
         index, state = snapshot(frames)
