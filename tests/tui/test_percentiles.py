@@ -109,7 +109,7 @@ def test_the_worker_detail_shows_that_workers_percentiles() -> None:
     assert slow.p50_ms > 1.5 * fast.p50_ms
     text = plain(worker_lines(view, 3))
     assert f"p50 {ms(slow.p50_ms)}" in text and f"p99 {ms(slow.p99_ms)}" in text
-    assert f"({slow.count} requests)" in text and "10s" in text and "60s" in text
+    assert f"n {slow.count}" in text and "10s" in text and "60s" in text
     assert "no request logged in 10s" in plain(worker_lines(view, 7))
     frames = history(3)
     detail = plain(detail_lines(frames, 2, view))  # slot 2 is worker id 3

@@ -163,7 +163,7 @@ def _worker_row(label: str, p: Percentiles | None, seconds: int) -> Text:
         return Text(f"  {label}  no request logged in {seconds}s", style="dim")
     return Text(
         f"  {label}  p50 {ms(p.p50_ms)}  p95 {ms(p.p95_ms)}  p99 {ms(p.p99_ms)}  "
-        f"max {ms(p.max_ms)}  ({p.count} requests)"
+        f"max {ms(p.max_ms)}  n {p.count}"
     )
 
 
@@ -182,7 +182,7 @@ def worker_lines(view: LatencyView | None, wid: int) -> list[Text]:
     return out
 
 
-ROUTE_WIDTH = 36
+ROUTE_WIDTH = 28  # the table fits the dialog at 80 columns
 
 
 def route_lines(view: LatencyView | None, long: bool = True) -> list[Text]:
@@ -192,7 +192,7 @@ def route_lines(view: LatencyView | None, long: bool = True) -> list[Text]:
     window = view.long if long else view.short
     lines = [
         Text(
-            f"slowest routes over the last {window.seconds}s (by share of service time; "
+            f"slowest routes, last {window.seconds}s (by share of service time; "
             f"{window.requests} requests)",
             style="bold",
         ),
