@@ -152,15 +152,16 @@ def _print_frames(
     """The frames' summaries or their JSON document (each frame's latency from the state
     that holds it, with `--latency`)."""
     if json_out:
-        latency = {id(s.frame): s.latency for s in states if s.frame is not None}
-        print(jsonview.dumps(frames, [latency.get(id(f)) for f in frames]))
+        views = {id(s.frame): s.latency for s in states if s.frame is not None}
+        print(jsonview.dumps(frames, [views.get(id(f)) for f in frames]))
         return
     # An instance that never answered has nothing to show: its line goes to stderr only.
+    latency = {id(s.frame): s.latency for s in states if s.frame is not None}
     shown = [f for f in frames if not (f.kind == "error" and not f.master_pid)]
     for i, f in enumerate(shown):
         if i:
             print()
-        print("\n".join(summary(f)))
+        print("\n".join(summary(f, latency.get(id(f)))))
 
 
 def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState], None]:
@@ -176,7 +177,7 @@ def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState],
         if json_out:
             line = jsonview.dumps([frame], [state.latency], indent=None)
         else:
-            line = plain_line(frame)
+            line = plain_line(frame, state.latency)
         with guard:
             try:
                 print(line, flush=True)
