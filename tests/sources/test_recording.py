@@ -205,6 +205,13 @@ def test_watch_replay_json_carries_the_recorded_latency(
     docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert ["latency" in d["instances"][0] for d in docs] == [False, True, True]
     assert docs[1]["instances"][0]["latency"]["coverage"] == 0.9
+    assert main(["watch", "--replay", str(path), "--plain"]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert ["p99_ms=" in line for line in plain] == [False, True, True]
+    assert plain[2].endswith("trusted=no")
+    assert main(["watch", "--replay", str(path), "--once"]) == 0
+    once = capsys.readouterr().out
+    assert "  service   10s: p50" in once and "UNTRUSTED" in once
 
 
 def test_an_old_recording_replays_without_latency() -> None:
