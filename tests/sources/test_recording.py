@@ -103,6 +103,8 @@ def test_newer_host_fields_are_ignored(tmp_path: Path) -> None:
         ('{"uwsgitune_recording": 99}\n', "format 99 is not supported"),
         ('{"source": "s"}\n', "damaged poll record"),
         ('{"source": "s", "t": 1, "mono": 1, "doc": {"workers": "x"}}\n', "damaged poll record"),
+        ('{"source": "s", "t": 1, "mono": 1, "latency": {"short": {}}}\n', "r.jsonl:1: damaged"),
+        ('{"source": "s", "t": 1, "mono": 1, "latency": {"short": 1}}\n', "r.jsonl:1: damaged"),
     ],
 )
 def test_damaged_recordings_are_one_line(tmp_path: Path, content: str, message: str) -> None:

@@ -84,7 +84,14 @@ def empty_export() -> LatencyExport:
 
 def view_from_summary(data: Mapping[str, Any]) -> LatencyView:
     """The view `latency_summary` was made from, but its export (empty). Raises KeyError,
-    TypeError or ValueError on a damaged form."""
+    TypeError or ValueError on a damaged form (a number where a mapping belongs: TypeError)."""
+    try:
+        return _view(data)
+    except AttributeError as exc:
+        raise TypeError(str(exc)) from None
+
+
+def _view(data: Mapping[str, Any]) -> LatencyView:
     fields = _known(LatencyView, data)
     fields["short"] = _window(data["short"])
     fields["long"] = _window(data["long"])
