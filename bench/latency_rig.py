@@ -1,0 +1,146 @@
+"""What the latency benchmarks share: a real uWSGI 2.0 started from examples/uwsgi.ini's
+options plus the doctor's lines, wrk with a stamping Lua script, exact percentiles, and
+Prometheus's `histogram_quantile`.
+
+- `instance(workdir, logger=...)`: the example ini's options (master, cheaper mode with the
+  manual algorithm, stats socket, FIFO, memory-report), the app bench/latency_app.py on an
+  `http11-socket` (kept-alive connections, no proxy), and, with a logger, the doctor's lines:
+  `req-logger = socket:127.0.0.1:PORT` and `log-format = core.logline.log_format(None)`, plus
+  optionally a second `req-logger = file:...` that gets the same lines byte for byte.
+- `wrk(url, seconds, connections)`: wrk as our child, bounded by its `-d`, with
+  bench/latency_wrk.lua: every request carries `X-Request-Start: t=<µs since the epoch>`,
+  set when wrk writes it (the instant wrk starts its latency clock), and the run ends with
+  one line of JSON: requests, errors, and wrk's latency percentiles in µs (wrk keeps one
+  count per µs, so these are exact).
+- `nearest_rank(sorted, q)`: the exact percentile the recorder approximates (the value at
+  rank ceil(q n)).
+- `histogram_quantile(q, bounds, cumulative)`: Prometheus's `bucketQuantile`
+  (promql/quantile.go, v2), line for line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from uwsgitune.core.logline import log_format  # noqa: E402
+from uwsgitune.launch import IniValue, UwsgiProcess, free_port  # noqa: E402
+
+APP = ROOT / "bench" / "latency_app.py"
+LUA = ROOT / "bench" / "latency_wrk.lua"
+WRK = "/usr/bin/wrk"
+MARK = '{"h38wrk": 1,'
+
+
+def options(
+    workdir: Path, *, logger_port: int | None, log_file: Path | None = None, workers: int = 4
+) -> dict[str, IniValue]:
+    opts: dict[str, IniValue] = {
+        "master": True,
+        "http11-socket": f"127.0.0.1:{free_port()}",  # kept-alive connections
+        "http-socket": f"127.0.0.1:{free_port()}",  # one request per connection
+        "wsgi-file": str(APP),
+        "stats": str(workdir / "stats.sock"),
+        "master-fifo": str(workdir / "fifo"),
+        "memory-report": True,
+        "processes": 8,
+        "cheaper": 2,
+        "cheaper-initial": workers,
+        "cheaper-algo": "manual",
+        "listen": 128,
+        "die-on-term": True,
+    }
+    if logger_port is not None:
+        loggers = [f"socket:127.0.0.1:{logger_port}"]
+        if log_file is not None:
+            loggers.append(f"file:{log_file}")
+        opts["req-logger"] = loggers
+        opts["log-format"] = log_format(None)
+    else:
+        opts["disable-logging"] = True
+    return opts
+
+
+def instance(workdir: Path, **kw: Any) -> UwsgiProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    return UwsgiProcess(workdir, options(workdir, **kw)).start()
+
+
+def url(proc: UwsgiProcess, path: str, *, keepalive: bool = True) -> str:
+    """The app's URL on the kept-alive socket, or on the one that closes after each answer."""
+    return f"http://{proc.options['http11-socket' if keepalive else 'http-socket']}{path}"
+
+
+def wrk(target: str, seconds: float, connections: int, *, threads: int = 1) -> dict[str, Any]:
+    """One bounded wrk run: its JSON line (latency in µs, exact)."""
+    cmd = [WRK, f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout=5s"]
+    cmd += ["-s", str(LUA), target]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
+    line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
+    if line is None:
+        raise RuntimeError(f"wrk gave no result: {out[-300:]}")
+    data: dict[str, Any] = json.loads(line)
+    return data
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The exact nearest-rank percentile of sorted `values` (the recorder's definition)."""
+    n = len(values)
+    return values[max(1, min(n, math.ceil(q * n - 1e-9))) - 1]
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[int]) -> float:
+    """Prometheus's histogram_quantile over one histogram: `bounds` the finite `le` bounds,
+    `cumulative` their counts then +Inf's (promql/quantile.go `bucketQuantile`)."""
+    les = [*bounds, math.inf]
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if len(les) < 2:
+        return math.nan
+    observations = cumulative[-1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    b = next(i for i, c in enumerate(cumulative) if c >= rank)  # sort.Search
+    if b == len(les) - 1:
+        return les[-2]
+    if b == 0 and les[0] <= 0:
+        return les[0]
+    start, end, count = 0.0, les[b], float(cumulative[b])
+    if b > 0:
+        start = les[b - 1]
+        count -= cumulative[b - 1]
+        rank -= cumulative[b - 1]
+    return start + (end - start) * (rank / count)
+
+
+def commit() -> str:
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "uwsgitune", "bench"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return sha + (" (with uncommitted changes)" if dirty else "")
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    return (
+        f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
