@@ -131,7 +131,7 @@ def commit() -> str:
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "uwsgitune", "bench"],
+        ["git", "-C", str(ROOT), "status", "--porcelain", "uwsgitune", "bench", ":!bench/results"],
         capture_output=True,
         text=True,
     ).stdout.strip()
