@@ -43,8 +43,14 @@ MARK = '{"h38wrk": 1,'
 
 
 def options(
-    workdir: Path, *, logger_port: int | None, log_file: Path | None = None, workers: int = 4
+    workdir: Path,
+    *,
+    logger_port: int | None,
+    log_file: Path | None = None,
+    workers: int = 4,
+    fmt: str | None = None,
 ) -> dict[str, IniValue]:
+    """`fmt`: the log-format (default: the doctor's, uWSGI's default line then the tail)."""
     opts: dict[str, IniValue] = {
         "master": True,
         "http11-socket": f"127.0.0.1:{free_port()}",  # kept-alive connections
@@ -65,7 +71,7 @@ def options(
         if log_file is not None:
             loggers.append(f"file:{log_file}")
         opts["req-logger"] = loggers
-        opts["log-format"] = log_format(None)
+        opts["log-format"] = fmt if fmt is not None else log_format(None)
     else:
         opts["disable-logging"] = True
     return opts
