@@ -16,6 +16,7 @@ from typing import Any
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
+from uwsgitune.cli.common import add_latency_flag
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
 from uwsgitune.errors import ConfigError, UserError
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
     add_flag(one, TunerSettings, "interval", type=str, default=None, metavar="SECONDS")
     one.add_argument("--timeout", default=None, metavar="SECONDS")
     add_flag(one, PeerSettings, "trust_tcp_stats", default=None)
+    add_latency_flag(one)
     p.add_argument(
         "--metrics-listen",
         default=None,
@@ -67,11 +69,14 @@ def _from_flags(args: argparse.Namespace) -> DaemonConfig:
         "interval",
         "timeout",
         "trust_tcp_stats",
+        "latency",
     )
     stats = _stats(args)
     common = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
-    if len(stats) > 1 and {"fifo", "override"} & set(common):
-        raise UserError("--fifo and --override need a single --stats; use --config", code=2)
+    if len(stats) > 1 and {"fifo", "override", "latency"} & set(common):
+        raise UserError(
+            "--fifo, --override and --latency need a single --stats; use --config", code=2
+        )
     names = [args.name] if len(stats) == 1 else [f"{args.name}-{i + 1}" for i in range(len(stats))]
     data: dict[str, Any] = {
         "daemon": exporter_flags.daemon_overrides(args),

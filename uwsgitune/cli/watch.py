@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.common import add_latency_flag, addresses, latency_stage, positive_float
 from uwsgitune.cli.tuner_flags import add_tuner_flags
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
@@ -51,6 +51,7 @@ def register(sub: Any) -> None:
     add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="run on a recording")
+    add_latency_flag(p)
     p.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -70,9 +71,13 @@ def run(args: argparse.Namespace) -> int:
     if args.replay is not None:
         if args.addrs:
             raise UserError("give either ADDR or --replay FILE, not both", code=2)
+        if args.latency is not None:
+            raise UserError("--latency is for a live instance; a recording holds its own", 2)
         return _replay(args)
     if not args.addrs:
         raise UserError("no stats address; e.g. uwsgitune watch /tmp/uwsgi-stats.sock", code=2)
+    if args.latency is not None and len(args.addrs) != 1:
+        raise UserError("--latency receives one instance's request log: give exactly one ADDR", 2)
     if args.fifo is not None and (args.once or args.plain or args.json):
         raise UserError("--fifo is for the TUI; for a tuner without it: uwsgitune tune", code=2)
     _check_tuner_flags(args)
@@ -119,7 +124,14 @@ def _once(addrs: Sequence[StatsAddress], args: argparse.Namespace) -> int:
     """Each instance polled until its frame has rates (two polls one interval apart; a
     reload in between takes one more), all at once."""
     drivers = [
-        live_driver(a, interval=args.interval, timeout=args.timeout, rules=False) for a in addrs
+        live_driver(
+            a,
+            interval=args.interval,
+            timeout=args.timeout,
+            rules=False,
+            latency=latency_stage(args.latency),
+        )
+        for a in addrs
     ]
     for d in drivers:
         d.start(until=rated)
@@ -195,7 +207,12 @@ def _tui(drivers: list[InstanceDriver], args: argparse.Namespace) -> int:
 
 
 def _driver(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
-    return live_driver(address, interval=args.interval, timeout=args.timeout)
+    return live_driver(
+        address,
+        interval=args.interval,
+        timeout=args.timeout,
+        latency=latency_stage(args.latency),
+    )
 
 
 def _tuned(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
@@ -211,6 +228,7 @@ def _tuned(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
         timeout=args.timeout,
         tuner=tuner_factory(setup),
         mode="recommend",
+        latency=latency_stage(args.latency),
     )
 
 

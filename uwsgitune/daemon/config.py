@@ -19,6 +19,7 @@ max_workers = 16
 interval = 1.0
 # restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
 # trust_tcp_stats = false           # apply over a TCP stats address not proved the master's
+# latency = "127.0.0.1:9118"        # receive its request log: live latency percentiles
 
 [instance.tuner]                    # any tuner setting (uwsgitune.tuner.tunersettings)
 cooldown_down = 60
@@ -68,6 +69,7 @@ from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
 from uwsgitune.daemon.tables import TunerTable, check_shared, lift_bounds, set_keys, shared
 from uwsgitune.errors import ConfigError
 from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.sources.reqlog import ReqlogAddressError, parse_reqlog_address
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 if sys.version_info >= (3, 11):
@@ -144,6 +146,8 @@ class InstanceConfig(_Frozen):
     # argv that restarts the instance (a fresh bind): the only way `listen` is applied
     restart_command: tuple[str, ...] | None = None
     trust_tcp_stats: bool = field_of(PeerSettings, "trust_tcp_stats")
+    # where uWSGI sends its request log (`req-logger = socket:ADDR`): UDP on loopback
+    latency: str | None = None
     tuner: TunerTable = TunerTable()  # [instance.tuner]: any tuner setting
     rules: RuleSettings = RuleSettings()  # [instance.rules]: any rule setting
 
@@ -171,6 +175,17 @@ class InstanceConfig(_Frozen):
         except AddressError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("latency")
+    @classmethod
+    def _latency(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            host, port = parse_reqlog_address(value)
+        except ReqlogAddressError as exc:
+            raise ValueError(str(exc)) from None
+        return f"{host}:{port}"
 
     @model_validator(mode="after")
     def _bounds(self) -> InstanceConfig:
@@ -202,9 +217,11 @@ class DaemonConfig(_Frozen):
     def _unique(self) -> DaemonConfig:
         if not self.instance and not self.daemon.probe_targets:
             raise ValueError("no [[instance]]: give at least one, with name and stats")
-        for attr in ("name", "stats"):
+        for attr in ("name", "stats", "latency"):
             seen: set[str] = set()
             for inst in self.instance:
+                if getattr(inst, attr) is None:
+                    continue
                 value = str(getattr(inst, attr))
                 if value in seen:
                     raise ValueError(f"two instances share the {attr} {value!r}")

@@ -219,14 +219,17 @@ class LatencyStage:
         return coverage(got, asked)
 
     def close(self) -> None:
-        """The reader stopped, the socket and the netlink socket closed."""
+        """The reader stopped, the socket and the netlink socket closed (once)."""
+        if self._stop.is_set() and self._thread is None and self._check is None:
+            return
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(2.0)
         self.receiver.close()
-        if self._check is not None:
-            self._check.close()
+        check, self._check = self._check, None
+        if check is not None:
+            check.close()
 
 
 def _little_ms(frames: Sequence[Frame], frame: Frame | None) -> float | None:
