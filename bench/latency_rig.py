@@ -150,3 +150,16 @@ def machine() -> str:
         f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+
+
+def udp_socket(port: int) -> tuple[int, int, int] | None:
+    """(bytes queued, datagrams the kernel dropped, inode) of the UDP socket bound to
+    127.0.0.1:`port`, from /proc/net/udp; None when nothing is bound there."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/udp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == want:
+                rx = int(fields[4].split(":")[1], 16)
+                return rx, int(fields[12]), int(fields[9])
+    return None

@@ -15,9 +15,13 @@ never-harm tests run over that unix socket fail (the master's stats stop answeri
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -72,12 +76,14 @@ def steady(proc: UwsgiProcess) -> LoadResult:
     return run_closed(url(proc, "/hello"), 4, STEADY, max_requests=40_000)
 
 
-def events_under_load(proc: UwsgiProcess) -> tuple[LoadResult, dict[str, float]]:
+def events_under_load(
+    proc: UwsgiProcess, seconds: float = 12.0
+) -> tuple[LoadResult, dict[str, float]]:
     """A bounded load runs while the FIFO `+`, a graceful reload and a worker respawn happen;
     each must complete. Returns the load's result and each event's seconds."""
     out: list[LoadResult] = []
     load = threading.Thread(
-        target=lambda: out.append(run_closed(url(proc, "/hello"), 4, 12.0, max_requests=60_000))
+        target=lambda: out.append(run_closed(url(proc, "/hello"), 4, seconds, max_requests=60_000))
     )
     load.start()
     took: dict[str, float] = {}
@@ -196,3 +202,111 @@ def test_why_not_unix_a_stalled_unix_datagram_reader_blocks_the_master(
 def children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return sorted(int(x) for x in f.read().split())
+
+
+# -- uwsgitune itself stopped, killed, started again -----------------------------------------
+
+UWSGITUNE = Path(sys.executable).parent / "uwsgitune"
+
+
+def udp_bound(port: int) -> tuple[int, int] | None:
+    """(bytes queued, inode) of the UDP socket bound to 127.0.0.1:`port`; None if none."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/udp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == want:
+                return int(fields[4].split(":")[1], 16), int(fields[9])
+    return None
+
+
+def holds(pid: int, inode: int) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    return any(os.readlink(fd) == f"socket:[{inode}]" for fd in fds.iterdir())
+
+
+def watch(proc: UwsgiProcess, port: int, out: Path) -> subprocess.Popen[bytes]:
+    """`uwsgitune watch --plain --json --latency` as a user runs it; its socket bound."""
+    cmd = [str(UWSGITUNE), "watch", "--plain", "--json", "--interval", "0.5"]
+    with out.open("wb") as f:
+        child = subprocess.Popen(
+            [*cmd, "--latency", f"127.0.0.1:{port}", proc.stats], stdout=f, stderr=f
+        )
+    end = time.monotonic() + EVENT_TIMEOUT
+    while time.monotonic() < end:
+        bound = udp_bound(port)
+        if bound is not None and holds(child.pid, bound[1]):
+            return child
+        assert child.poll() is None, out.read_text()
+        time.sleep(0.05)
+    raise AssertionError("uwsgitune watch --latency never bound its port")
+
+
+def drained(port: int, timeout: float = EVENT_TIMEOUT) -> bool:
+    """Whether the socket on `port` empties (its reader reads) within `timeout`."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        bound = udp_bound(port)
+        if bound is not None and bound[0] == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def json_lines(out: Path) -> int | None:
+    """The lines recorded in watch's last JSON document that carries the latency."""
+    for text in reversed(out.read_text(errors="replace").splitlines()):
+        try:
+            inst = json.loads(text)["instances"][0]
+        except (ValueError, KeyError, IndexError):
+            continue
+        if "latency" in inst:
+            return int(inst["latency"]["lines"])
+    return None
+
+
+JSON_LATENCY = importlib.util.find_spec("uwsgitune.core.latencyform") is not None
+
+
+def test_uwsgitune_stopped_or_killed_never_harms_the_instance_and_starts_again(
+    uwsgi: Start, tmp_path: Path
+) -> None:
+    """The tests above stall a bare receiver; this one stops uwsgitune itself (`watch
+    --latency`, as a user runs it) with SIGSTOP, then SIGKILL: under load the app serves and
+    a FIFO `+`, a reload and a respawn complete meanwhile; a new uwsgitune picks the lines
+    up (its socket drains; with `watch --json` carrying the latency, its lines grow)."""
+    with Receiver("127.0.0.1:0") as probe:
+        port = probe.address[1]
+    proc = start(uwsgi, f"socket:127.0.0.1:{port}")
+    first = watch(proc, port, tmp_path / "first.jsonl")
+    try:
+        assert run_closed(url(proc, "/hello"), 2, 1.0, max_requests=2000).errors == 0
+        assert drained(port)  # it reads
+        first.send_signal(signal.SIGSTOP)
+        load, took = events_under_load(proc, seconds=5.0)
+        assert load.ok > 0 and load.errors <= 0.01 * load.sent, load.error_kinds
+        assert set(took) == {"+", "r", "respawn"}
+        queued = udp_bound(port)
+        assert queued is not None and queued[0] > 0  # the stop was real: lines wait unread
+        first.send_signal(signal.SIGKILL)
+        first.wait(5)
+        assert udp_bound(port) is None  # killed: nobody on the port
+        assert run_closed(url(proc, "/hello"), 2, 1.0, max_requests=2000).errors == 0
+    finally:
+        first.send_signal(signal.SIGCONT)
+        first.kill()
+        first.wait(5)
+    again = watch(proc, port, tmp_path / "again.jsonl")
+    try:
+        served = run_closed(url(proc, "/hello"), 2, 1.5, max_requests=2000)
+        assert served.errors == 0 and served.ok > 0
+        assert drained(port)  # the new uwsgitune reads what keeps coming
+        if JSON_LATENCY:
+            end = time.monotonic() + EVENT_TIMEOUT
+            while (json_lines(tmp_path / "again.jsonl") or 0) < served.ok // 2:
+                assert time.monotonic() < end, "the new uwsgitune recorded no lines"
+                time.sleep(0.2)
+        assert proc.alive()
+    finally:
+        again.kill()
+        again.wait(5)

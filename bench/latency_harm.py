@@ -1,0 +1,284 @@
+"""Issue 38, never harm the instance: uwsgitune stopped (SIGSTOP) for 60 s, then killed
+(SIGKILL) and started again, against a real uWSGI under full load.
+
+    .venv/bin/python bench/latency_harm.py [--window 5] [--windows 5] [--stop 60]
+
+**Setup.** A real uWSGI 2.0 from examples/uwsgi.ini's options plus the doctor's lines
+(bench/latency_rig.py: cheaper mode, `cheaper-algo = manual`, 8 slots, 4 live workers;
+`req-logger = socket:127.0.0.1:PORT`, `log-format`), the app bench/latency_app.py. wrk loads
+`/hello` (the trivial route: the master sends a line for every request, as many as it can)
+with 1 thread and 4 kept-alive connections, in windows of `--window` seconds; each window
+gives wrk's throughput and p99. uwsgitune runs as a user runs it:
+`uwsgitune watch --plain --json --interval 1 --latency 127.0.0.1:PORT STATS`, our child.
+
+**Phases, in order** (`--windows` windows each unless said):
+1. `without`: no uwsgitune (nobody bound on PORT: the master's datagrams are refused by the
+   kernel).
+2. `running`: uwsgitune started; it must be reading (its socket's queue near empty).
+3. `stopped`: uwsgitune SIGSTOPped for `--stop` (60) s: first the windows, then, under the
+   same load, a FIFO `+` (one more live worker), a graceful reload (FIFO `r`: every worker
+   pid new) and a worker respawn (one worker SIGKILLed: a new pid in its slot), each
+   verified from the stats socket, each within 20 s; then the rest of the `--stop` seconds;
+   then SIGCONT. The stop is real: its socket's queue fills and the kernel counts drops.
+4. `killed`: uwsgitune SIGKILLed (its socket gone).
+5. `restarted`: uwsgitune started again; it picks up: its new socket is drained while lines
+   keep coming, and its JSON shows lines recorded and a p99 again (when `watch --json`
+   carries the latency: the key `latency` of each instance).
+
+**Compared (pass/fail).** The noise is the spread of the `without` windows: a phase passes
+when its mean throughput and mean p99 are each within the `without` mean ± max(2 standard
+deviations of the `without` windows, 10%). `stopped` and `killed` are judged (uwsgitune
+takes no CPU then, so any loss is harm done to uWSGI); `running` and `restarted` are
+reported and judged the same way, but on this 2-core machine a running uwsgitune takes CPU
+from wrk and the app on a saturated trivial route (its cost: bench/results/
+latency_overhead.md), so a miss there is that cost, not harm. Every event must complete
+(a MISS otherwise), wrk must count no errors but the reload's cut kept-alive connections
+(at most 1% of requests), and uWSGI must be alive at the end.
+
+Writes bench/results/latency_harm.md (with the commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from latency_rig import ROOT, commit, instance, machine, udp_socket, url, wrk
+
+from uwsgitune.core.address import parse_address
+from uwsgitune.core.model import StatsDoc, parse_stats
+from uwsgitune.launch import UwsgiProcess, free_port
+from uwsgitune.sources.stats import read_stats
+
+OUT = ROOT / "bench" / "results" / "latency_harm.md"
+EVENT_TIMEOUT = 20.0
+UWSGITUNE = Path(sys.executable).parent / "uwsgitune"
+
+
+def doc(proc: UwsgiProcess) -> StatsDoc:
+    return parse_stats(read_stats(parse_address(proc.stats), timeout=2.0))
+
+
+def wait_doc(proc: UwsgiProcess, cond: Callable[[StatsDoc], bool], what: str) -> float | str:
+    start = time.monotonic()
+    while time.monotonic() - start < EVENT_TIMEOUT:
+        try:
+            if cond(doc(proc)):
+                return time.monotonic() - start
+        except Exception:
+            pass
+        time.sleep(0.1)
+    return f"{what}: not done in {EVENT_TIMEOUT:g} s"
+
+
+class Watcher:
+    """`uwsgitune watch --plain --json --latency` as our child; its JSON lines kept."""
+
+    def __init__(self, stats: str, port: int, workdir: Path) -> None:
+        self.out = workdir / f"watch-{time.monotonic_ns()}.jsonl"
+        cmd = [str(UWSGITUNE), "watch", "--plain", "--json", "--interval", "1"]
+        cmd += ["--latency", f"127.0.0.1:{port}", stats]
+        with self.out.open("wb") as f:
+            self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+
+    def latency(self) -> dict[str, Any] | None:
+        """The last poll's latency summary (None: none printed, or no latency key)."""
+        for line in reversed(self.out.read_text(errors="replace").splitlines()):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            got = data.get("instances", [{}])[0].get("latency")
+            return got if isinstance(got, dict) else None
+        return None
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGKILL)
+        self.proc.wait(5)
+
+
+def windows(proc: UwsgiProcess, n: int, seconds: float) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(n):
+        r = wrk(url(proc, "/hello"), seconds, 4)
+        out.append(
+            {
+                "rps": r["requests"] / (r["duration_us"] / 1e6),
+                "p99": r["latency_us"]["p99"] / 1e3,
+                "requests": r["requests"],
+                "errors": sum(r["errors"].values()),
+            }
+        )
+    return out
+
+
+def events(proc: UwsgiProcess) -> tuple[dict[str, float | str], dict[str, Any]]:
+    """FIFO +, reload, respawn under a wrk load; each verified from the stats."""
+    loaded: list[dict[str, Any]] = []
+    load = threading.Thread(target=lambda: loaded.append(wrk(url(proc, "/hello"), 25, 4)))
+    load.start()
+    took: dict[str, float | str] = {}
+    try:
+        time.sleep(1.0)
+        live = len(doc(proc).live_workers)
+        proc.fifo_write("+")
+        took["FIFO +"] = wait_doc(proc, lambda d: len(d.live_workers) == live + 1, "FIFO +")
+        pids = {w.pid for w in doc(proc).live_workers}
+        proc.fifo_write("r")
+        took["reload r"] = wait_doc(
+            proc,
+            lambda d: bool(d.live_workers) and not pids & {w.pid for w in d.live_workers},
+            "reload r",
+        )
+        time.sleep(1.0)
+        victim = doc(proc).live_workers[0]
+        os.kill(victim.pid, signal.SIGKILL)  # a worker of the instance we started
+        took["worker respawn"] = wait_doc(
+            proc,
+            lambda d: any(w.id == victim.id and w.pid not in (0, victim.pid) for w in d.workers),
+            "worker respawn",
+        )
+    finally:
+        load.join(60)
+    return took, loaded[0] if loaded else {}
+
+
+def judge(phase: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[str, str, bool]:
+    out = []
+    ok = True
+    for key in ("rps", "p99"):
+        b = [w[key] for w in base]
+        mean, sd = statistics.mean(b), statistics.stdev(b) if len(b) > 1 else 0.0
+        band = max(2 * sd, 0.10 * mean)
+        got = statistics.mean(w[key] for w in phase)
+        inside = abs(got - mean) <= band
+        ok &= inside
+        out.append(f"{got:.{0 if key == 'rps' else 2}f} ({(got - mean) / mean:+.1%})")
+    return out[0], out[1], ok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--window", type=float, default=5.0)
+    ap.add_argument("--windows", type=int, default=5)
+    ap.add_argument("--stop", type=float, default=60.0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    head = ["# Never harm the instance: uwsgitune stopped and killed (issue 38)", "", __doc__]
+    args.out.write_text("\n".join(head))  # the definitions, before any number
+    started = machine()
+    workdir = Path(tempfile.mkdtemp(prefix="uwt-harm-", dir="/tmp"))
+    port = free_port()
+    proc = instance(workdir, logger_port=port)
+    phases: dict[str, list[dict[str, Any]]] = {}
+    notes: dict[str, str] = {}
+    took: dict[str, float | str] = {}
+    during: dict[str, Any] = {}
+    watcher: Watcher | None = None
+    try:
+        wrk(url(proc, "/hello"), 2, 4)  # warm-up
+        phases["without"] = windows(proc, args.windows, args.window)
+        watcher = Watcher(proc.stats, port, workdir)
+        time.sleep(3.0)
+        phases["running"] = windows(proc, args.windows, args.window)
+        q = udp_socket(port)
+        notes["running"] = f"its socket: {q[0] if q else '?'} bytes queued at the end"
+        seen = watcher.latency()
+        lines_before = seen.get("lines") if seen else None
+        watcher.signal(signal.SIGSTOP)
+        stop_at = time.monotonic()
+        phases["stopped"] = windows(proc, args.windows, args.window)
+        took, during = events(proc)
+        rest = args.stop - (time.monotonic() - stop_at)
+        if rest > 0:
+            time.sleep(rest)
+        q = udp_socket(port)
+        stopped_for = time.monotonic() - stop_at
+        notes["stopped"] = (
+            f"stopped {stopped_for:.0f} s; its socket at the end: "
+            f"{q[0] if q else '?'} bytes queued, {q[1] if q else '?'} datagrams dropped by the "
+            f"kernel; JSON lines before the stop: {lines_before}"
+        )
+        watcher.signal(signal.SIGCONT)
+        time.sleep(2.0)
+        q = udp_socket(port)
+        notes["stopped"] += f"; 2 s after SIGCONT: {q[0] if q else '?'} bytes queued"
+        watcher.kill()
+        watcher = None
+        phases["killed"] = windows(proc, args.windows, args.window)
+        notes["killed"] = f"its socket: {'gone' if udp_socket(port) is None else 'still bound'}"
+        watcher = Watcher(proc.stats, port, workdir)
+        time.sleep(3.0)
+        phases["restarted"] = windows(proc, args.windows, args.window)
+        q = udp_socket(port)
+        lat = watcher.latency()
+        pick = (
+            f"lines {lat.get('lines')}, 10 s p99 "
+            f"{((lat.get('short') or {}).get('service') or {}).get('p99_ms')} ms"
+            if lat
+            else "this build's watch --json carries no latency key"
+        )
+        notes["restarted"] = f"its new socket: {q[0] if q else '?'} bytes queued; JSON: {pick}"
+        alive = proc.alive()
+    finally:
+        if watcher is not None:
+            watcher.kill()
+        proc.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    text = ["", f"## Results (commit {commit()}; {started})", ""]
+    text += [
+        "| phase | windows | requests/s (vs without) | wrk p99 ms (vs without) | errors "
+        "| verdict | notes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    misses = 0
+    for name, ws in phases.items():
+        rps, p99, ok = judge(ws, phases["without"])
+        errs = sum(w["errors"] for w in ws)
+        judged = name in ("stopped", "killed")
+        misses += judged and not ok
+        verdict = ("pass" if ok else "**MISS**") if judged else ("within" if ok else "outside")
+        text.append(
+            f"| {name} | {len(ws)} | {rps} | {p99} | {errs} | {verdict} | {notes.get(name, '')} |"
+        )
+    text += ["", "Windows (requests/s, p99 ms):", ""]
+    for name, ws in phases.items():
+        text.append(f"- {name}: " + ", ".join(f"{w['rps']:.0f} / {w['p99']:.2f}" for w in ws))
+    text += ["", "**Events while uwsgitune was stopped (each verified from the stats):**", ""]
+    for what, t in took.items():
+        done = isinstance(t, float)
+        misses += not done
+        text.append(f"- {what}: " + (f"done in {t:.1f} s" if done else f"**MISS**: {t}"))
+    if during:
+        n, errs = during["requests"], during["errors"]
+        bad = sum(errs.values())
+        misses += bad > 0.01 * max(n, 1)
+        text.append(
+            f"- wrk during the events: {n} requests, errors {errs} "
+            f"({'pass' if bad <= 0.01 * max(n, 1) else '**MISS**'}: at most 1%)"
+        )
+    misses += not alive
+    text += ["", f"uWSGI alive at the end: {alive}. **{misses} miss(es).**", ""]
+    args.out.write_text("\n".join(head + text))
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()
