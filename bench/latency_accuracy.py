@@ -48,6 +48,14 @@ logger got during the round (the counts are checked equal: `same requests`).
    the two spreads, not their sum per request); (b) the exact p99 of the per-request sum,
    from the logged lines. **Within 5%, or the gap measured and explained.**
 
+4. **Where a gap between 3(b) and wrk comes from** (a diagnostic, no threshold): one more
+   round of each load with one connection per wrk thread (`-t4 -c4`, `-t8 -c8`) and
+   bench/latency_wrk_gap.lua, which notes per answer the stamp and the µs wrk read the
+   answer. Each logged request is matched by its stamp: wrk's latency of that request
+   (answer read − stamp) = queue wait + service time + the gap after uWSGI's end of the
+   request (`tmicros + micros`: the answer written) until wrk read it. Reported: the gap's
+   p50, p99 and max, and the p99s of the matched requests with and without it.
+
 Writes bench/results/latency_accuracy.md (with the commit).
 """
 
@@ -194,6 +202,68 @@ def promtool_check(h: PromHistogram) -> str:
     )
 
 
+def gap_round(proc: Any, log: Path, offset: int, load: str, seconds: float) -> dict[str, Any]:
+    """One round with wrk noting when it read each answer; requests matched by stamp."""
+    connections, keepalive = LOADS[load]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = wrk(
+            url(proc, "/spread", keepalive=keepalive),
+            seconds,
+            connections,
+            threads=connections,
+            script=ROOT / "bench" / "latency_wrk_gap.lua",
+            env={"H38_GAP_DIR": tmp},
+        )
+        read_at: dict[int, int] = {}
+        for f in Path(tmp).glob("gap-*.txt"):
+            for row in f.read_text().splitlines():
+                stamp, at = row.split()
+                read_at[int(stamp)] = int(at)
+    time.sleep(1.0)
+    lines, end = logged(log, offset)
+    matched = []
+    for x in lines:
+        assert x.stamp is not None
+        stamp = int(x.stamp.removeprefix("t="))
+        if stamp in read_at:
+            q, s = max(0, x.start_us - stamp), x.service_us
+            matched.append((q + s, read_at[stamp] - stamp, read_at[stamp] - x.start_us - s))
+
+    def p(values: list[int], q: float) -> float:
+        return nearest_rank(sorted(values), q) / 1e3
+
+    return {
+        "load": load,
+        "offset": end,
+        "wrk_p99": result["latency_us"]["p99"] / 1e3,
+        "wrk_requests": result["requests"],
+        "logged": len(lines),
+        "matched": len(matched),
+        "qs_p99": p([m[0] for m in matched], 0.99),
+        "seen_p99": p([m[1] for m in matched], 0.99),
+        "gap": {k: p([m[2] for m in matched], q) for k, q in (("p50", 0.5), ("p99", 0.99))}
+        | {"max": max(m[2] for m in matched) / 1e3},
+    }
+
+
+def gap_report(gaps: list[dict[str, Any]]) -> list[str]:
+    out = [
+        "### 4. Where the gap comes from (ms; one connection per wrk thread; no threshold)",
+        "",
+        "| load | wrk requests / logged / matched | wrk p99 | p99 of matched: answer read − "
+        "stamp | exact p99(queue + service) | gap after the answer was written: p50 / p99 "
+        "/ max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in gaps:
+        out.append(
+            f"| {g['load']} | {g['wrk_requests']} / {g['logged']} / {g['matched']} | "
+            f"{g['wrk_p99']:.3f} | {g['seen_p99']:.3f} | {g['qs_p99']:.3f} | "
+            f"{g['gap']['p50']:.3f} / {g['gap']['p99']:.3f} / {g['gap']['max']:.3f} |"
+        )
+    return [*out, ""]
+
+
 def verdict(ok: bool) -> str:
     return "pass" if ok else "**MISS**"
 
@@ -297,11 +367,17 @@ def main() -> None:
                 rounds.append(r)
                 print(f"{load} {i + 1}: {r['lines']} lines, wrk {r['wrk']['requests']}")
                 time.sleep(1.0)
+        gaps = []
+        for load in LOADS:
+            g = gap_round(proc, log, offset, load, args.seconds)
+            offset = g["offset"]
+            gaps.append(g)
+            time.sleep(1.0)
     finally:
         proc.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     check = promtool_check(rounds[0]["view"].export.duration)
-    text = report(rounds, args, started, check)
+    text = report(rounds, args, started, check) + gap_report(gaps)
     args.out.write_text("\n".join(head + text))
     print("\n".join(text))
 

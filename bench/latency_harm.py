@@ -160,6 +160,15 @@ def events(proc: UwsgiProcess) -> tuple[dict[str, float | str], dict[str, Any]]:
     return took, loaded[0] if loaded else {}
 
 
+def settled(port: int) -> str:
+    """uwsgitune's socket a second after a load: it reads when nothing is left queued."""
+    time.sleep(1.0)
+    q = udp_socket(port)
+    if q is None:
+        return "not bound"
+    return f"{q[0]} bytes queued 1 s after the load, {q[1]} datagrams dropped by the kernel"
+
+
 def judge(phase: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[str, str, bool]:
     out = []
     ok = True
@@ -198,8 +207,7 @@ def main() -> None:
         watcher = Watcher(proc.stats, port, workdir)
         time.sleep(3.0)
         phases["running"] = windows(proc, args.windows, args.window)
-        q = udp_socket(port)
-        notes["running"] = f"its socket: {q[0] if q else '?'} bytes queued at the end"
+        notes["running"] = settled(port)
         seen = watcher.latency()
         lines_before = seen.get("lines") if seen else None
         watcher.signal(signal.SIGSTOP)
@@ -227,7 +235,6 @@ def main() -> None:
         watcher = Watcher(proc.stats, port, workdir)
         time.sleep(3.0)
         phases["restarted"] = windows(proc, args.windows, args.window)
-        q = udp_socket(port)
         lat = watcher.latency()
         pick = (
             f"lines {lat.get('lines')}, 10 s p99 "
@@ -235,7 +242,7 @@ def main() -> None:
             if lat
             else "this build's watch --json carries no latency key"
         )
-        notes["restarted"] = f"its new socket: {q[0] if q else '?'} bytes queued; JSON: {pick}"
+        notes["restarted"] = f"its new socket: {settled(port)}; JSON: {pick}"
         alive = proc.alive()
     finally:
         if watcher is not None:

@@ -87,11 +87,22 @@ def url(proc: UwsgiProcess, path: str, *, keepalive: bool = True) -> str:
     return f"http://{proc.options['http11-socket' if keepalive else 'http-socket']}{path}"
 
 
-def wrk(target: str, seconds: float, connections: int, *, threads: int = 1) -> dict[str, Any]:
+def wrk(
+    target: str,
+    seconds: float,
+    connections: int,
+    *,
+    threads: int = 1,
+    script: Path = LUA,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One bounded wrk run: its JSON line (latency in µs, exact)."""
     cmd = [WRK, f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout=5s"]
-    cmd += ["-s", str(LUA), target]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
+    cmd += ["-s", str(script), target]
+    run_env = {**os.environ, **(env or {})}
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=seconds + 30, env=run_env
+    ).stdout
     line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
     if line is None:
         raise RuntimeError(f"wrk gave no result: {out[-300:]}")
