@@ -6,6 +6,9 @@ Routes:
   IO wait (median 4 ms, sigma 1.0, capped at 200 ms): a right-skewed spread with a tail,
   as real traffic has. Each worker draws from its own seeded generator.
 - `/hello` (or anything else): a tiny answer, the trivial route of the cost benchmarks.
+
+Every answer echoes the request's `X-Request-Start` header, so that wrk's Lua can match an
+answer to its request (bench/latency_wrk_gap.lua).
 """
 
 from __future__ import annotations
@@ -35,5 +38,9 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     if environ.get("PATH_INFO") == "/spread":
         burn(min(CPU_CAP_MS, _rng.lognormvariate(0.0, CPU_SIGMA) * CPU_MEDIAN_MS))
         time.sleep(min(IO_CAP_MS, _rng.lognormvariate(0.0, IO_SIGMA) * IO_MEDIAN_MS) / 1e3)
-    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+    headers = [("Content-Type", "text/plain"), ("Content-Length", "3")]
+    stamp = environ.get("HTTP_X_REQUEST_START")
+    if stamp:  # echoed, so that a load generator can match each answer to its request
+        headers.append(("X-Request-Start", stamp))
+    start_response("200 OK", headers)
     return [b"ok\n"]

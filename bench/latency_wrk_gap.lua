@@ -1,8 +1,9 @@
--- wrk for the gap diagnostic of bench/latency_accuracy.py: as bench/latency_wrk.lua (each
--- request stamped X-Request-Start: t=<µs since the epoch> when wrk writes it), and each
--- thread (one connection per thread: -tN -cN) appends "<stamp µs> <µs when the answer was
--- read>" per answer to $H38_GAP_DIR/gap-<thread>.txt, so each logged request can be matched
--- to the moment wrk read its answer.
+-- wrk for bench/latency_accuracy.py: as bench/latency_wrk.lua (each request stamped
+-- X-Request-Start: t=<µs since the epoch> when wrk writes it), and each thread appends
+-- "<stamp µs> <µs when the answer was read>" per answer to $H38_GAP_DIR/gap-<thread>.txt:
+-- the app echoes the stamp in its answer, so each answer is matched to its request, and each
+-- logged request to the moment wrk read its answer (wrk's own latency of it, before wrk's
+-- coordinated-omission correction adds samples).
 local ffi = require("ffi")
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_usec; } h38_timeval;
@@ -21,11 +22,9 @@ setup = function(thread)
 end
 
 local out = nil
-local sent = nil
 
 request = function()
-  sent = now_us()
-  return wrk.format(nil, nil, {["X-Request-Start"] = string.format("t=%d", sent)})
+  return wrk.format(nil, nil, {["X-Request-Start"] = string.format("t=%d", now_us())})
 end
 
 response = function(status, headers, body)
@@ -33,7 +32,8 @@ response = function(status, headers, body)
   if out == nil then
     out = io.open(string.format("%s/gap-%d.txt", os.getenv("H38_GAP_DIR"), id), "w")
   end
-  out:write(string.format("%d %d\n", sent, t))
+  local stamp = headers["X-Request-Start"] or "t=0"
+  out:write(string.format("%s %d\n", string.sub(stamp, 3), t))
   out:flush()
 end
 
