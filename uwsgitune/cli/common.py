@@ -47,6 +47,18 @@ def add_latency_flag(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--latency", metavar="HOST:PORT", default=None, help=LATENCY_HELP)
 
 
+LATENCY_ROUTES_HELP = (
+    "also export latency per route on /metrics (uwsgi_request_route_duration_seconds{route}: "
+    "at most 51 routes of 49 series each)"
+)
+
+
+def add_latency_routes_flag(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--latency-routes", action="store_true", default=None, help=LATENCY_ROUTES_HELP
+    )
+
+
 def check_latency(text: str | None) -> None:
     """`--latency ADDR` refused early (before a FIFO or a stats socket is looked at) when it
     can never work: one line naming the fix, exit status 2."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
-from uwsgitune.cli.common import add_latency_flag
+from uwsgitune.cli.common import add_latency_flag, add_latency_routes_flag
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
 from uwsgitune.errors import ConfigError, UserError
@@ -51,6 +51,7 @@ def register(sub: Any) -> None:
         help=f"metrics endpoint (default {DEFAULT_LISTEN})",
     )
     p.add_argument("--log-format", choices=["text", "json"], default=None)
+    add_latency_routes_flag(p)
     exporter_flags.register(p)
     p.set_defaults(func=run)
 

@@ -14,9 +14,15 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from uwsgitune.cli.common import add_latency_flag, addresses, latency_stage, positive_float
+from uwsgitune.cli.common import (
+    add_latency_flag,
+    add_latency_routes_flag,
+    addresses,
+    latency_stage,
+    positive_float,
+)
 from uwsgitune.cli.tuner_flags import add_tuner_flags
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
@@ -27,6 +33,9 @@ from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
 from uwsgitune.sources.recording import ReplaySource, read_recording
 from uwsgitune.tuner.tunersettings import TunerSettings
+
+if TYPE_CHECKING:  # the exporter is imported only when --metrics-listen asks for it
+    from uwsgitune.exporter.server import ThreadedMetricsServer
 
 RATED = ("first", "reload", "restart")  # frames of these kinds have no rates yet
 ONCE_POLLS = 3  # `--once`: a first poll, one for the rates, one more after a reload
@@ -57,6 +66,7 @@ def register(sub: Any) -> None:
         metavar="HOST:PORT",
         help="also serve Prometheus /metrics here (with --plain or the TUI)",
     )
+    add_latency_routes_flag(p)
     t = p.add_argument_group(
         "tuner (TUI, one ADDR)",
         "With --fifo the TUI shows the tuner's advice on every poll (a dry run) and `a` applies "
@@ -78,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("no stats address; e.g. uwsgitune watch /tmp/uwsgi-stats.sock", code=2)
     if args.latency is not None and len(args.addrs) != 1:
         raise UserError("--latency receives one instance's request log: give exactly one ADDR", 2)
+    if args.latency_routes and not args.metrics_listen:
+        raise UserError("--latency-routes is for /metrics: add --metrics-listen HOST:PORT", 2)
     if args.fifo is not None and (args.once or args.plain or args.json):
         raise UserError("--fifo is for the TUI; for a tuner without it: uwsgitune tune", code=2)
     _check_tuner_flags(args)
@@ -86,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         return _once(addrs, args)
     drivers = [_tuned(a, args) if args.fifo else _driver(a, args) for a in addrs]
     if args.metrics_listen:
-        _serve_metrics(drivers, args.metrics_listen)
+        _serve_metrics(drivers, args.metrics_listen, bool(args.latency_routes))
     if args.plain:
         return _plain(drivers, args)
     return _tui(drivers, args)
@@ -102,12 +114,15 @@ def _check_tuner_flags(args: argparse.Namespace) -> None:
         raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)
 
 
-def _serve_metrics(drivers: list[InstanceDriver], listen: str) -> None:
-    """Serve /metrics from a daemon thread; it ends with the process."""
+def _serve_metrics(
+    drivers: Sequence[InstanceDriver], listen: str, routes: bool
+) -> ThreadedMetricsServer:
+    """Serve /metrics from a daemon thread; it ends with the process (returned for a test)."""
+    from uwsgitune.exporter.metrics import ExportOptions
     from uwsgitune.exporter.serve import serve_drivers
 
     try:
-        serve_drivers(drivers, listen)
+        return serve_drivers(drivers, listen, ExportOptions(latency_routes=routes))
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UserError(f"cannot serve metrics on {listen}: {reason}", code=2) from None

@@ -99,6 +99,7 @@ class DaemonSection(_Frozen):
     scrape_timeout_offset: float = Field(0.25, ge=0, le=60)
     probe_targets: tuple[str, ...] = ()  # /probe's allow-list; empty: /probe is off
     uwsgi_metrics_max_series: int = Field(500, ge=0, le=100_000)
+    latency_routes: bool = False  # uwsgi_request_route_duration_seconds{route}: ~49 series a route
 
     @field_validator("metrics_listen")
     @classmethod

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.latency import SLICES, TOP_ROUTES, LatencyRecorder
 from uwsgitune.core.latencyreport import LatencyView, coverage
+from uwsgitune.core.logline import LineFault
 from uwsgitune.core.reqstamp import little_wait
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import DEFAULT_RCVBUF, Receiver
@@ -51,6 +52,10 @@ BATCH_EVERY = 0.02
 LINE_TRUESIZE = 832  # bytes the kernel charges a queued 100-byte line (sources/reqlog.py)
 SHORT, LONG = 10, 60  # the windows shown (seconds)
 LITTLE_SECONDS = 10.0  # the span of the Little's-law estimate
+# The receiver's counters a view adds to the parser's faults (`LatencyView.faults`' keys,
+# with the `LineFault` names lowercased): every kind a view can report, for the exporter.
+RECEIVER_FAULTS = ("oversized", "empty", "cut", "kernel_drops")
+FAULT_KINDS = tuple(dict.fromkeys((*(f.name.lower() for f in LineFault), *RECEIVER_FAULTS)))
 
 
 class LatencyStage:
@@ -174,12 +179,8 @@ class LatencyStage:
             last = self._last_line
             refused = self.refused
         totals = self.receiver.totals
-        for key, n in (
-            ("oversized", totals.oversized),
-            ("empty", totals.empty),
-            ("cut", totals.cut),
-            ("kernel_drops", totals.kernel_drops),
-        ):
+        for key in RECEIVER_FAULTS:
+            n = getattr(totals, key)
             if n:
                 faults[key] = faults.get(key, 0) + n
         trusted = untrusted_at is None or now - untrusted_at > SLICES
