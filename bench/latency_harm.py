@@ -9,7 +9,10 @@
 `/hello` (the trivial route: the master sends a line for every request, as many as it can)
 with 1 thread and 4 kept-alive connections, in windows of `--window` seconds; each window
 gives wrk's throughput and p99. uwsgitune runs as a user runs it:
-`uwsgitune watch --plain --json --interval 1 --latency 127.0.0.1:PORT STATS`, our child.
+`uwsgitune watch --plain --json --interval 1 --latency 127.0.0.1:PORT --metrics-listen
+127.0.0.1:MPORT STATS`, our child; what it recorded is read from its /metrics
+(`uwsgitune_latency_lines_total`, and `histogram_quantile(0.99)` over
+`uwsgi_request_duration_seconds`).
 
 **Phases, in order** (`--windows` windows each unless said):
 1. `without`: no uwsgitune (nobody bound on PORT: the master's datagrams are refused by the
@@ -22,8 +25,9 @@ gives wrk's throughput and p99. uwsgitune runs as a user runs it:
    then SIGCONT. The stop is real: its socket's queue fills and the kernel counts drops.
 4. `killed`: uwsgitune SIGKILLed (its socket gone).
 5. `restarted`: uwsgitune started again; it picks up: its new socket is drained while lines
-   keep coming, and its JSON shows lines recorded and a p99 again (when `watch --json`
-   carries the latency: the key `latency` of each instance).
+   keep coming, and its /metrics shows lines recorded and a p99 again.
+For each phase with uwsgitune running, the kernel's drops on its socket are counted over
+the windows alone (after the 3 s it is given to start), and its /metrics read after them.
 
 **Compared (pass/fail).** The noise is the spread of the `without` windows: a phase passes
 when its mean throughput and mean p99 are each within the `without` mean ± max(2 standard
@@ -41,7 +45,6 @@ Writes bench/results/latency_harm.md (with the commit).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -55,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latency_rig import ROOT, commit, instance, machine, udp_socket, url, wrk
+from latency_rig import ROOT, commit, instance, machine, scrape, udp_socket, url, wrk
 
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import StatsDoc, parse_stats
@@ -88,21 +91,20 @@ class Watcher:
 
     def __init__(self, stats: str, port: int, workdir: Path) -> None:
         self.out = workdir / f"watch-{time.monotonic_ns()}.jsonl"
+        self.metrics = free_port()
         cmd = [str(UWSGITUNE), "watch", "--plain", "--json", "--interval", "1"]
-        cmd += ["--latency", f"127.0.0.1:{port}", stats]
+        cmd += ["--latency", f"127.0.0.1:{port}", "--metrics-listen"]
+        cmd += [f"127.0.0.1:{self.metrics}", stats]
         with self.out.open("wb") as f:
             self.proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
 
-    def latency(self) -> dict[str, Any] | None:
-        """The last poll's latency summary (None: none printed, or no latency key)."""
-        for line in reversed(self.out.read_text(errors="replace").splitlines()):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            got = data.get("instances", [{}])[0].get("latency")
-            return got if isinstance(got, dict) else None
-        return None
+    def recorded(self) -> str:
+        """What its /metrics says it recorded."""
+        got = scrape(self.metrics)
+        if got is None:
+            return "/metrics: no answer"
+        p99 = "none" if got["p99_ms"] is None else f"{got['p99_ms']:.2f} ms"
+        return f"/metrics: {got['lines']} lines recorded, p99 {p99}"
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -160,13 +162,21 @@ def events(proc: UwsgiProcess) -> tuple[dict[str, float | str], dict[str, Any]]:
     return took, loaded[0] if loaded else {}
 
 
-def settled(port: int) -> str:
+def dropped(port: int) -> int:
+    q = udp_socket(port)
+    return q[1] if q else 0
+
+
+def settled(port: int, drops_before: int) -> str:
     """uwsgitune's socket a second after a load: it reads when nothing is left queued."""
     time.sleep(1.0)
     q = udp_socket(port)
     if q is None:
         return "not bound"
-    return f"{q[0]} bytes queued 1 s after the load, {q[1]} datagrams dropped by the kernel"
+    return (
+        f"{q[0]} bytes queued 1 s after the load, {q[1] - drops_before} datagrams dropped by "
+        f"the kernel during the windows ({drops_before} before them, while it started)"
+    )
 
 
 def judge(phase: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[str, str, bool]:
@@ -206,10 +216,10 @@ def main() -> None:
         phases["without"] = windows(proc, args.windows, args.window)
         watcher = Watcher(proc.stats, port, workdir)
         time.sleep(3.0)
+        drops = dropped(port)
         phases["running"] = windows(proc, args.windows, args.window)
-        notes["running"] = settled(port)
-        seen = watcher.latency()
-        lines_before = seen.get("lines") if seen else None
+        notes["running"] = f"{settled(port, drops)}; {watcher.recorded()}"
+        lines_before = watcher.recorded()
         watcher.signal(signal.SIGSTOP)
         stop_at = time.monotonic()
         phases["stopped"] = windows(proc, args.windows, args.window)
@@ -222,27 +232,23 @@ def main() -> None:
         notes["stopped"] = (
             f"stopped {stopped_for:.0f} s; its socket at the end: "
             f"{q[0] if q else '?'} bytes queued, {q[1] if q else '?'} datagrams dropped by the "
-            f"kernel; JSON lines before the stop: {lines_before}"
+            f"kernel; before the stop: {lines_before}"
         )
         watcher.signal(signal.SIGCONT)
         time.sleep(2.0)
         q = udp_socket(port)
-        notes["stopped"] += f"; 2 s after SIGCONT: {q[0] if q else '?'} bytes queued"
+        notes["stopped"] += (
+            f"; 2 s after SIGCONT: {q[0] if q else '?'} bytes queued, {watcher.recorded()}"
+        )
         watcher.kill()
         watcher = None
         phases["killed"] = windows(proc, args.windows, args.window)
         notes["killed"] = f"its socket: {'gone' if udp_socket(port) is None else 'still bound'}"
         watcher = Watcher(proc.stats, port, workdir)
         time.sleep(3.0)
+        drops = dropped(port)
         phases["restarted"] = windows(proc, args.windows, args.window)
-        lat = watcher.latency()
-        pick = (
-            f"lines {lat.get('lines')}, 10 s p99 "
-            f"{((lat.get('short') or {}).get('service') or {}).get('p99_ms')} ms"
-            if lat
-            else "this build's watch --json carries no latency key"
-        )
-        notes["restarted"] = f"its new socket: {settled(port)}; JSON: {pick}"
+        notes["restarted"] = f"its new socket: {settled(port, drops)}; {watcher.recorded()}"
         alive = proc.alive()
     finally:
         if watcher is not None:

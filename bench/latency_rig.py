@@ -174,3 +174,31 @@ def udp_socket(port: int) -> tuple[int, int, int] | None:
                 rx = int(fields[4].split(":")[1], 16)
                 return rx, int(fields[12]), int(fields[9])
     return None
+
+
+def scrape(port: int) -> dict[str, Any] | None:
+    """From uwsgitune's /metrics on 127.0.0.1:`port`: `lines` (uwsgitune_latency_lines_total),
+    `count` and `p99_ms` of uwsgi_request_duration_seconds (histogram_quantile over its
+    cumulative buckets since uwsgitune began listening); None when it does not answer."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    lines = 0.0
+    buckets: list[tuple[float, float]] = []
+    for row in text.splitlines():
+        if row.startswith("uwsgitune_latency_lines_total"):
+            lines += float(row.rsplit(" ", 1)[1])
+        elif row.startswith("uwsgi_request_duration_seconds_bucket"):
+            le = row.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((math.inf if le == "+Inf" else float(le), float(row.rsplit(" ", 1)[1])))
+    buckets.sort()
+    count = buckets[-1][1] if buckets else 0.0
+    p99 = None
+    if count:
+        cum = [int(c) for _, c in buckets]
+        p99 = histogram_quantile(0.99, [b for b, _ in buckets[:-1]], cum) * 1e3
+    return {"lines": int(lines), "count": int(count), "p99_ms": p99}

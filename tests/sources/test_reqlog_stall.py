@@ -15,8 +15,6 @@ never-harm tests run over that unix socket fail (the master's stats stop answeri
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import signal
 import socket
@@ -24,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import pytest
 from tests.uwsgi_harness import url
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import StatsDoc, parse_stats
-from uwsgitune.launch import UwsgiProcess
+from uwsgitune.launch import UwsgiProcess, free_port
 from uwsgitune.loadgen import LoadResult, run_closed
 from uwsgitune.sources.netlink import Diag
 from uwsgitune.sources.reqlog import LOG_TAIL, Receiver
@@ -225,13 +224,13 @@ def holds(pid: int, inode: int) -> bool:
     return any(os.readlink(fd) == f"socket:[{inode}]" for fd in fds.iterdir())
 
 
-def watch(proc: UwsgiProcess, port: int, out: Path) -> subprocess.Popen[bytes]:
-    """`uwsgitune watch --plain --json --latency` as a user runs it; its socket bound."""
-    cmd = [str(UWSGITUNE), "watch", "--plain", "--json", "--interval", "0.5"]
+def watch(proc: UwsgiProcess, port: int, metrics: int, out: Path) -> subprocess.Popen[bytes]:
+    """`uwsgitune watch --plain --latency --metrics-listen` as a user runs it; its socket
+    bound."""
+    cmd = [str(UWSGITUNE), "watch", "--plain", "--interval", "0.5"]
+    cmd += ["--latency", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics}"]
     with out.open("wb") as f:
-        child = subprocess.Popen(
-            [*cmd, "--latency", f"127.0.0.1:{port}", proc.stats], stdout=f, stderr=f
-        )
+        child = subprocess.Popen([*cmd, proc.stats], stdout=f, stderr=f)
     end = time.monotonic() + EVENT_TIMEOUT
     while time.monotonic() < end:
         bound = udp_bound(port)
@@ -253,19 +252,15 @@ def drained(port: int, timeout: float = EVENT_TIMEOUT) -> bool:
     return False
 
 
-def json_lines(out: Path) -> int | None:
-    """The lines recorded in watch's last JSON document that carries the latency."""
-    for text in reversed(out.read_text(errors="replace").splitlines()):
-        try:
-            inst = json.loads(text)["instances"][0]
-        except (ValueError, KeyError, IndexError):
-            continue
-        if "latency" in inst:
-            return int(inst["latency"]["lines"])
-    return None
-
-
-JSON_LATENCY = importlib.util.find_spec("uwsgitune.core.latencyform") is not None
+def recorded(metrics_port: int) -> int | None:
+    """`uwsgitune_latency_lines_total` on uwsgitune's /metrics; None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    rows = [x for x in text.splitlines() if x.startswith("uwsgitune_latency_lines_total")]
+    return sum(int(float(x.rsplit(" ", 1)[1])) for x in rows)
 
 
 def test_uwsgitune_stopped_or_killed_never_harms_the_instance_and_starts_again(
@@ -274,11 +269,11 @@ def test_uwsgitune_stopped_or_killed_never_harms_the_instance_and_starts_again(
     """The tests above stall a bare receiver; this one stops uwsgitune itself (`watch
     --latency`, as a user runs it) with SIGSTOP, then SIGKILL: under load the app serves and
     a FIFO `+`, a reload and a respawn complete meanwhile; a new uwsgitune picks the lines
-    up (its socket drains; with `watch --json` carrying the latency, its lines grow)."""
+    up (its socket drains, its /metrics counts the lines)."""
     with Receiver("127.0.0.1:0") as probe:
         port = probe.address[1]
     proc = start(uwsgi, f"socket:127.0.0.1:{port}")
-    first = watch(proc, port, tmp_path / "first.jsonl")
+    first = watch(proc, port, free_port(), tmp_path / "first.log")
     try:
         assert run_closed(url(proc, "/hello"), 2, 1.0, max_requests=2000).errors == 0
         assert drained(port)  # it reads
@@ -296,16 +291,16 @@ def test_uwsgitune_stopped_or_killed_never_harms_the_instance_and_starts_again(
         first.send_signal(signal.SIGCONT)
         first.kill()
         first.wait(5)
-    again = watch(proc, port, tmp_path / "again.jsonl")
+    metrics = free_port()
+    again = watch(proc, port, metrics, tmp_path / "again.log")
     try:
         served = run_closed(url(proc, "/hello"), 2, 1.5, max_requests=2000)
         assert served.errors == 0 and served.ok > 0
         assert drained(port)  # the new uwsgitune reads what keeps coming
-        if JSON_LATENCY:
-            end = time.monotonic() + EVENT_TIMEOUT
-            while (json_lines(tmp_path / "again.jsonl") or 0) < served.ok // 2:
-                assert time.monotonic() < end, "the new uwsgitune recorded no lines"
-                time.sleep(0.2)
+        end = time.monotonic() + EVENT_TIMEOUT
+        while (recorded(metrics) or 0) < served.ok // 2:  # and records it
+            assert time.monotonic() < end, (recorded(metrics), served.ok)
+            time.sleep(0.2)
         assert proc.alive()
     finally:
         again.kill()
