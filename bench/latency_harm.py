@@ -8,7 +8,13 @@
 `req-logger = socket:127.0.0.1:PORT`, `log-format`), the app bench/latency_app.py. wrk loads
 `/hello` (the trivial route: the master sends a line for every request, as many as it can)
 with 1 thread and 4 kept-alive connections, in windows of `--window` seconds; each window
-gives wrk's throughput and p99. uwsgitune runs as a user runs it:
+gives wrk's throughput and p99. **A control instance** (the same ini, its request log sent
+to a port nobody binds: the `without` condition, all along) is loaded in a window beside
+each window of the instance (the order alternates), and each window is judged by its ratio
+to its control's (throughput ÷ the control's, p99 ÷ the control's): the machine is shared
+with other work whose load drifts over minutes, and the ratio takes the drift out (a first
+run without the control, kept in git history, saw the same condition 92% faster four
+minutes later). uwsgitune runs as a user runs it:
 `uwsgitune watch --plain --json --interval 1 --latency 127.0.0.1:PORT --metrics-listen
 127.0.0.1:MPORT STATS`, our child; what it recorded is read from its /metrics
 (`uwsgitune_latency_lines_total`, and `histogram_quantile(0.99)` over
@@ -18,7 +24,7 @@ gives wrk's throughput and p99. uwsgitune runs as a user runs it:
 1. `without`: no uwsgitune (nobody bound on PORT: the master's datagrams are refused by the
    kernel).
 2. `running`: uwsgitune started; it must be reading (its socket's queue near empty).
-3. `stopped`: uwsgitune SIGSTOPped for `--stop` (60) s: first the windows, then, under the
+3. `stopped`: uwsgitune SIGSTOPped for at least `--stop` (60) s: first the windows, then, under the
    same load, a FIFO `+` (one more live worker), a graceful reload (FIFO `r`: every worker
    pid new) and a worker respawn (one worker SIGKILLed: a new pid in its slot), each
    verified from the stats socket, each within 20 s; then the rest of the `--stop` seconds;
@@ -29,15 +35,15 @@ gives wrk's throughput and p99. uwsgitune runs as a user runs it:
 For each phase with uwsgitune running, the kernel's drops on its socket are counted over
 the windows alone (after the 3 s it is given to start), and its /metrics read after them.
 
-**Compared (pass/fail).** The noise is the spread of the `without` windows: a phase passes
-when its mean throughput and mean p99 are each within the `without` mean ± max(2 standard
-deviations of the `without` windows, 10%). `stopped` and `killed` are judged (uwsgitune
-takes no CPU then, so any loss is harm done to uWSGI); `running` and `restarted` are
-reported and judged the same way, but on this 2-core machine a running uwsgitune takes CPU
-from wrk and the app on a saturated trivial route (its cost: bench/results/
-latency_overhead.md), so a miss there is that cost, not harm. Every event must complete
-(a MISS otherwise), wrk must count no errors but the reload's cut kept-alive connections
-(at most 1% of requests), and uWSGI must be alive at the end.
+**Compared (pass/fail).** The noise is the spread of the `without` windows' ratios: a phase
+passes when its mean throughput ratio and mean p99 ratio are each within the `without`
+mean ± max(2 standard deviations of the `without` ratios, 10%). `stopped` and `killed`
+are judged (uwsgitune takes no CPU then, so any loss is harm done to uWSGI); `running` and
+`restarted` are reported and judged the same way, but on this 2-core machine a running
+uwsgitune takes CPU from wrk and the app on a saturated trivial route (its cost:
+bench/results/latency_overhead.md), so a miss there is that cost, not harm. Every event
+must complete (a MISS otherwise), wrk must count no errors but the reload's cut kept-alive
+connections (at most 1% of requests), and uWSGI must be alive at the end.
 
 Writes bench/results/latency_harm.md (with the commit).
 """
@@ -116,18 +122,31 @@ class Watcher:
         self.proc.wait(5)
 
 
-def windows(proc: UwsgiProcess, n: int, seconds: float) -> list[dict[str, Any]]:
+def window(proc: UwsgiProcess, seconds: float) -> dict[str, Any]:
+    r = wrk(url(proc, "/hello"), seconds, 4)
+    return {
+        "rps": r["requests"] / (r["duration_us"] / 1e6),
+        "p99": r["latency_us"]["p99"] / 1e3,
+        "requests": r["requests"],
+        "errors": sum(r["errors"].values()),
+    }
+
+
+def windows(
+    proc: UwsgiProcess, control: UwsgiProcess, n: int, seconds: float
+) -> list[dict[str, Any]]:
+    """`n` pairs of windows, the control's and the instance's (the order alternates); each
+    window of the instance carries its ratios to its control window."""
     out = []
-    for _ in range(n):
-        r = wrk(url(proc, "/hello"), seconds, 4)
-        out.append(
-            {
-                "rps": r["requests"] / (r["duration_us"] / 1e6),
-                "p99": r["latency_us"]["p99"] / 1e3,
-                "requests": r["requests"],
-                "errors": sum(r["errors"].values()),
-            }
-        )
+    for i in range(n):
+        if i % 2:
+            mine, theirs = window(proc, seconds), window(control, seconds)
+        else:
+            theirs, mine = window(control, seconds), window(proc, seconds)
+        mine["rps_ratio"] = mine["rps"] / theirs["rps"]
+        mine["p99_ratio"] = mine["p99"] / theirs["p99"]
+        mine["control"] = theirs
+        out.append(mine)
     return out
 
 
@@ -180,16 +199,17 @@ def settled(port: int, drops_before: int) -> str:
 
 
 def judge(phase: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[str, str, bool]:
+    """Each ratio's phase mean against the `without` mean ± max(2 sd, 10%)."""
     out = []
     ok = True
-    for key in ("rps", "p99"):
+    for key in ("rps_ratio", "p99_ratio"):
         b = [w[key] for w in base]
         mean, sd = statistics.mean(b), statistics.stdev(b) if len(b) > 1 else 0.0
         band = max(2 * sd, 0.10 * mean)
         got = statistics.mean(w[key] for w in phase)
         inside = abs(got - mean) <= band
         ok &= inside
-        out.append(f"{got:.{0 if key == 'rps' else 2}f} ({(got - mean) / mean:+.1%})")
+        out.append(f"{got:.3f} ({(got - mean) / mean:+.1%})")
     return out[0], out[1], ok
 
 
@@ -206,23 +226,25 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="uwt-harm-", dir="/tmp"))
     port = free_port()
     proc = instance(workdir, logger_port=port)
+    control = instance(workdir / "control", logger_port=free_port())  # nobody on its port
     phases: dict[str, list[dict[str, Any]]] = {}
     notes: dict[str, str] = {}
     took: dict[str, float | str] = {}
     during: dict[str, Any] = {}
     watcher: Watcher | None = None
     try:
-        wrk(url(proc, "/hello"), 2, 4)  # warm-up
-        phases["without"] = windows(proc, args.windows, args.window)
+        wrk(url(proc, "/hello"), 2, 4)  # warm-ups
+        wrk(url(control, "/hello"), 2, 4)
+        phases["without"] = windows(proc, control, args.windows, args.window)
         watcher = Watcher(proc.stats, port, workdir)
         time.sleep(3.0)
         drops = dropped(port)
-        phases["running"] = windows(proc, args.windows, args.window)
+        phases["running"] = windows(proc, control, args.windows, args.window)
         notes["running"] = f"{settled(port, drops)}; {watcher.recorded()}"
         lines_before = watcher.recorded()
         watcher.signal(signal.SIGSTOP)
         stop_at = time.monotonic()
-        phases["stopped"] = windows(proc, args.windows, args.window)
+        phases["stopped"] = windows(proc, control, args.windows, args.window)
         took, during = events(proc)
         rest = args.stop - (time.monotonic() - stop_at)
         if rest > 0:
@@ -242,23 +264,24 @@ def main() -> None:
         )
         watcher.kill()
         watcher = None
-        phases["killed"] = windows(proc, args.windows, args.window)
+        phases["killed"] = windows(proc, control, args.windows, args.window)
         notes["killed"] = f"its socket: {'gone' if udp_socket(port) is None else 'still bound'}"
         watcher = Watcher(proc.stats, port, workdir)
         time.sleep(3.0)
         drops = dropped(port)
-        phases["restarted"] = windows(proc, args.windows, args.window)
+        phases["restarted"] = windows(proc, control, args.windows, args.window)
         notes["restarted"] = f"its new socket: {settled(port, drops)}; {watcher.recorded()}"
         alive = proc.alive()
     finally:
         if watcher is not None:
             watcher.kill()
         proc.stop()
+        control.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     text = ["", f"## Results (commit {commit()}; {started})", ""]
     text += [
-        "| phase | windows | requests/s (vs without) | wrk p99 ms (vs without) | errors "
-        "| verdict | notes |",
+        "| phase | window pairs | requests/s ÷ control's (vs without) | wrk p99 ÷ control's "
+        "(vs without) | errors | verdict | notes |",
         "|---|---|---|---|---|---|---|",
     ]
     misses = 0
@@ -271,9 +294,16 @@ def main() -> None:
         text.append(
             f"| {name} | {len(ws)} | {rps} | {p99} | {errs} | {verdict} | {notes.get(name, '')} |"
         )
-    text += ["", "Windows (requests/s, p99 ms):", ""]
+    text += ["", "Windows (requests/s, p99 ms; the control's in brackets):", ""]
     for name, ws in phases.items():
-        text.append(f"- {name}: " + ", ".join(f"{w['rps']:.0f} / {w['p99']:.2f}" for w in ws))
+        text.append(
+            f"- {name}: "
+            + ", ".join(
+                f"{w['rps']:.0f} / {w['p99']:.2f} [{w['control']['rps']:.0f} / "
+                f"{w['control']['p99']:.2f}]"
+                for w in ws
+            )
+        )
     text += ["", "**Events while uwsgitune was stopped (each verified from the stats):**", ""]
     for what, t in took.items():
         done = isinstance(t, float)
