@@ -17,6 +17,7 @@ from typing import Any
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
 from uwsgitune.cli.common import add_latency_flag, add_latency_routes_flag
+from uwsgitune.cli.tuner_flags import add_latency_target_flag, latency_target_from
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
 from uwsgitune.errors import ConfigError, UserError
@@ -44,6 +45,7 @@ def register(sub: Any) -> None:
     one.add_argument("--timeout", default=None, metavar="SECONDS")
     add_flag(one, PeerSettings, "trust_tcp_stats", default=None)
     add_latency_flag(one)
+    add_latency_target_flag(one)
     p.add_argument(
         "--metrics-listen",
         default=None,
@@ -71,8 +73,10 @@ def _from_flags(args: argparse.Namespace) -> DaemonConfig:
         "timeout",
         "trust_tcp_stats",
         "latency",
+        "latency_target",
     )
     stats = _stats(args)
+    latency_target_from(args)  # a bad target, or one without --latency: one line, exit 2
     common = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if len(stats) > 1 and {"fifo", "override", "latency"} & set(common):
         raise UserError(

@@ -29,11 +29,18 @@ from uwsgitune.cli.common import (
     positive_float,
 )
 from uwsgitune.cli.progress import WaitLine
-from uwsgitune.cli.tuner_flags import add_tuner_flags, settings_from, tuner_setup
+from uwsgitune.cli.tuner_flags import (
+    add_latency_target_flag,
+    add_tuner_flags,
+    latency_target_from,
+    settings_from,
+    tuner_setup,
+)
 from uwsgitune.core.settings import add_flag, restart_argv
 from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
+from uwsgitune.rules import RuleSettings
 from uwsgitune.stopsignals import stop_signals
 from uwsgitune.tuner import TunerSettings
 from uwsgitune.tuner.result import StepResult
@@ -52,6 +59,7 @@ def register(sub: Any) -> None:
     p.add_argument("--mode", choices=MODES, default="observe")
     add_tuner_flags(p)
     add_latency_flag(p)
+    add_latency_target_flag(p)
     p.add_argument("--memory-budget", type=int, metavar="MIB", help="MiB all workers may use")
     add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this")
@@ -133,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         tuner=tuner_factory(setup),
         mode=args.mode,
         latency=latency_stage(args.latency),
+        # the findings judge the target the tuner holds
+        rule_settings=RuleSettings(latency_target=latency_target_from(args)),
     )
     printer, wait_line = Printer(args.mode), WaitLine()
     driver.subscribe(printer)

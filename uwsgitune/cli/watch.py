@@ -154,23 +154,29 @@ def _once(addrs: Sequence[StatsAddress], args: argparse.Namespace) -> int:
     for d in drivers:
         d.join(longest)
     frames = [d.state.frame for d in drivers if d.state.frame is not None]
-    _print_frames(frames, json_out=args.json)
+    _print_frames(frames, json_out=args.json, states=[d.state for d in drivers])
     failed = [f for f in frames if f.kind == "error"]
     for f in failed:
         print(f"uwsgitune: {error_line(f)}", file=sys.stderr)
     return 1 if failed or len(frames) < len(drivers) else 0
 
 
-def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
+def _print_frames(
+    frames: list[Frame], *, json_out: bool, states: Sequence[InstanceState] = ()
+) -> None:
+    """The frames' summaries or their JSON document (each frame's latency from the state
+    that holds it, with `--latency`)."""
     if json_out:
-        print(jsonview.dumps(frames))
+        views = {id(s.frame): s.latency for s in states if s.frame is not None}
+        print(jsonview.dumps(frames, [views.get(id(f)) for f in frames]))
         return
     # An instance that never answered has nothing to show: its line goes to stderr only.
+    latency = {id(s.frame): s.latency for s in states if s.frame is not None}
     shown = [f for f in frames if not (f.kind == "error" and not f.master_pid)]
     for i, f in enumerate(shown):
         if i:
             print()
-        print("\n".join(summary(f)))
+        print("\n".join(summary(f, latency.get(id(f)))))
 
 
 def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState], None]:
@@ -183,7 +189,10 @@ def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState],
         frame = state.frame
         if frame is None or gone.is_set():
             return
-        line = jsonview.dumps([frame], indent=None) if json_out else plain_line(frame)
+        if json_out:
+            line = jsonview.dumps([frame], [state.latency], indent=None)
+        else:
+            line = plain_line(frame, state.latency)
         with guard:
             try:
                 print(line, flush=True)
@@ -262,6 +271,8 @@ def _replay(args: argparse.Namespace) -> int:
         raise UserError(f"{args.replay}: the recording holds no polls", code=2)
     if not args.plain:
         _print_frames(
-            [d.state.frame for d in drivers if d.state.frame is not None], json_out=args.json
+            [d.state.frame for d in drivers if d.state.frame is not None],
+            json_out=args.json,
+            states=[d.state for d in drivers],
         )
     return 0

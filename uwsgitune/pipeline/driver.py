@@ -7,7 +7,8 @@ An `InstanceDriver` owns everything between a stats source and the sinks, for on
 - **The schedule.** A poll every `interval` seconds on the monotonic clock (a wall-clock
   jump neither stalls nor floods the polls), backing off 1, 2, 4 ... intervals, at most
   `BACKOFF_CAP` seconds, while the instance is unreachable. A replay source is not paced:
-  its polls are read as fast as they come, each with its recorded clocks.
+  its polls are read as fast as they come, each with its recorded clocks (and its
+  recorded latency: a replay has no request log of its own).
 - **The stages of a poll.** Read (`Source.poll`: connect, read, close, parse, sample the
   host), derive (`Tracker`: counter deltas and reloads into a `Frame`), keep (`Window`),
   judge (`RulesRunner`, once per poll, on good polls), decide and act (the tuner, when there
@@ -48,6 +49,7 @@ from typing import Protocol
 
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
 from uwsgitune.pipeline.latencystage import LatencyStage
@@ -370,10 +372,12 @@ class InstanceDriver:
         old = self.state
         findings, error = old.findings, old.rules_error
         frames = self.window.frames()  # one copy of the window per poll
-        if frame.ok and self.rules is not None:
-            findings, error = self.rules.run(frames, self._since), self.rules.error
         self._latest = None
-        state = self._state(frame, frames, findings, None, error)
+        state = self._state(frame, frames, findings, None, error)  # the poll's latency view
+        if frame.ok and self.rules is not None:
+            findings = self.rules.run(frames, self._since, state.latency)
+            error = self.rules.error
+            state = replace(state, findings=findings, rules_error=error)
         tuning, failed = None, None
         if self.tuner is not None:
             self.stepping = True
@@ -420,8 +424,17 @@ class InstanceDriver:
             counts=self._counts,
             retry_in=retry,
             rules_error=error,
-            latency=self.latency.view(frame, frames) if self.latency is not None else None,
+            latency=self._latency(frame, frames, poll),
         )
+
+    def _latency(
+        self, frame: Frame, frames: tuple[Frame, ...], poll: Poll | None
+    ) -> LatencyView | None:
+        """The request log's view at this poll: the stage's (`--latency`), else the one a
+        replayed poll carries (None when it recorded none)."""
+        if self.latency is not None:
+            return self.latency.view(frame, frames)
+        return poll.latency if poll is not None else None
 
     def _with_tuning(self, state: InstanceState, tuning: StepResult | None) -> InstanceState:
         if tuning is None:
