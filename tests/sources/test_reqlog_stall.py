@@ -278,7 +278,12 @@ def test_uwsgitune_stopped_or_killed_never_harms_the_instance_and_starts_again(
         assert run_closed(url(proc, "/hello"), 2, 1.0, max_requests=2000).errors == 0
         assert drained(port)  # it reads
         first.send_signal(signal.SIGSTOP)
-        load, took = events_under_load(proc, seconds=5.0)
+        try:
+            load, took = events_under_load(proc, seconds=5.0)
+        except AssertionError as exc:  # say what uWSGI said
+            raise AssertionError(
+                f"{exc}; uWSGI's log ends: {proc.log.read_text()[-1500:]}"
+            ) from exc
         assert load.ok > 0 and load.errors <= 0.01 * load.sent, load.error_kinds
         assert set(took) == {"+", "r", "respawn"}
         queued = udp_bound(port)
