@@ -26,6 +26,11 @@ loads, each run for `--rounds` rounds:
 drains the socket on readiness, the master's sender proved), read once with `view()`
 after the load ends and every line has been recorded.
 
+**Also as a user reads it:** one more round of each load (`json` rounds) where the view is
+the one `uwsgitune watch --plain --json --interval 1 --latency 127.0.0.1:PORT STATS`
+prints (its last JSON line once every line is recorded), a fresh process per round,
+compared with the same thresholds (section 1 only: the JSON carries no export).
+
 **A round** is one wrk run of `--seconds` (7 s: it fits the 10 s window) against a fresh
 stage, so both windows (10 s and 60 s) and the exported histograms hold exactly this round's
 requests; the exact percentiles are computed over the same requests: the lines the file
@@ -65,9 +70,11 @@ Writes bench/results/latency_accuracy.md (with the commit).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,6 +87,7 @@ from latency_rig import (
     instance,
     machine,
     nearest_rank,
+    udp_socket,
     url,
     wrk,
 )
@@ -212,6 +220,78 @@ def promtool_check(h: PromHistogram) -> str:
         f"promtool test rules: histogram_quantile(0.99) = {theirs:.9g} s, ours {ours:.9g} s: "
         + ("the same" if same else "DIFFERENT")
     )
+
+
+def json_round(
+    proc: Any, port: int, log: Path, offset: int, args: Any, load: str
+) -> dict[str, Any]:
+    """A round read from `watch --json`'s output, as a user reads it."""
+    out = log.parent / f"watch-{load}.jsonl"
+    cmd = [str(Path(sys.executable).parent / "uwsgitune"), "watch", "--plain", "--json"]
+    cmd += ["--interval", "1", "--latency", f"127.0.0.1:{port}", proc.stats]
+    with out.open("wb") as f:
+        watcher = subprocess.Popen(cmd, stdout=f, stderr=subprocess.DEVNULL)
+    try:
+        while udp_socket(port) is None:  # bound: every line of the round reaches it
+            assert watcher.poll() is None, out.read_text()[-500:]
+            time.sleep(0.05)
+        run_wrk(proc, load, args.seconds)
+        got: dict[str, Any] = {}
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            lines, end = logged(log, offset)
+            got = last_latency(out)
+            if got and got["lines"] == len(lines) and got["short"]["requests"] == len(lines):
+                break
+    finally:
+        watcher.kill()
+        watcher.wait(5)
+    service = [x.service_us for x in lines]
+    return {
+        "label": f"{load} json",
+        "lines": len(lines),
+        "offset": end,
+        "json": got,
+        "exact_service": exact(service),
+        "exact_queue": exact(waits(lines)),
+    }
+
+
+def last_latency(out: Path) -> dict[str, Any]:
+    for row in reversed(out.read_text(errors="replace").splitlines()):
+        try:
+            got = json.loads(row)["instances"][0].get("latency")
+        except (ValueError, KeyError, IndexError):
+            continue
+        if isinstance(got, dict):
+            return got
+    return {}
+
+
+def json_report(rounds: list[dict[str, Any]]) -> tuple[list[str], int]:
+    out = [
+        "### 1b. Shown by `watch --json` vs exact (ms; relative error; threshold 2%)",
+        "",
+        "| round | spread | window | requests (JSON / logged) | p50 | p95 | p99 | max | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    misses = 0
+    for r in rounds:
+        for name, ex in (("service", r["exact_service"]), ("queue", r["exact_queue"])):
+            for win in ("short", "long"):
+                w = r["json"].get(win) or {}
+                p = w.get(name) or {}
+                got = {k: float(p.get(f"{k}_ms", "nan")) for k in ("p50", "p95", "p99", "max")}
+                errs = {k: rel(got[k], ex[k]) for k in got}
+                ok = max(errs.values()) <= WITHIN_SHOWN and w.get("requests") == r["lines"]
+                misses += not ok
+                cells = [f"{got[k]:.3f} vs {ex[k]:.3f} ({errs[k]:.2%})" for k in got]
+                out.append(
+                    f"| {r['label']} | {name} | {w.get('seconds')} s | {w.get('requests')} / "
+                    f"{r['lines']} | " + " | ".join(cells) + f" | {verdict(ok)} |"
+                )
+    return [*out, "", f"**{misses} miss(es) in 1b.**", ""], misses
 
 
 def run_wrk(proc: Any, load: str, seconds: float) -> tuple[dict[str, Any], dict[int, int]]:
@@ -357,11 +437,19 @@ def main() -> None:
                 rounds.append(r)
                 print(f"{load} {i + 1}: {r['lines']} lines, wrk {r['wrk']['requests']}")
                 time.sleep(1.0)
+        jsons = []
+        for load in LOADS:
+            r = json_round(proc, port, log, offset, args, load)
+            offset = r["offset"]
+            jsons.append(r)
+            print(f"{r['label']}: {r['lines']} lines", flush=True)
+            time.sleep(1.0)
     finally:
         proc.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     check = promtool_check(rounds[0]["view"].export.duration)
-    text = report(rounds, args, started, check) + gap_report(rounds)
+    text = report(rounds, args, started, check)
+    text += json_report(jsons)[0] + gap_report(rounds)
     args.out.write_text("\n".join(head + text))
     print("\n".join(text))
 
