@@ -6,14 +6,13 @@
 - **In, on readiness.** A thread of its own (`reqlog:<address>`) waits on the receiver's
   socket (at most `DRAIN_EVERY` seconds) and drains it: at 10k requests/s a drain once per
   poll would overflow the kernel's buffer, so the lines never wait for a poll. After a
-  drain it rests `BATCH_EVERY` (20 ms), so that each drain takes a batch of lines instead of
-  waking for every burst. Each source's
-  lines are recorded only when their sender is proved to be the master's; lines from a
-  sender proved foreign are refused and counted; lines whose sender could not be proved
-  (uwsgitune not root and the master another user's) are recorded but mark the view
-  untrusted for `SLICES` seconds, so they are shown and never drive an apply. Nothing is
-  drained before the first good poll names the master's pid: lines wait in the kernel's
-  queue (its drops are counted).
+  small drain it rests `BATCH_EVERY` (20 ms), so that each drain takes a batch of lines
+  instead of waking for every burst. Each source's lines are recorded only when their
+  sender is proved to be the master's; lines from a sender proved foreign are refused and
+  counted; lines whose sender could not be proved (uwsgitune not root and the master
+  another user's) are recorded but mark the view untrusted for `SLICES` seconds, so they
+  are shown and never drive an apply. Nothing is drained before the first good poll names
+  the master's pid: lines wait in the kernel's queue (its drops are counted).
 - **Out, once per poll.** `view(frame, frames)` reads the recorder under the lock (the 10 s
   and 60 s windows, the p99 series, the Prometheus totals) and adds what only the stats
   know: coverage (lines recorded ÷ requests counted over the last 60 s) and the mean queue
@@ -45,9 +44,10 @@ from uwsgitune.sources.reqlog import DEFAULT_RCVBUF, Receiver
 DRAIN_EVERY = 0.05  # seconds: the longest a line waits in the socket when others keep coming
 # Seconds the reader rests after a drain, so that the next drain takes a batch: at 10k
 # lines/s a wake per burst of datagrams (every ms or so) costs more than the lines do
-# (bench/results/latency_overhead.md: 15-19 µs per line without the rest, 9 with it). It
-# rests only after a drain that took less than a quarter of what the socket's buffer holds
-# (`LINE_TRUESIZE` a line), so the rest never fills the buffer (the kernel would drop).
+# (bench/results/latency_overhead.md: the reader thread's 14-17 µs per line without the
+# rest, 8-10 with it). It rests only after a drain that took less than a quarter of what
+# the socket's buffer holds (`LINE_TRUESIZE` a line), so the rest never fills the buffer
+# (the kernel would drop).
 BATCH_EVERY = 0.02
 LINE_TRUESIZE = 832  # bytes the kernel charges a queued 100-byte line (sources/reqlog.py)
 SHORT, LONG = 10, 60  # the windows shown (seconds)
