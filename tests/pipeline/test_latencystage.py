@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from tests.support.latency import log_line
 from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline.latencystage import LatencyStage, _little_ms
 from uwsgitune.sources.logsender import SenderCheck
+from uwsgitune.sources.reqlog import Drained, Receiver
 
 
 class Clock:
@@ -157,3 +159,38 @@ def test_littles_law_estimates_the_mean_queue_wait_from_the_listen_queue() -> No
     assert _little_ms(empty, empty[-1]) is None  # a unix socket's queue unknown: no guess
     idle = [rated(i, rps=0.0, sockets=(tcp(queue=3),)) for i in range(3)]
     assert _little_ms(idle, idle[-1]) is None
+
+
+class CountingReceiver(Receiver):
+    """A real receiver that counts the drains asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0))
+        self.drains = 0
+
+    def drain(self, *args: Any, **kwargs: Any) -> Drained:
+        self.drains += 1
+        return super().drain(*args, **kwargs)
+
+
+def test_the_reader_takes_the_lines_in_batches_not_a_wake_per_datagram(
+    sender: socket.socket,
+) -> None:
+    """A line every millisecond for half a second: the reader thread rests `batch_every`
+    after a small drain, so a few dozen drains take all 500 lines (a wake per datagram
+    costs more than the line: bench/results/latency_overhead.md), and none is lost."""
+    rx = CountingReceiver()
+    stage = LatencyStage(rx.address, receiver=rx, batch_every=0.05)
+    stage.set_master(os.getpid())
+    stage.start()
+    try:
+        for i in range(500):
+            send(sender, stage, [log_line(5_000 + i, wid=1 + i % 4)])
+            time.sleep(0.001)
+        end = time.monotonic() + 10
+        while stage.recorder.recorded < 500 and time.monotonic() < end:
+            time.sleep(0.05)
+    finally:
+        stage.close()
+    assert stage.recorder.recorded == 500
+    assert rx.drains <= 60, rx.drains  # ~0.6 s / 0.05 s; a drain per datagram: hundreds

@@ -18,8 +18,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +31,7 @@ import pytest
 from tests.uwsgi_harness import url
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import StatsDoc, parse_stats
-from uwsgitune.launch import UwsgiProcess
+from uwsgitune.launch import UwsgiProcess, free_port
 from uwsgitune.loadgen import LoadResult, run_closed
 from uwsgitune.sources.netlink import Diag
 from uwsgitune.sources.reqlog import LOG_TAIL, Receiver
@@ -72,12 +75,14 @@ def steady(proc: UwsgiProcess) -> LoadResult:
     return run_closed(url(proc, "/hello"), 4, STEADY, max_requests=40_000)
 
 
-def events_under_load(proc: UwsgiProcess) -> tuple[LoadResult, dict[str, float]]:
+def events_under_load(
+    proc: UwsgiProcess, seconds: float = 12.0
+) -> tuple[LoadResult, dict[str, float]]:
     """A bounded load runs while the FIFO `+`, a graceful reload and a worker respawn happen;
     each must complete. Returns the load's result and each event's seconds."""
     out: list[LoadResult] = []
     load = threading.Thread(
-        target=lambda: out.append(run_closed(url(proc, "/hello"), 4, 12.0, max_requests=60_000))
+        target=lambda: out.append(run_closed(url(proc, "/hello"), 4, seconds, max_requests=60_000))
     )
     load.start()
     took: dict[str, float] = {}
@@ -196,3 +201,112 @@ def test_why_not_unix_a_stalled_unix_datagram_reader_blocks_the_master(
 def children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return sorted(int(x) for x in f.read().split())
+
+
+# -- uwsgitune itself stopped, killed, started again -----------------------------------------
+
+UWSGITUNE = Path(sys.executable).parent / "uwsgitune"
+
+
+def udp_bound(port: int) -> tuple[int, int] | None:
+    """(bytes queued, inode) of the UDP socket bound to 127.0.0.1:`port`; None if none."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/udp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == want:
+                return int(fields[4].split(":")[1], 16), int(fields[9])
+    return None
+
+
+def holds(pid: int, inode: int) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    return any(os.readlink(fd) == f"socket:[{inode}]" for fd in fds.iterdir())
+
+
+def watch(proc: UwsgiProcess, port: int, metrics: int, out: Path) -> subprocess.Popen[bytes]:
+    """`uwsgitune watch --plain --latency --metrics-listen` as a user runs it; its socket
+    bound."""
+    cmd = [str(UWSGITUNE), "watch", "--plain", "--interval", "0.5"]
+    cmd += ["--latency", f"127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{metrics}"]
+    with out.open("wb") as f:
+        child = subprocess.Popen([*cmd, proc.stats], stdout=f, stderr=f)
+    end = time.monotonic() + EVENT_TIMEOUT
+    while time.monotonic() < end:
+        bound = udp_bound(port)
+        if bound is not None and holds(child.pid, bound[1]):
+            return child
+        assert child.poll() is None, out.read_text()
+        time.sleep(0.05)
+    raise AssertionError("uwsgitune watch --latency never bound its port")
+
+
+def drained(port: int, timeout: float = EVENT_TIMEOUT) -> bool:
+    """Whether the socket on `port` empties (its reader reads) within `timeout`."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        bound = udp_bound(port)
+        if bound is not None and bound[0] == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def recorded(metrics_port: int) -> int | None:
+    """`uwsgitune_latency_lines_total` on uwsgitune's /metrics; None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    rows = [x for x in text.splitlines() if x.startswith("uwsgitune_latency_lines_total")]
+    return sum(int(float(x.rsplit(" ", 1)[1])) for x in rows)
+
+
+def test_uwsgitune_stopped_or_killed_never_harms_the_instance_and_starts_again(
+    uwsgi: Start, tmp_path: Path
+) -> None:
+    """The tests above stall a bare receiver; this one stops uwsgitune itself (`watch
+    --latency`, as a user runs it) with SIGSTOP, then SIGKILL: under load the app serves and
+    a FIFO `+`, a reload and a respawn complete meanwhile; a new uwsgitune picks the lines
+    up (its socket drains, its /metrics counts the lines)."""
+    with Receiver("127.0.0.1:0") as probe:
+        port = probe.address[1]
+    proc = start(uwsgi, f"socket:127.0.0.1:{port}")
+    first = watch(proc, port, free_port(), tmp_path / "first.log")
+    try:
+        assert run_closed(url(proc, "/hello"), 2, 1.0, max_requests=2000).errors == 0
+        assert drained(port)  # it reads
+        first.send_signal(signal.SIGSTOP)
+        try:
+            load, took = events_under_load(proc, seconds=5.0)
+        except AssertionError as exc:  # say what uWSGI said
+            raise AssertionError(
+                f"{exc}; uWSGI's log ends: {proc.log.read_text()[-1500:]}"
+            ) from exc
+        assert load.ok > 0 and load.errors <= 0.01 * load.sent, load.error_kinds
+        assert set(took) == {"+", "r", "respawn"}
+        queued = udp_bound(port)
+        assert queued is not None and queued[0] > 0  # the stop was real: lines wait unread
+        first.send_signal(signal.SIGKILL)
+        first.wait(5)
+        assert udp_bound(port) is None  # killed: nobody on the port
+        assert run_closed(url(proc, "/hello"), 2, 1.0, max_requests=2000).errors == 0
+    finally:
+        first.send_signal(signal.SIGCONT)
+        first.kill()
+        first.wait(5)
+    metrics = free_port()
+    again = watch(proc, port, metrics, tmp_path / "again.log")
+    try:
+        served = run_closed(url(proc, "/hello"), 2, 1.5, max_requests=2000)
+        assert served.errors == 0 and served.ok > 0
+        assert drained(port)  # the new uwsgitune reads what keeps coming
+        end = time.monotonic() + EVENT_TIMEOUT
+        while (recorded(metrics) or 0) < served.ok // 2:  # and records it
+            assert time.monotonic() < end, (recorded(metrics), served.ok)
+            time.sleep(0.2)
+        assert proc.alive()
+    finally:
+        again.kill()
+        again.wait(5)

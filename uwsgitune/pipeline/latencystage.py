@@ -5,13 +5,14 @@
 
 - **In, on readiness.** A thread of its own (`reqlog:<address>`) waits on the receiver's
   socket (at most `DRAIN_EVERY` seconds) and drains it: at 10k requests/s a drain once per
-  poll would overflow the kernel's buffer, so the lines never wait for a poll. Each source's
-  lines are recorded only when their sender is proved to be the master's; lines from a
-  sender proved foreign are refused and counted; lines whose sender could not be proved
-  (uwsgitune not root and the master another user's) are recorded but mark the view
-  untrusted for `SLICES` seconds, so they are shown and never drive an apply. Nothing is
-  drained before the first good poll names the master's pid: lines wait in the kernel's
-  queue (its drops are counted).
+  poll would overflow the kernel's buffer, so the lines never wait for a poll. After a
+  small drain it rests `BATCH_EVERY` (20 ms), so that each drain takes a batch of lines
+  instead of waking for every burst. Each source's lines are recorded only when their
+  sender is proved to be the master's; lines from a sender proved foreign are refused and
+  counted; lines whose sender could not be proved (uwsgitune not root and the master
+  another user's) are recorded but mark the view untrusted for `SLICES` seconds, so they
+  are shown and never drive an apply. Nothing is drained before the first good poll names
+  the master's pid: lines wait in the kernel's queue (its drops are counted).
 - **Out, once per poll.** `view(frame, frames)` reads the recorder under the lock (the 10 s
   and 60 s windows, the p99 series, the Prometheus totals) and adds what only the stats
   know: coverage (lines recorded ÷ requests counted over the last 60 s) and the mean queue
@@ -41,6 +42,14 @@ from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import DEFAULT_RCVBUF, Receiver
 
 DRAIN_EVERY = 0.05  # seconds: the longest a line waits in the socket when others keep coming
+# Seconds the reader rests after a drain, so that the next drain takes a batch: at 10k
+# lines/s a wake per burst of datagrams (every ms or so) costs more than the lines do
+# (bench/results/latency_overhead.md: the reader thread's 14-17 µs per line without the
+# rest, 8-10 with it). It rests only after a drain that took less than a quarter of what
+# the socket's buffer holds (`LINE_TRUESIZE` a line), so the rest never fills the buffer
+# (the kernel would drop).
+BATCH_EVERY = 0.02
+LINE_TRUESIZE = 832  # bytes the kernel charges a queued 100-byte line (sources/reqlog.py)
 SHORT, LONG = 10, 60  # the windows shown (seconds)
 LITTLE_SECONDS = 10.0  # the span of the Little's-law estimate
 # The receiver's counters a view adds to the parser's faults (`LatencyView.faults`' keys,
@@ -61,6 +70,7 @@ class LatencyStage:
         check: SenderCheck | None = None,
         receiver: Receiver | None = None,
         clock: Callable[[], float] = time.monotonic,
+        batch_every: float = BATCH_EVERY,
     ) -> None:
         self.receiver = receiver if receiver is not None else Receiver(address, rcvbuf=rcvbuf)
         host, port = self.receiver.address
@@ -68,6 +78,7 @@ class LatencyStage:
         self.recorder = LatencyRecorder(top)
         self._check = check
         self._clock = clock
+        self._batch_every = batch_every
         self._lock = threading.Lock()
         self.master_pid = 0
         self.refused = 0
@@ -93,6 +104,7 @@ class LatencyStage:
 
     def _read(self) -> None:
         fd = self.receiver.fileno()
+        quarter = max(1, self.receiver.rcvbuf // LINE_TRUESIZE // 4)
         while not self._stop.is_set():
             if self.master_pid <= 0:  # nothing to prove the senders against yet
                 self._stop.wait(DRAIN_EVERY)
@@ -102,11 +114,14 @@ class LatencyStage:
             except (OSError, ValueError):  # closed under us: the stage is closing
                 return
             if ready:
+                before = self.receiver.totals.received
                 try:
                     self.drain_once()
                 except Exception as exc:  # a bug: said, and the reading goes on
                     self.drain_error = f"request log reader failed: {exc!r}"
                     self._stop.wait(1.0)
+                if self.receiver.totals.received - before < quarter:
+                    self._stop.wait(self._batch_every)
 
     def drain_once(self) -> int:
         """Drain what is queued now and record it; the lines recorded. (The reader thread's
