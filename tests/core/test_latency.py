@@ -368,3 +368,35 @@ def test_the_running_sums_answer_as_merging_every_second(
                 sums = running._running[seconds]
                 assert set(sums.workers) == {w for s in sums.kept for w in s.workers}
                 assert set(sums.routes) == {r for s in sums.kept for r in s.routes}
+
+
+def test_the_whole_time_of_each_stamped_request_has_its_own_percentiles() -> None:
+    """Queue wait + service of each request, not the sum of their percentiles (which
+    overstates the tail when a long wait and a long service do not come together)."""
+    from tests.support.latency import log_line
+
+    rng = random.Random(5)
+    lines, wholes = [], []
+    for _ in range(2000):
+        service = int(rng.lognormvariate(math.log(20_000), 0.6))
+        wait = int(rng.lognormvariate(math.log(5_000), 1.0))
+        read = T0 - (T0 - wait) // 1000 * 1000  # nginx's stamp is in ms: the wait read
+        lines.append(log_line(service, start_us=T0, wait_us=wait))
+        wholes.append(read + service)
+    lines.append(log_line(1000, start_us=T0, wait_us=-50_000))  # the proxy's clock ahead
+    wholes.append(1000)  # a negative wait counts as 0
+    lines.append(log_line(1000, start_us=T0, wait_us=400 * 10**6))  # absurd: not recorded
+    rec = LatencyRecorder()
+    rec.ingest(lines[:1000], now=40.0)
+    rec.ingest(lines[1000:], now=41.0)  # a closed second and the open one
+    for seconds in (10, 60, 5):  # the running sums and a plain merge
+        w = rec.window(41.0, seconds)
+        assert w.total is not None and w.queue is not None and w.service is not None
+        assert w.total.count == len(wholes)
+        for q, got in ((0.5, w.total.p50_ms), (0.95, w.total.p95_ms), (0.99, w.total.p99_ms)):
+            assert near(got, exact(wholes, q)), (seconds, q)
+        assert w.total.max_ms == max(wholes) / 1e3
+        assert w.total.p99_ms < w.queue.p99_ms + w.service.p99_ms  # the sum overstates
+    unstamped = LatencyRecorder()
+    unstamped.ingest([line(1000)] * 10, now=1.0)
+    assert unstamped.window(1.0, 10).total is None

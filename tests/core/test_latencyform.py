@@ -14,7 +14,17 @@ from uwsgitune.core.latencyform import empty_export, latency_summary, view_from_
 from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.render import jsonview
 
-WINDOW_KEYS = {"seconds", "requests", "service", "queue", "workers", "routes", "status", "stamps"}
+WINDOW_KEYS = {
+    "seconds",
+    "requests",
+    "service",
+    "queue",
+    "total",
+    "workers",
+    "routes",
+    "status",
+    "stamps",
+}
 
 
 def test_the_summary_is_the_view_without_its_export_and_no_request() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,9 +46,15 @@ def test_stamped_waits_add_at_the_quantile_and_service_alone_names_the_cause() -
     view = lognormal_view(median_us=20_000, sigma=0.3, wait_median_us=150_000)
     r = read_latency(view, target, view.short, min_requests=200, min_coverage=0.7)
     assert r.basis == "stamped" and r.problem is None
-    assert r.queue is not None and r.service is not None
-    assert r.observed_ms == pytest.approx(r.queue.p99_ms + r.service.p99_ms)
+    assert r.queue is not None and r.service is not None and view.short.total is not None
+    # each request's wait + service, not the sum of the two p99s (which overstates it)
+    assert r.observed_ms == pytest.approx(view.short.total.p99_ms)
+    assert r.observed_ms < r.queue.p99_ms + r.service.p99_ms
     assert r.missed and r.cause == "queue" and r.near
+    # under WHOLE_SHARE of the requests stamped: the sum, an upper bound
+    few = replace(view, short=replace(view.short, total=replace(view.short.total, count=10)))
+    r = read_latency(few, target, few.short, min_requests=200, min_coverage=0.7)
+    assert r.observed_ms == pytest.approx(r.queue.p99_ms + r.service.p99_ms)  # type: ignore[union-attr]
     slow = lognormal_view(median_us=300_000, sigma=0.3, wait_median_us=1_000)
     r = read_latency(slow, target, slow.short, min_requests=200, min_coverage=0.7)
     assert r.cause == "service"

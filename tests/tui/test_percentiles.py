@@ -55,8 +55,11 @@ def test_with_a_stamp_the_queue_wait_has_its_own_percentiles() -> None:
     assert queue is not None
     assert lines[3].startswith("queue   10s") and ms(queue.p99_ms) in lines[3]
     assert lines[4].strip().startswith("60s")
+    total = view.short.total  # each request's wait + service
+    assert total is not None
+    assert lines[5].startswith("total   10s") and ms(total.p99_ms) in lines[5]
     assert "estimate" not in plain(header_lines(view))
-    assert "stamp t=seconds (nginx ${msec})" in lines[5]
+    assert "stamp t=seconds (nginx ${msec})" in lines[6]
 
 
 def test_marks_untrusted_data_a_format_mismatch_and_a_silent_log() -> None:

@@ -214,13 +214,14 @@ class _Running:
     they leave it, so that reading a window merges one second (the open one), not sixty.
     Maxima cannot be taken out: they are read from the seconds themselves (a few numbers)."""
 
-    __slots__ = ("kept", "queue", "routes", "seconds", "service", "workers")
+    __slots__ = ("kept", "queue", "routes", "seconds", "service", "whole", "workers")
 
     def __init__(self, seconds: int) -> None:
         self.seconds = seconds
         self.kept: deque[_KeptSlice] = deque()
         self.service = _Sum()
         self.queue = _Sum()
+        self.whole = _Sum()
         self.workers: dict[int, _Sum] = {}
         self.routes: dict[str, _Sum] = {}
 
@@ -228,6 +229,7 @@ class _Running:
         self.kept.append(s)
         self.service.add(s.service)
         self.queue.add(s.queue)
+        self.whole.add(s.whole)
         for wid, part in s.workers.items():
             self.workers.setdefault(wid, _Sum()).add(part)
         for name, part in s.routes.items():
@@ -239,6 +241,7 @@ class _Running:
             s = self.kept.popleft()
             self.service.drop(s.service)
             self.queue.drop(s.queue)
+            self.whole.drop(s.whole)
             _drop_all(self.workers, s.workers)
             _drop_all(self.routes, s.routes)
 
@@ -266,6 +269,7 @@ class _Slice:
         "service",
         "status",
         "unstamped",
+        "whole",
         "workers",
     )
 
@@ -273,6 +277,7 @@ class _Slice:
         self.second = second
         self.service = _Part()
         self.queue = _Part()
+        self.whole = _Part()  # queue wait + service time of each stamped request
         self.behind: Hist = {}  # |raw wait| of the negative ones, for the skew
         self.workers: dict[int, _Part] = {}
         self.routes: dict[str, _Part] = {}
@@ -293,6 +298,8 @@ class _SliceView(Protocol):
     def service(self) -> _PartView: ...
     @property
     def queue(self) -> _PartView: ...
+    @property
+    def whole(self) -> _PartView: ...
     @property
     def behind(self) -> Counts: ...
     @property
@@ -322,6 +329,7 @@ class _KeptSlice:
         self.second = s.second
         self.service = _Kept(s.service)
         self.queue = _Kept(s.queue)
+        self.whole = _Kept(s.whole)
         self.behind = FrozenHist(s.behind)
         self.workers = {wid: _Kept(p) for wid, p in s.workers.items()}
         self.routes = {name: _Kept(p) for name, p in s.routes.items()}
@@ -333,6 +341,16 @@ class _KeptSlice:
         self.negative = s.negative
         self.absurd = s.absurd
         self.bad_stamp = s.bad_stamp
+
+
+def _add(part: _Part, v: int) -> None:
+    """One value (µs) into a part: its bucket, its sum, its maximum."""
+    i = _ceil(_log(v) * _INV) if v > 0 else ZERO
+    hist = part.hist
+    hist[i] = hist.get(i, 0) + 1
+    part.total += v
+    if v > part.top:
+        part.top = v
 
 
 def percentiles(part: _PartView) -> Percentiles | None:
@@ -380,7 +398,7 @@ class LatencyRecorder:
         hist = service.hist
         total, top = service.total, service.top
         workers, routes, route_of, status = s.workers, s.routes, self._route_of, s.status
-        stamped: list[tuple[int, bytes]] = []
+        stamped: list[tuple[int, bytes, int]] = []
         recorded = unstamped = 0
         for got in lines:
             if type(got) is not tuple:
@@ -409,7 +427,7 @@ class LatencyRecorder:
             if stamp is None:
                 unstamped += 1
             else:
-                stamped.append((start, stamp))
+                stamped.append((start, stamp, v))
         service.total, service.top = total, top
         s.unstamped += unstamped
         if stamped:
@@ -418,12 +436,12 @@ class LatencyRecorder:
         self.recorded += recorded
         return recorded
 
-    def _stamps(self, s: _Slice, stamped: list[tuple[int, bytes]]) -> None:
-        queue = s.queue
+    def _stamps(self, s: _Slice, stamped: list[tuple[int, bytes, int]]) -> None:
+        queue, whole = s.queue, s.whole
         hist, formats = queue.hist, s.formats
         total, top = queue.total, queue.top
         nginx = 0
-        for start, stamp in stamped:
+        for start, stamp, served in stamped:
             if stamp[:2] == b"t=" and len(stamp) == 16 and stamp[12] == 46:
                 # nginx's t=${msec}, as parse_stamp reads it, in line (the common case)
                 text = stamp[2:12] + stamp[13:]
@@ -451,8 +469,11 @@ class LatencyRecorder:
                 s.negative += 1
                 hist[ZERO] = hist.get(ZERO, 0) + 1  # counted as a wait of 0
                 loghist.record(s.behind, -v)
+                v = 0
             else:
                 s.absurd += 1
+                continue
+            _add(whole, v + served)  # the request's whole time: its wait, then its service
         queue.total, queue.top = total, top
         if nginx:
             formats[NGINX] = formats.get(NGINX, 0) + nginx
@@ -516,10 +537,10 @@ class LatencyRecorder:
         slices = self._recent(now, seconds)
         running = self._running.get(seconds)
         if running is None:
-            service, queue, workers, routes = _merge(slices)
+            service, queue, whole, workers, routes = _merge(slices)
         else:
             running.expire(int(now))
-            service, queue, workers, routes = _merge_running(running, slices, self._open)
+            service, queue, whole, workers, routes = _merge_running(running, slices, self._open)
         status = [0] * len(STATUS_CLASSES)
         for s in slices:
             for i, n in enumerate(s.status):
@@ -530,6 +551,7 @@ class LatencyRecorder:
             requests=sum(status),
             service=percentiles(service),
             queue=percentiles(queue),
+            total=percentiles(whole),
             workers=dict(sorted(shown.items())),
             routes=self._top_routes(routes, service.total),
             status=dict(zip(STATUS_CLASSES, status, strict=True)),
@@ -592,22 +614,23 @@ class LatencyRecorder:
         )
 
 
-Merged = tuple[_Part, _Part, dict[int, _Part], dict[str, _Part]]
+Merged = tuple[_Part, _Part, _Part, dict[int, _Part], dict[str, _Part]]
 
 
 def _merge(slices: list[_SliceView]) -> Merged:
     """Service, queue, per worker and per route, merged from each second (any window)."""
-    service, queue = _Part(), _Part()
+    service, queue, whole = _Part(), _Part(), _Part()
     workers: dict[int, _Part] = {}
     routes: dict[str, _Part] = {}
     for s in slices:
         service.absorb(s.service)
         queue.absorb(s.queue)
+        whole.absorb(s.whole)
         for wid, part in s.workers.items():
             workers.setdefault(wid, _Part()).absorb(part)
         for name, part in s.routes.items():
             routes.setdefault(name, _Part()).absorb(part)
-    return service, queue, workers, routes
+    return service, queue, whole, workers, routes
 
 
 def _merge_running(running: _Running, slices: list[_SliceView], open_: _Slice) -> Merged:
@@ -619,6 +642,9 @@ def _merge_running(running: _Running, slices: list[_SliceView], open_: _Slice) -
     queue = running.queue.with_open(
         live.queue if live else None, max(s.queue.top for s in slices) if slices else 0
     )
+    whole = running.whole.with_open(
+        live.whole if live else None, max(s.whole.top for s in slices) if slices else 0
+    )
     workers: dict[int, _Part] = {}
     for wid in set(running.workers) | set(live.workers if live else ()):
         top = max((s.workers[wid].top for s in slices if wid in s.workers), default=0)
@@ -629,7 +655,7 @@ def _merge_running(running: _Running, slices: list[_SliceView], open_: _Slice) -
         top = max((s.routes[name].top for s in slices if name in s.routes), default=0)
         part = live.routes.get(name) if live else None
         routes[name] = running.routes.get(name, _Sum()).with_open(part, top)
-    return service, queue, workers, routes
+    return service, queue, whole, workers, routes
 
 
 def _prom(part: _Part) -> PromHistogram:

@@ -73,6 +73,7 @@ def _window(data: Mapping[str, Any]) -> LatencyWindow:
         routes=tuple(RouteLatency(**_known(RouteLatency, r)) for r in data.get("routes", ())),
         status={str(k): int(v) for k, v in data.get("status", {}).items()},
         stamps=StampReport(**_known(StampReport, data["stamps"])),
+        total=_percentiles(data.get("total")),  # absent in recordings made before it
     )
 
 

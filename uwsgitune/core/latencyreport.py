@@ -72,6 +72,9 @@ class LatencyWindow:
     routes: tuple[RouteLatency, ...]  # by share of service time, then OTHER
     status: Mapping[str, int]  # STATUS_CLASSES -> requests
     stamps: StampReport
+    # queue wait + service time of each stamped request: the percentiles of the whole time,
+    # exact within 0.5% (the sum of the two percentiles above overstates them)
+    total: Percentiles | None = None
 
 
 @dataclass(frozen=True)

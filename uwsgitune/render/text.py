@@ -133,6 +133,9 @@ def latency_lines(view: LatencyView) -> list[str]:
     if view.stamped:
         lines.append(f"  queue     {_spread(view.short.queue, 10)}")
         lines.append(f"  {'':<9} {_spread(view.long.queue, 60)}")
+        if view.long.total is not None:  # each request's wait + service
+            lines.append(f"  total     {_spread(view.short.total, 10)}")
+            lines.append(f"  {'':<9} {_spread(view.long.total, 60)}")
     elif view.little_wait_ms is not None:
         lines.append(
             f"  queue     ≈ {ms(view.little_wait_ms)} mean, an estimate (Little's law on the "

@@ -141,6 +141,8 @@ def header_lines(view: LatencyView, frame: Frame | None = None) -> list[Text]:
     if view.stamped:
         lines.append(spread_row("queue   10s", view.short, view.short.queue))
         lines.append(spread_row("        60s", view.long, view.long.queue))
+        if view.short.total is not None:  # each request's wait + service
+            lines.append(spread_row("total   10s", view.short, view.short.total))
     lines.append(_status(view))
     return lines + marks(view, frame)
 
