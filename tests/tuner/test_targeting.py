@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.support.frames import series, tcp
 from tests.support.latency import lognormal_view
+from tests.tuner.plant import Plant
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
@@ -237,3 +238,26 @@ def test_a_service_time_miss_on_oversubscribed_cpus_lets_the_pool_shrink() -> No
     d = decide(frames, TunerState(), TARGET, 13.0, slow)
     assert (d.action, d.code) == ("down", "cpu-oversubscribed") and d.desired < 16
     assert d.evidence["service_p99_ms"] > 250  # type: ignore[operator]
+
+
+def _plant_frames(clients: int) -> list[Frame]:
+    plant = Plant(live=4, workers_max=16, cpu_ms=1, io_ms=30, clients=clients, noise=0.0)
+    return [plant.frame(float(t)) for t in range(30)]
+
+
+def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
+    """The throughput tuner steps up on a short queue (`saturated`); with the target met with
+    room, the target decides: hold (the bench's pool went 5 → 7 at p99 75% of its target).
+    A backlog past the workers' count still grows, and near the target the queue counts."""
+    frames = _plant_frames(6)  # 4 workers, all busy, 2 queued
+    plain = decide(frames, TunerState(), PLAIN, now=29.0)
+    assert (plain.action, plain.code) == ("up", "saturated")
+    met = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert (met.action, met.code, met.desired) == ("hold", "latency-met", 4)
+    assert "met" in met.reason and "saturated" in met.reason
+    backlog = decide(
+        _plant_frames(12), TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST)
+    )
+    assert backlog.action == "up"  # 8 waiting on 4 workers
+    near = lognormal_view(median_us=110_000, sigma=0.3)  # p99 ~220 ms: within 20% of 250
+    assert decide(frames, TunerState(), TARGET, now=29.0, latency=near).action == "up"

@@ -38,12 +38,15 @@ The rules, in order (`RULES`):
    (`latency-near`); Little's law's spare workers are not added (the target, met, decides).
 6. **Room** (under 80% of the target): a steady, unsaturated pool (no listen queue) steps
    down by `probe_step` (at least one; `latency-room`), never below the requests in service
-   (Little's L over the down window), the floor, or the latency floor; Little's-law growth
-   is held (`latency-met`). Throughput shrinks pass, but Little's law's and a fallen load's
+   (Little's L over the down window), the floor, or the latency floor; the throughput
+   tuner's growth is held (`latency-met`): Little's law's spare workers, and a short queue
+   that costs the target nothing (`saturated`), unless more connections wait than there are
+   workers (a backlog the next window will show). Throughput shrinks pass, but Little's law's and a fallen load's
    stop at the latency floor (`latency-floor`).
 
 **The latency floor** (`TunerState.latency_floor`): one above a count that missed the target
-by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`):
+by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`)
+while the target was near, missed or could not be judged:
 fewer workers were too few for this load, so no shrink goes under it (but a safety move).
 It is forgotten when the requests in service and queued fall below `1 - model_band` of
 what they were when it was learned (a new, lighter load), after `reprobe_after`, or when a
@@ -157,6 +160,12 @@ def _idle(f: Measures) -> bool:
     return not queued and (f.busy_ratio or 0.0) < IDLE_BUSY
 
 
+def _backlog(f: Measures) -> bool:
+    """More connections waiting in the listen queue than there are live workers: a backlog
+    the next window's percentiles will show, grown out of now."""
+    return (f.queue_now or 0.0) > f.live
+
+
 def _stride(live: int, s: TunerSettings) -> int:
     return max(1, math.ceil(live * s.probe_step))
 
@@ -227,7 +236,9 @@ def _near(
 def _room(
     p: Proposal, f: Measures, st: TunerState, s: TunerSettings, r: LatencyReading
 ) -> Proposal:
-    if p.desired > f.live and p.code in GROW_CODES:
+    if p.desired > f.live and (p.code in GROW_CODES or not _backlog(f)):
+        # the target, met with room, decides: a short queue that costs it nothing is no
+        # reason for more workers (only a queue past the workers' count is: it grows)
         return Proposal(f.live, "latency-met", f"{_qualify(r)}: met; {p.reason}, not needed")
     floor = st.latency_floor
     if p.code in FLOORED and floor is not None and p.desired < min(floor, f.live):
@@ -270,10 +281,11 @@ def constrain(
     if problem is not None:
         ev["latency_unjudged"] = problem
     st = _floor_kept(st, f, s)
-    if p.code == "saturated" and p.desired > f.live:  # a queue at this count, at this load
-        st = _floored(st, f)
+    queued = p.code == "saturated" and p.desired > f.live  # a queue at this count, this load
     if p.urgent:
         return Constrained(p, st, ev)
+    if queued and (r is None or problem is not None or r.near):
+        st = _floored(st, f)  # a queue that costs the target (or cannot be judged) floors
     if problem is not None or r is None:
         why = problem or "no reading"
         if p.desired < f.live:
