@@ -246,9 +246,10 @@ def _plant_frames(clients: int) -> list[Frame]:
 
 
 def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
-    """The throughput tuner steps up on a short queue (`saturated`); with the target met with
-    room, the target decides: hold (the bench's pool went 5 → 7 at p99 75% of its target).
-    A backlog past the workers' count still grows, and near the target the queue counts."""
+    """The throughput tuner steps up on a short queue (`saturated`); with the target met, the
+    target decides: hold, with room and within 20% of it alike (the bench's pool went 5 → 7
+    at p99 75% of its target, and 5 → 6 at 80%). A backlog past the workers' count still
+    grows, and so does a miss from queue wait."""
     frames = _plant_frames(6)  # 4 workers, all busy, 2 queued
     plain = decide(frames, TunerState(), PLAIN, now=29.0)
     assert (plain.action, plain.code) == ("up", "saturated")
@@ -260,4 +261,7 @@ def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
     )
     assert backlog.action == "up"  # 8 waiting on 4 workers
     near = lognormal_view(median_us=110_000, sigma=0.3)  # p99 ~220 ms: within 20% of 250
-    assert decide(frames, TunerState(), TARGET, now=29.0, latency=near).action == "up"
+    held = decide(frames, TunerState(), TARGET, now=29.0, latency=near)
+    assert (held.action, held.code) == ("hold", "latency-met")
+    missed = lognormal_view(**FAST, wait_median_us=150_000)  # the wait for a worker past it
+    assert decide(frames, TunerState(), TARGET, now=29.0, latency=missed).action == "up"

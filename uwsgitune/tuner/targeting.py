@@ -35,18 +35,20 @@ The rules, in order (`RULES`):
    its move down from a pool oversubscribing the CPUs (`cpu-oversubscribed`): there the
    service time includes each request's wait for a CPU, which fewer workers shorten.
 5. **Within 20% of the target** (`NEAR`): no shrink, for throughput or latency
-   (`latency-near`); Little's law's spare workers are not added (the target, met, decides).
+   (`latency-near`); no growth either while the target is met (`latency-met`: the target
+   decides, and only a miss from queue wait grows), unless more connections wait than
+   there are workers (a backlog the next window will show).
 6. **Room** (under 80% of the target): a steady, unsaturated pool (no listen queue) steps
    down by `probe_step` (at least one; `latency-room`), never below the requests in service
    (Little's L over the down window), the floor, or the latency floor; the throughput
    tuner's growth is held (`latency-met`): Little's law's spare workers, and a short queue
    that costs the target nothing (`saturated`), unless more connections wait than there are
-   workers (a backlog the next window will show). Throughput shrinks pass, but Little's law's and a fallen load's
-   stop at the latency floor (`latency-floor`).
+   workers (a backlog the next window will show). Throughput shrinks pass, but Little's
+   law's and a fallen load's stop at the latency floor (`latency-floor`).
 
 **The latency floor** (`TunerState.latency_floor`): one above a count that missed the target
 by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`)
-while the target was near, missed or could not be judged:
+while the target was missed or could not be judged:
 fewer workers were too few for this load, so no shrink goes under it (but a safety move).
 It is forgotten when the requests in service and queued fall below `1 - model_band` of
 what they were when it was learned (a new, lighter load), after `reprobe_after`, or when a
@@ -228,7 +230,7 @@ def _near(
             f"({p.code} wanted {p.desired})"
         )
         return Proposal(f.live, "latency-near", why)
-    if p.desired > f.live and p.code in GROW_CODES:
+    if p.desired > f.live and not r.missed and (p.code in GROW_CODES or not _backlog(f)):
         return Proposal(f.live, "latency-met", f"{_qualify(r)}: met; {p.reason}, not needed")
     return p
 
@@ -284,7 +286,7 @@ def constrain(
     queued = p.code == "saturated" and p.desired > f.live  # a queue at this count, this load
     if p.urgent:
         return Constrained(p, st, ev)
-    if queued and (r is None or problem is not None or r.near):
+    if queued and (r is None or problem is not None or r.missed):
         st = _floored(st, f)  # a queue that costs the target (or cannot be judged) floors
     if problem is not None or r is None:
         why = problem or "no reading"
