@@ -15,11 +15,12 @@ from uwsgitune.launch import IniValue, UwsgiProcess
 
 DATA = Path(__file__).resolve().parent / "data"
 
-# Two test processes (`-n 2`, pyproject.toml): most real-uWSGI tests wait on sockets, polls
-# and reloads, not on the CPUs. The tests whose verdict rests on measuring the CPUs under
-# load (the tuner's and sweep's sizing, the throughput comparisons) share one group (one
-# process) and take turns with the rest: while one of them runs, the other process waits
-# (`_cpu_turns`), so they see what a serial run sees.
+# Three test processes on two CPUs (`-n 3`, pyproject.toml): most real-uWSGI tests wait on
+# sockets, polls, reloads and uWSGI's 1 s master cycle, not on the CPUs (through a run with
+# two, the CPUs sat idle about half the time). The tests whose verdict rests on measuring
+# the CPUs under load (the tuner's and sweep's sizing, the throughput comparisons) share
+# one group (one process) and take turns with the rest: while one of them runs, the other
+# processes wait (`_cpu_turns`), so they see what a serial run sees.
 CPU_GROUP = frozenset(
     {
         "actuate/test_real_guards.py",
