@@ -15,6 +15,7 @@ never-harm tests run over that unix socket fail (the master's stats stop answeri
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -32,7 +33,7 @@ from tests.uwsgi_harness import url
 from uwsgitune.core.address import parse_address
 from uwsgitune.core.model import StatsDoc, parse_stats
 from uwsgitune.launch import UwsgiProcess, free_port
-from uwsgitune.loadgen import LoadResult, run_closed
+from uwsgitune.loadgen import LoadResult, LoadRun, run_closed
 from uwsgitune.sources.netlink import Diag
 from uwsgitune.sources.reqlog import LOG_TAIL, Receiver
 from uwsgitune.sources.stats import read_stats
@@ -79,11 +80,11 @@ def events_under_load(
     proc: UwsgiProcess, seconds: float = 12.0
 ) -> tuple[LoadResult, dict[str, float]]:
     """A bounded load runs while the FIFO `+`, a graceful reload and a worker respawn happen;
-    each must complete. Returns the load's result and each event's seconds."""
+    each must complete, and the instance serves on after them. Returns the load's result and
+    each event's seconds. The load ends once that is shown (`seconds` at most)."""
     out: list[LoadResult] = []
-    load = threading.Thread(
-        target=lambda: out.append(run_closed(url(proc, "/hello"), 4, seconds, max_requests=60_000))
-    )
+    run = LoadRun(url(proc, "/hello"), duration=seconds, max_requests=60_000)
+    load = threading.Thread(target=lambda: out.append(asyncio.run(run.closed_loop(4))))
     load.start()
     took: dict[str, float] = {}
     try:
@@ -105,7 +106,12 @@ def events_under_load(
             lambda d: any(w.id == victim.id and w.pid not in (0, victim.pid) for w in d.workers),
             "worker respawn",
         )
+        served = run.result.ok
+        end = time.monotonic() + EVENT_TIMEOUT
+        while run.result.ok < served + 100 and load.is_alive() and time.monotonic() < end:
+            time.sleep(0.05)
     finally:
+        run.stop()
         load.join(30)
     assert not load.is_alive() and out
     return out[0], took
