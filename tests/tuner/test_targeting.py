@@ -265,3 +265,22 @@ def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
     assert (held.action, held.code) == ("hold", "latency-met")
     missed = lognormal_view(**FAST, wait_median_us=150_000)  # the wait for a worker past it
     assert decide(frames, TunerState(), TARGET, now=29.0, latency=missed).action == "up"
+
+
+def test_a_count_just_probed_down_is_judged_by_its_own_window() -> None:
+    """The bench's pool was probed 5 → 4, and 8 s later, before the 10 s window at 4 was
+    whole, the throughput tuner's `saturated` took it to 6 (then 5 → 7): with a target,
+    growth waits for the count's own window unless a backlog past the workers waits."""
+    plant = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(25)]
+    plant.live = 4  # probed down 5 s ago
+    frames += [plant.frame(float(t)) for t in range(25, 30)]
+    assert decide(frames, TunerState(), PLAIN, now=29.0).code == "saturated"
+    d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert (d.action, d.code, d.desired) == ("wait", "latency-unknown", 4)
+    assert "the latency target decides at this count" in d.reason
+    plant.clients = 14  # 10 waiting on 4 workers: a backlog grows at once
+    frames[-1] = plant.frame(29.0)
+    frames[-2] = plant.frame(28.0)
+    d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert d.action == "up"

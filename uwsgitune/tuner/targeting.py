@@ -21,7 +21,10 @@ The rules, in order (`RULES`):
    coverage below `latency_min_coverage`, no line for a while, fewer than
    `latency_min_requests` requests, or no window at this count yet: a move down waits
    (`latency-unknown`, saying which); anything else passes (more workers never break a
-   target). Such data never drives a change.
+   target). Such data never drives a change. One exception: a count just changed (no
+   window at it yet) is judged by its own window, so the throughput tuner's growth waits
+   for it too (a short queue in the seconds after a probe down is no verdict on the
+   count), unless more connections wait than there are workers.
 3. **A miss from queue wait** (service time alone under the target, the wait on top past
    it): grow by `probe_step` of the pool (at least one), or as far as the throughput tuner
    wanted (`latency-queue`); fewer workers than that missed it, so latency-driven shrinks
@@ -82,6 +85,7 @@ CPU_SHARED = frozenset({"cpu-oversubscribed"})
 # shrinks a count that missed the target by queue wait stops (`TunerState.latency_floor`)
 FLOORED = frozenset({"littles-law-down", "load-fell"})
 IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
+MEASURING = "measuring latency at this count"  # a count just changed: its window not yet whole
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ def reading_at_count(
         return None, "no request log (--latency)"
     at_count = [w for w in (view.short, view.long) if w.seconds <= age]
     if not at_count:
-        return None, f"measuring latency at this count ({age:.0f}s of {view.short.seconds}s)"
+        return None, f"{MEASURING} ({age:.0f}s of {view.short.seconds}s)"
     readings = [
         read_latency(
             view,
@@ -286,7 +290,13 @@ def constrain(
     queued = p.code == "saturated" and p.desired > f.live  # a queue at this count, this load
     if p.urgent:
         return Constrained(p, st, ev)
-    if queued and (r is None or problem is not None or r.missed):
+    measuring = problem is not None and problem.startswith(MEASURING)
+    if measuring and p.desired > f.live and not _backlog(f):
+        # a count just changed (a probe down): its own window decides, not a queue seen in
+        # the seconds after the move; a miss from queue wait grows it then
+        wait = f"wants {p.desired} ({p.code}) but the latency target decides at this count: "
+        return Constrained(p, st, ev, wait + (problem or ""))
+    if queued and (r is None or (problem is not None and not measuring) or r.missed):
         st = _floored(st, f)  # a queue that costs the target (or cannot be judged) floors
     if problem is not None or r is None:
         why = problem or "no reading"
