@@ -1,0 +1,377 @@
+"""An instance's frames rebuilt from its Prometheus series, for the same rules. Pure.
+
+Theory of operation
+-------------------
+`recommend --prometheus` reads each instance's signals (core/promsignals.py) on a step grid:
+`SeriesSet` gathers a range query's answers into one `InstanceSeries` per instance (its
+label set, the socket labels and `worker_id` aside), an array of floats per signal, NaN
+where Prometheus had no sample. `rebuild` folds one instance's grid into frames the way
+`core/derive.py`'s `Tracker` folds polls:
+
+- a step where `uwsgi_up` or a worker counter has no sample is a gap: no frame; the next
+  step with data rates against the last one before the gap (a longer `dt`), as a poll after
+  failed polls does. `uwsgi_up 0` is an error frame (no rates).
+- a step whose summed counters went down is a reload (uWSGI resets every slot on `r`; the
+  daemon's `uwsgitune_reloads_seen_total` growing says the same): no rates, and the next
+  step rates from it. Counters are never differenced across a reset.
+- rates are exact growths between the two steps' samples: requests/s, exceptions/s,
+  Little's L = Δrunning_time/Δt, the true mean response time Δrunning_time/Δrequests, and
+  the busy ratio L / (live · threads).
+
+What no series carries stays unknown, never zero: without uwsgitune's daemon, the CPU, the
+kernel's queues of unix sockets, the memory left, somaxconn; from any source, a worker's
+own CPU and the requests in flight. `unknown_rules` names, per instance, the rules that could
+not be judged and the series they need; their findings are not shown (a rule that reads
+an unknown as "quiet" would otherwise say something no data said).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.core.frame import Frame, FrameKind, SocketView
+from uwsgitune.core.model import Socket
+from uwsgitune.core.promsignals import BY_NAME, DAEMON_MARK, SOCKET_LABELS, WORKER
+from uwsgitune.core.signals import fullest_fill, requests_waiting
+
+NAN = math.nan
+Labels = tuple[tuple[str, str], ...]
+SocketKey = tuple[str, str]  # (name, proto)
+# The signals a step needs to be a frame at all: without them it is a gap.
+REQUIRED = ("up", "requests", "running", "slots")
+COUNTERS = ("requests", "exceptions", "running", "harakiri", "respawns")
+
+
+def instance_labels(labels: Mapping[str, str], socket: bool) -> Labels:
+    """An instance's identity: a series' labels without its name and the labels the query
+    aggregates or splits on (the worker, the socket)."""
+    drop = {"__name__", WORKER, *(SOCKET_LABELS if socket else ())}
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
+
+
+def instance_name(labels: Labels) -> str:
+    """How an instance is shown: its `stats_uri` and target, else every label."""
+    d = dict(labels)
+    parts = [d[k] for k in ("instance", "stats_uri", "pod") if k in d]
+    return " ".join(parts) if parts else ",".join(f"{k}={v}" for k, v in labels) or "{}"
+
+
+@dataclass
+class InstanceSeries:
+    """One instance's signals on the grid `start + i*step`, `n` steps; NaN: no sample."""
+
+    labels: Labels
+    start: float
+    step: float
+    n: int
+    values: dict[str, array[float]] = field(default_factory=dict)
+    sockets: dict[SocketKey, dict[str, array[float]]] = field(default_factory=dict)
+    socket_source: dict[SocketKey, str] = field(default_factory=dict)
+
+    def grid(self, signal: str, socket: SocketKey | None = None) -> array[float]:
+        where = self.values if socket is None else self.sockets.setdefault(socket, {})
+        got = where.get(signal)
+        if got is None:
+            got = where[signal] = array("d", [NAN]) * self.n
+        return got
+
+    @property
+    def name(self) -> str:
+        return instance_name(self.labels)
+
+    @property
+    def daemon(self) -> bool:
+        """Its series come from uwsgitune's daemon (the daemon's CPU series are there)."""
+        cpu = self.values.get(DAEMON_MARK)
+        return cpu is not None and any(not math.isnan(v) for v in cpu)
+
+
+class SeriesSet:
+    """Range-query answers gathered per instance (one signal at a time, page by page), for
+    the instances listed (by their `uwsgi_up` label sets). uwsgi_exporter labels its
+    uWSGI series `stats_uri` but not its `uwsgi_up`: a series whose label set is not an
+    instance's is matched without its `stats_uri`. A series of no listed instance is left
+    out."""
+
+    def __init__(self, start: float, step: float, n: int, instances: Iterable[Labels]) -> None:
+        self.start, self.step, self.n = start, step, n
+        self.instances: dict[Labels, InstanceSeries] = {
+            key: InstanceSeries(key, start, step, n) for key in instances
+        }
+
+    def _instance(self, labels: Mapping[str, str], socket: bool) -> InstanceSeries | None:
+        key = instance_labels(labels, socket)
+        inst = self.instances.get(key)
+        if inst is None and "stats_uri" in labels:
+            inst = self.instances.get(tuple(kv for kv in key if kv[0] != "stats_uri"))
+        return inst
+
+    def add(
+        self, signal: str, labels: Mapping[str, str], points: Iterable[tuple[float, str]]
+    ) -> int:
+        """One answer series of `signal`; returns how many of its points fell on the grid
+        (0 for a series of no listed instance)."""
+        sig = BY_NAME[signal]
+        inst = self._instance(labels, sig.socket)
+        if inst is None:
+            return 0
+        sock: SocketKey | None = None
+        if sig.socket:
+            sock = (labels.get("name", ""), labels.get("proto", ""))
+            if "source" in labels:
+                inst.socket_source[sock] = labels["source"]
+        grid = inst.grid(signal, sock)
+        start, step, n, placed = self.start, self.step, self.n, 0
+        for t, v in points:
+            i = round((t - start) / step)
+            if 0 <= i < n:
+                grid[i] = float(v)
+                placed += 1
+        return placed
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """An instance's frames and what the grid said about them."""
+
+    series: InstanceSeries
+    frames: tuple[Frame, ...]
+    steps: int  # steps in the range
+    missing: int  # steps with no data (gaps)
+    resets: int  # counter resets (reloads) seen
+    tuner_desired: int | None  # the tuner's last wish (uwsgitune_tuner_desired_workers)
+
+
+def _v(grid: array[float] | None, i: int) -> float | None:
+    if grid is None:
+        return None
+    x = grid[i]
+    return None if x != x else x  # NaN: no sample
+
+
+def _socket_views(inst: InstanceSeries, i: int) -> tuple[SocketView, ...]:
+    out = []
+    for (name, proto), grids in sorted(inst.sockets.items()):
+        unix = Socket(name=name).is_unix
+        kq, kb = _v(grids.get("k_queue"), i), _v(grids.get("k_backlog"), i)
+        if kq is not None or kb is not None:  # uwsgitune's: the kernel's, or the stats'
+            src = inst.socket_source.get((name, proto), "kernel")
+            source = src if src in ("stats", "kernel") else "none"
+            queue = None if kq is None else int(kq)
+            out.append(SocketView(name, proto, unix, queue, int(kb) if kb else None, source))  # type: ignore[arg-type]
+            continue
+        q, mq = _v(grids.get("queue"), i), _v(grids.get("max_queue"), i)
+        if unix or q is None:  # uwsgi_exporter says 0 for a unix socket's queue: unknown
+            out.append(SocketView(name, proto, unix, None, None, "none"))
+        else:
+            out.append(SocketView(name, proto, False, int(q), int(mq) if mq else None, "stats"))
+    return tuple(out)
+
+
+def _stats_kind(labels: Labels) -> str | None:
+    uri = dict(labels).get("stats_uri")
+    if uri is None:
+        return None
+    try:
+        return parse_address(uri).kind
+    except AddressError:
+        return None
+
+
+def stats_kind(inst: InstanceSeries) -> str | None:
+    """The stats address kind, from the daemon's `stats_uri` label (uwsgi_exporter has none)."""
+    return _stats_kind(inst.labels)
+
+
+def _delta(cur: float | None, prev: float | None) -> int | None:
+    return None if cur is None or prev is None else max(int(cur - prev), 0)
+
+
+class _Fold:
+    """The fold over one instance's steps (the Tracker's, for a grid)."""
+
+    def __init__(self, inst: InstanceSeries) -> None:
+        self.inst = inst
+        self.v = inst.values
+        self.prev: int | None = None  # the last step with data
+        self.resets = 0
+        self.reloads = 0
+        self.exporter = not inst.daemon
+
+    def value(self, name: str, i: int) -> float | None:
+        return _v(self.v.get(name), i)
+
+    def reset(self, i: int, p: int) -> bool:
+        for name in COUNTERS:
+            cur, before = self.value(name, i), self.value(name, p)
+            if cur is not None and before is not None and cur < before:
+                return True
+        cur, before = self.value("reloads", i), self.value("reloads", p)
+        return cur is not None and before is not None and cur > before
+
+    def frame(self, i: int) -> Frame | None:
+        inst, val = self.inst, self.value
+        if any(val(name, i) is None for name in REQUIRED):
+            return None
+        t = inst.start + i * inst.step
+        if not val("up", i):
+            return Frame(source=inst.name, t=t, mono=t, kind="error", error="uwsgi_up 0")
+        p = self.prev
+        kind: FrameKind = "first" if p is None else "ok"
+        if p is not None and self.reset(i, p):
+            kind = "reload"
+            self.resets += 1
+        self.prev = i
+        fields = self.base(i)
+        if kind == "ok" and p is not None:
+            fields.update(self.rates(i, p, fields))
+        fields["reloads_seen"] = self.resets
+        return Frame(source=inst.name, t=t, mono=t, kind=kind, **fields)
+
+    def base(self, i: int) -> dict[str, Any]:
+        val = self.value
+        slots = int(val("slots", i) or 0)
+        cheap = int(val("cheap", i) or 0)
+        rss, rss_n = val("rss", i), int(val("rss_workers", i) or 0)
+        host_cpu = val("host_cpu", i)
+        respawns = val("respawns", i)
+        return {
+            "workers_max": slots,
+            "live": slots - cheap,
+            "busy": int(val("busy", i) or 0),
+            "idle": int(val("idle", i) or 0),
+            "cheap": cheap,
+            "threads": max(int(val("threads", i) or 1), 1),
+            "requests_total": int(val("requests", i) or 0),
+            "exceptions_total": int(val("exceptions", i) or 0),
+            "harakiri_total": int(val("harakiri", i) or 0),
+            "respawns_total": max(int(respawns - slots), 0) if respawns is not None else 0,
+            "signal_queue": int(val("signal_queue", i) or 0),
+            "sockets": _socket_views(self.inst, i),
+            "cpu_count": _int(val("host_cpus", i)),
+            "effective_cpus": val("effective_cpus", i),
+            "host_cpu_pct": None if host_cpu is None else host_cpu * 100,
+            "instance_cpu_cores": val("cpu_cores", i),
+            "somaxconn": _int(val("somaxconn", i)),
+            "mem_total_rss": int(rss) if rss and rss_n else None,
+            "mem_per_worker": int(rss // rss_n) if rss and rss_n else None,
+            "mem_source": ("stats" if self.exporter else "psutil") if rss_n else "none",
+            "memory_report": self.exporter and rss_n > 0,
+            "mem_available": _int(val("mem_available", i)),
+            "mem_limit": _int(val("mem_limit", i)),
+        }
+
+    def rates(self, i: int, p: int, base: Mapping[str, Any]) -> dict[str, Any]:
+        val, inst = self.value, self.inst
+        dt = (i - p) * inst.step
+        d_req = (val("requests", i) or 0.0) - (val("requests", p) or 0.0)
+        d_run = (val("running", i) or 0.0) - (val("running", p) or 0.0)
+        d_exc = _delta(val("exceptions", i), val("exceptions", p))
+        littles = max(d_run, 0.0) / dt
+        live, threads = base["live"], base["threads"]
+        capacity = int(live) * int(threads)
+        return {
+            "dt": dt,
+            "rps": d_req / dt,
+            "eps": (d_exc or 0) / dt,
+            "mean_rt_ms": d_run * 1000 / d_req if d_req >= 1 else None,
+            "littles_l": littles,
+            "busy_ratio": min(littles / capacity, 1.0) if capacity else None,
+            "harakiri_delta": _delta(val("harakiri", i), val("harakiri", p)),
+            "respawns_delta": _delta(val("respawns", i), val("respawns", p)),
+            "listen_overflows_delta": _delta(val("overflows", i), val("overflows", p)),
+            "listen_drops_delta": _delta(val("drops", i), val("drops", p)),
+        }
+
+
+def _int(x: float | None) -> int | None:
+    return None if x is None else int(x)
+
+
+def rebuild(inst: InstanceSeries) -> Rebuilt:
+    """The instance's frames, oldest first, and its gaps, resets and the tuner's wish."""
+    fold = _Fold(inst)
+    frames: list[Frame] = []
+    missing = 0
+    for i in range(inst.n):
+        frame = fold.frame(i)
+        if frame is None:
+            missing += 1
+        else:
+            frames.append(frame)
+    tuner = inst.values.get("tuner")
+    desired = next((int(x) for x in reversed(tuner or ()) if x == x), None)
+    return Rebuilt(inst, tuple(frames), inst.n, missing, fold.resets, desired)
+
+
+# The rules (finding ids, or a family before its dot) an instance's series may leave unknown:
+# (ids, the instance lacks what they read, the series they need).
+NeedCheck = Callable[[InstanceSeries, Sequence[Frame]], bool]
+
+
+def _none(get: Callable[[Frame], object]) -> NeedCheck:
+    return lambda inst, frames: all(get(f) is None for f in frames if f.has_rates)
+
+
+UNKNOWN_WHEN: tuple[tuple[tuple[str, ...], NeedCheck, str], ...] = (
+    (
+        ("oversubscribed_cpu", "underprovisioned_io"),
+        _none(lambda f: f.instance_cpu_cores if f.effective_cpus else None),
+        "needs uwsgitune_instance_cpu_cores and uwsgitune_effective_cpus (uwsgitune's daemon)",
+    ),
+    (
+        ("listen_queue", "config.default_listen"),
+        _none(lambda f: fullest_fill(f) if requests_waiting(f) is not None else None),
+        "needs a socket's queue and backlog: uwsgitune_socket_queue_length and _backlog "
+        "(uwsgitune's daemon), or a TCP socket's uwsgi_socket_queue_length",
+    ),
+    (
+        ("memory.pressure", "memory.full_scale"),
+        _none(lambda f: f.mem_available if f.mem_per_worker else None),
+        "needs uwsgitune_memory_available_bytes (uwsgitune's daemon) and worker RSS",
+    ),
+    (
+        ("memory.rss_growth",),
+        _none(lambda f: f.mem_per_worker),
+        "needs uwsgi_worker_rss_bytes (uWSGI's --memory-report, or uwsgitune's daemon)",
+    ),
+    (
+        ("config.no_memory_report",),
+        lambda inst, frames: inst.daemon,
+        "uwsgitune's daemon reads RSS from /proc without memory-report: its series cannot tell",
+    ),
+    (
+        ("config.listen_near_somaxconn",),
+        _none(lambda f: f.somaxconn),
+        "needs uwsgitune_somaxconn (uwsgitune's daemon)",
+    ),
+    (
+        ("config.stats_http",),
+        lambda inst, frames: stats_kind(inst) is None,
+        "needs the stats address (the daemon's stats_uri label; uwsgi_exporter has none)",
+    ),
+    (
+        ("threads_gil", "health.stuck_requests", "static_files"),
+        lambda inst, frames: True,
+        "needs per-worker CPU, requests in flight or per-core counters: no series carries them",
+    ),
+)
+
+
+def unknown_rules(inst: InstanceSeries, frames: Sequence[Frame]) -> dict[str, str]:
+    """Rule ids this instance's series cannot judge, each with the series it needs."""
+    out: dict[str, str] = {}
+    for ids, lacks, why in UNKNOWN_WHEN:
+        if lacks(inst, frames):
+            out.update(dict.fromkeys(ids, why))
+    return out
+
+
+def is_unknown(finding_id: str, unknown: Mapping[str, str]) -> bool:
+    """A finding of a rule left unknown (`listen_queue.bursts` of `listen_queue`)."""
+    return finding_id in unknown or finding_id.split(".", 1)[0] in unknown
