@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from uwsgitune.core.units import size
 from uwsgitune.errors import UwsgituneError
 
 PAGE_STEPS = 10_000  # below Prometheus's 11,000 points per series
@@ -213,12 +214,12 @@ class PromClient:
         return _answer(where, status, body)
 
     def _read(self, resp: httpx.Response, where: str) -> bytes:
-        chunks, size, cap = [], 0, self.opts.max_bytes
+        chunks, got, cap = [], 0, self.opts.max_bytes
         for chunk in resp.iter_bytes():
-            size += len(chunk)
-            if size > cap:
+            got += len(chunk)
+            if got > cap:
                 raise PrometheusError(
-                    f"{where}: the answer is larger than {cap // MIB} MiB (too many series); "
+                    f"{where}: the answer is larger than {size(cap)} (too many series); "
                     "narrow --selector or --range, or raise --prometheus-max-mib",
                     2,
                 )
