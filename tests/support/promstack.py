@@ -2,7 +2,8 @@
 
 `prom_stack` starts, in a temporary directory on loopback: `uwsgitune daemon` on the
 instance's stats socket (job `uwsgitune`), the Go uwsgi_exporter 1.3 on the same socket when
-its binary is here (job `exporter`), and Prometheus scraping both every `scrape` seconds.
+its binary is given ($UWSGI_EXPORTER, as .ci/run sets it; job `exporter`), and Prometheus
+scraping both every `scrape` seconds.
 Everything it started is stopped by its PID when the block ends (the caller owns the uWSGI).
 Used by tests/cli/test_recommend_prom_live.py and bench/prom_recommend_accuracy.py.
 """
@@ -10,6 +11,7 @@ Used by tests/cli/test_recommend_prom_live.py and bench/prom_recommend_accuracy.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -24,7 +26,6 @@ from pathlib import Path
 from uwsgitune.launch import free_port
 
 UWSGITUNE = str(Path(sys.executable).parent / "uwsgitune")
-GO_EXPORTER = Path("/work/shared/tools/uwsgi_exporter/uwsgi_exporter")
 
 SCRAPE = """
 global:
@@ -44,7 +45,9 @@ def prometheus_binary() -> str | None:
 
 
 def go_exporter() -> Path | None:
-    return GO_EXPORTER if GO_EXPORTER.is_file() else None
+    """The prebuilt Go exporter, outside the repository: $UWSGI_EXPORTER, or on PATH."""
+    found = os.environ.get("UWSGI_EXPORTER") or shutil.which("uwsgi_exporter")
+    return Path(found) if found and Path(found).is_file() else None
 
 
 @dataclass
