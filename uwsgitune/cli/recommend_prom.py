@@ -26,8 +26,10 @@ import argparse
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from uwsgitune.core.promframes import (
     stats_kind,
     unknown_rules,
 )
-from uwsgitune.core.promsignals import SIGNALS, matchers, promql_duration, query
+from uwsgitune.core.promsignals import SIGNALS, Signal, matchers, promql_duration, query
 from uwsgitune.core.signals import fullest_fill, requests_waiting
 from uwsgitune.errors import UserError
 from uwsgitune.pipeline import RulesRunner
@@ -63,6 +65,7 @@ from uwsgitune.sources.promapi import MIB, PromClient, PromOptions
 
 BATCH_POINTS = 150_000  # instances x steps per batch: a batch's arrays stay ~40 MB
 DEFAULT_MAX_INSTANCES = 5_000
+QUERIES_AT_ONCE = 4  # a batch's signal queries in flight together
 _DAY = re.compile(r"^(\d+(?:\.\d*)?)d(.*)$")
 
 
@@ -259,15 +262,27 @@ def _regex(values: Sequence[str]) -> str:
 
 
 def fetch(
-    client: PromClient, selector: str, extra: str, grid: Grid, instances: Sequence[Labels]
+    client: PromClient,
+    selector: str,
+    extra: str,
+    instances: Sequence[Labels],
+    grid: Grid,
+    pool: ThreadPoolExecutor,
 ) -> SeriesSet:
-    """Every signal of one batch (its `instances`), on the grid."""
+    """Every signal of one batch (its `instances`), on the grid: the signals' queries run
+    side by side on `pool` (Prometheus evaluates them on its cores), each answer added to
+    the grid as it is decoded and then dropped."""
     out = SeriesSet(grid.start, grid.step, grid.n, instances)
     sel = ",".join(p for p in (matchers(selector), extra) if p)
-    for signal in SIGNALS:
-        q = query(signal, sel, grid.step)
-        for s in client.query_range(q, grid.start, grid.end, grid.step):
-            out.add(signal.name, s.labels, s.points)
+    lock = threading.Lock()
+
+    def one(signal: Signal) -> None:
+        for s in client.query_range(query(signal, sel, grid.step), grid.start, grid.end, grid.step):
+            with lock:
+                out.add(signal.name, s.labels, s.points)
+
+    for done in [pool.submit(one, signal) for signal in SIGNALS]:
+        done.result()  # the first failure, as raised
     return out
 
 
@@ -319,13 +334,19 @@ def judge_fleet(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     points: int = BATCH_POINTS,
 ) -> list[InstanceVerdict]:
-    """Every instance `selector` matches, judged batch by batch."""
+    """Every instance `selector` matches, judged batch by batch; the next batch is read
+    while this one is judged (two batches in memory at most)."""
     instances = discover(client, selector, grid, max_instances)
     out: list[InstanceVerdict] = []
-    for extra, batch in batches(instances, grid.n, points):
-        got = fetch(client, selector, extra, grid, batch)
-        out.extend(verdict(got.instances[labels]) for labels in batch)
-        del got
+    with ThreadPoolExecutor(QUERIES_AT_ONCE) as queries, ThreadPoolExecutor(1) as ahead:
+        todo = list(batches(instances, grid.n, points))
+        pending = [ahead.submit(fetch, client, selector, *todo[0], grid, queries)] if todo else []
+        for k, (_, batch) in enumerate(todo):
+            got = pending.pop().result()
+            if k + 1 < len(todo):
+                pending.append(ahead.submit(fetch, client, selector, *todo[k + 1], grid, queries))
+            out.extend(verdict(got.instances[labels]) for labels in batch)
+            del got
     return out
 
 

@@ -192,118 +192,156 @@ def _delta(cur: float | None, prev: float | None) -> int | None:
     return None if cur is None or prev is None else max(int(cur - prev), 0)
 
 
-class _Fold:
-    """The fold over one instance's steps (the Tracker's, for a grid)."""
-
-    def __init__(self, inst: InstanceSeries) -> None:
-        self.inst = inst
-        self.v = inst.values
-        self.prev: int | None = None  # the last step with data
-        self.resets = 0
-        self.reloads = 0
-        self.exporter = not inst.daemon
-
-    def value(self, name: str, i: int) -> float | None:
-        return _v(self.v.get(name), i)
-
-    def reset(self, i: int, p: int) -> bool:
-        for name in COUNTERS:
-            cur, before = self.value(name, i), self.value(name, p)
-            if cur is not None and before is not None and cur < before:
-                return True
-        cur, before = self.value("reloads", i), self.value("reloads", p)
-        return cur is not None and before is not None and cur > before
-
-    def frame(self, i: int) -> Frame | None:
-        inst, val = self.inst, self.value
-        if any(val(name, i) is None for name in REQUIRED):
-            return None
-        t = inst.start + i * inst.step
-        if not val("up", i):
-            return Frame(source=inst.name, t=t, mono=t, kind="error", error="uwsgi_up 0")
-        p = self.prev
-        kind: FrameKind = "first" if p is None else "ok"
-        if p is not None and self.reset(i, p):
-            kind = "reload"
-            self.resets += 1
-        self.prev = i
-        fields = self.base(i)
-        if kind == "ok" and p is not None:
-            fields.update(self.rates(i, p, fields))
-        fields["reloads_seen"] = self.resets
-        return Frame(source=inst.name, t=t, mono=t, kind=kind, **fields)
-
-    def base(self, i: int) -> dict[str, Any]:
-        val = self.value
-        slots = int(val("slots", i) or 0)
-        cheap = int(val("cheap", i) or 0)
-        rss, rss_n = val("rss", i), int(val("rss_workers", i) or 0)
-        host_cpu = val("host_cpu", i)
-        respawns = val("respawns", i)
-        return {
-            "workers_max": slots,
-            "live": slots - cheap,
-            "busy": int(val("busy", i) or 0),
-            "idle": int(val("idle", i) or 0),
-            "cheap": cheap,
-            "threads": max(int(val("threads", i) or 1), 1),
-            "requests_total": int(val("requests", i) or 0),
-            "exceptions_total": int(val("exceptions", i) or 0),
-            "harakiri_total": int(val("harakiri", i) or 0),
-            "respawns_total": max(int(respawns - slots), 0) if respawns is not None else 0,
-            "signal_queue": int(val("signal_queue", i) or 0),
-            "sockets": _socket_views(self.inst, i),
-            "cpu_count": _int(val("host_cpus", i)),
-            "effective_cpus": val("effective_cpus", i),
-            "host_cpu_pct": None if host_cpu is None else host_cpu * 100,
-            "instance_cpu_cores": val("cpu_cores", i),
-            "somaxconn": _int(val("somaxconn", i)),
-            "mem_total_rss": int(rss) if rss and rss_n else None,
-            "mem_per_worker": int(rss // rss_n) if rss and rss_n else None,
-            "mem_source": ("stats" if self.exporter else "psutil") if rss_n else "none",
-            "memory_report": self.exporter and rss_n > 0,
-            "mem_available": _int(val("mem_available", i)),
-            "mem_limit": _int(val("mem_limit", i)),
-        }
-
-    def rates(self, i: int, p: int, base: Mapping[str, Any]) -> dict[str, Any]:
-        val, inst = self.value, self.inst
-        dt = (i - p) * inst.step
-        d_req = (val("requests", i) or 0.0) - (val("requests", p) or 0.0)
-        d_run = (val("running", i) or 0.0) - (val("running", p) or 0.0)
-        d_exc = _delta(val("exceptions", i), val("exceptions", p))
-        littles = max(d_run, 0.0) / dt
-        live, threads = base["live"], base["threads"]
-        capacity = int(live) * int(threads)
-        return {
-            "dt": dt,
-            "rps": d_req / dt,
-            "eps": (d_exc or 0) / dt,
-            "mean_rt_ms": d_run * 1000 / d_req if d_req >= 1 else None,
-            "littles_l": littles,
-            "busy_ratio": min(littles / capacity, 1.0) if capacity else None,
-            "harakiri_delta": _delta(val("harakiri", i), val("harakiri", p)),
-            "respawns_delta": _delta(val("respawns", i), val("respawns", p)),
-            "listen_overflows_delta": _delta(val("overflows", i), val("overflows", p)),
-            "listen_drops_delta": _delta(val("drops", i), val("drops", p)),
-        }
+Column = list[float | None]
 
 
 def _int(x: float | None) -> int | None:
     return None if x is None else int(x)
 
 
+class _Fold:
+    """The fold over one instance's steps (the Tracker's, for a grid). Each signal is read
+    as a column (a list, None where NaN) once; a step reads its values by index."""
+
+    def __init__(self, inst: InstanceSeries) -> None:
+        self.inst = inst
+        self.name = inst.name
+        self._none: Column = [None] * inst.n
+        self._cols = {k: [None if x != x else x for x in v] for k, v in inst.values.items()}
+        self.resets = 0
+        self.exporter = not inst.daemon
+        self._sockets: tuple[tuple[float | None, ...], tuple[SocketView, ...]] | None = None
+
+    def col(self, name: str) -> Column:
+        got: Column | None = self._cols.get(name)
+        return self._none if got is None else got
+
+    def present(self) -> list[int]:
+        """The steps with every `REQUIRED` signal: the others are gaps."""
+        up, req, run, slots = (self.col(k) for k in REQUIRED)
+        return [
+            i
+            for i, (a, b, c, d) in enumerate(zip(up, req, run, slots, strict=True))
+            if a is not None and b is not None and c is not None and d is not None
+        ]
+
+    def reset(self, i: int, p: int) -> bool:
+        for name in COUNTERS:
+            col = self.col(name)
+            cur, before = col[i], col[p]
+            if cur is not None and before is not None and cur < before:
+                return True
+        col = self.col("reloads")
+        return col[i] is not None and col[p] is not None and col[i] > col[p]  # type: ignore[operator]
+
+    def sockets(self, i: int) -> tuple[SocketView, ...]:
+        """The step's socket views; the previous step's tuple when every value is the same."""
+        inst = self.inst
+        if not inst.sockets:
+            return ()
+        key = tuple(
+            None if x != x else x
+            for grids in inst.sockets.values()
+            for x in (g[i] for g in grids.values())
+        )
+        if self._sockets is not None and self._sockets[0] == key:
+            return self._sockets[1]
+        views = _socket_views(inst, i)
+        self._sockets = (key, views)
+        return views
+
+    def frames(self) -> list[Frame]:
+        col, inst = self.col, self.inst
+        up, req, run, slots, cheap, busy = (
+            col(k) for k in ("up", "requests", "running", "slots", "cheap", "busy")
+        )
+        exc, hara, resp, threads = (
+            col(k) for k in ("exceptions", "harakiri", "respawns", "threads")
+        )
+        rss, rss_n, sigq = col("rss"), col("rss_workers"), col("signal_queue")
+        cpus, eff, host, cores = (
+            col(k) for k in ("host_cpus", "effective_cpus", "host_cpu", "cpu_cores")
+        )
+        maxconn, avail, limit = col("somaxconn"), col("mem_available"), col("mem_limit")
+        over, drops = col("overflows"), col("drops")
+        exporter, name, step, start = self.exporter, self.name, inst.step, inst.start
+        out: list[Frame] = []
+        p: int | None = None
+        for i in self.present():
+            t = start + i * step
+            if not up[i]:
+                out.append(Frame(source=name, t=t, mono=t, kind="error", error="uwsgi_up 0"))
+                continue
+            kind: FrameKind = "first" if p is None else "ok"
+            if p is not None and self.reset(i, p):
+                kind = "reload"
+                self.resets += 1
+            n_slots, n_cheap, n_busy = int(slots[i] or 0), int(cheap[i] or 0), int(busy[i] or 0)
+            live, n_threads = n_slots - n_cheap, max(int(threads[i] or 1), 1)
+            r, rn = rss[i], int(rss_n[i] or 0)
+            spawned = resp[i]
+            h = host[i]
+            rated: dict[str, Any] = {}
+            if kind == "ok" and p is not None:
+                dt = (i - p) * step
+                d_req = (req[i] or 0.0) - (req[p] or 0.0)
+                d_run = (run[i] or 0.0) - (run[p] or 0.0)
+                littles = max(d_run, 0.0) / dt
+                capacity = live * n_threads
+                rated = {
+                    "dt": dt,
+                    "rps": d_req / dt,
+                    "eps": (_delta(exc[i], exc[p]) or 0) / dt,
+                    "mean_rt_ms": d_run * 1000 / d_req if d_req >= 1 else None,
+                    "littles_l": littles,
+                    "busy_ratio": min(littles / capacity, 1.0) if capacity else None,
+                    "harakiri_delta": _delta(hara[i], hara[p]),
+                    "respawns_delta": _delta(resp[i], resp[p]),
+                    "listen_overflows_delta": _delta(over[i], over[p]),
+                    "listen_drops_delta": _delta(drops[i], drops[p]),
+                }
+            p = i
+            out.append(
+                Frame(
+                    source=name,
+                    t=t,
+                    mono=t,
+                    kind=kind,
+                    reloads_seen=self.resets,
+                    workers_max=n_slots,
+                    live=live,
+                    busy=n_busy,
+                    idle=max(live - n_busy, 0),  # uwsgi_worker_idle: not read by the rules
+                    cheap=n_cheap,
+                    threads=n_threads,
+                    requests_total=int(req[i] or 0),
+                    exceptions_total=int(exc[i] or 0),
+                    harakiri_total=int(hara[i] or 0),
+                    respawns_total=max(int(spawned - n_slots), 0) if spawned is not None else 0,
+                    signal_queue=int(sigq[i] or 0),
+                    sockets=self.sockets(i),
+                    cpu_count=_int(cpus[i]),
+                    effective_cpus=eff[i],
+                    host_cpu_pct=None if h is None else h * 100,
+                    instance_cpu_cores=cores[i],
+                    somaxconn=_int(maxconn[i]),
+                    mem_total_rss=int(r) if r and rn else None,
+                    mem_per_worker=int(r // rn) if r and rn else None,
+                    mem_source=("stats" if exporter else "psutil") if rn else "none",
+                    memory_report=exporter and rn > 0,
+                    mem_available=_int(avail[i]),
+                    mem_limit=_int(limit[i]),
+                    **rated,
+                )
+            )
+        return out
+
+
 def rebuild(inst: InstanceSeries) -> Rebuilt:
     """The instance's frames, oldest first, and its gaps, resets and the tuner's wish."""
     fold = _Fold(inst)
-    frames: list[Frame] = []
-    missing = 0
-    for i in range(inst.n):
-        frame = fold.frame(i)
-        if frame is None:
-            missing += 1
-        else:
-            frames.append(frame)
+    frames = fold.frames()
+    missing = inst.n - len(frames)
     tuner = inst.values.get("tuner")
     desired = next((int(x) for x in reversed(tuner or ()) if x == x), None)
     return Rebuilt(inst, tuple(frames), inst.n, missing, fold.resets, desired)

@@ -70,21 +70,14 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal("slots", _per_worker("count", "uwsgi_worker_busy"), "exporter"),
     Signal("busy", _per_worker("sum", "uwsgi_worker_busy"), "exporter"),
-    Signal("idle", _per_worker("sum", "uwsgi_worker_idle"), "exporter"),
     Signal("cheap", _per_worker("sum", "uwsgi_worker_cheap"), "exporter"),
     Signal("threads", _per_worker("max", "uwsgi_worker_cores"), "exporter"),
-    # RSS of the live workers that report one (uwsgi_exporter: 0 without --memory-report)
+    # RSS of the workers that report one (uwsgi_exporter: 0 without --memory-report). A
+    # join with `uwsgi_worker_cheap` would leave out a cheaped slot's last RSS, at five times
+    # the query's cost: a cheap slot reports 0 (uWSGI) or no process (the daemon's /proc).
+    Signal("rss", _per_worker("sum", "uwsgi_worker_rss_bytes"), "exporter"),
     Signal(
-        "rss",
-        f"sum without ({WORKER}) (uwsgi_worker_rss_bytes{{sel}} > 0 "
-        "and uwsgi_worker_cheap{sel} == 0)",
-        "exporter",
-    ),
-    Signal(
-        "rss_workers",
-        f"count without ({WORKER}) (uwsgi_worker_rss_bytes{{sel}} > 0 "
-        "and uwsgi_worker_cheap{sel} == 0)",
-        "exporter",
+        "rss_workers", f"count without ({WORKER}) (uwsgi_worker_rss_bytes{{sel}} > 0)", "exporter"
     ),
     Signal("signal_queue", "uwsgi_signal_queue_length{sel}", "exporter"),
     Signal("queue", "uwsgi_socket_queue_length{sel}", "exporter", socket=True),
