@@ -4,63 +4,23 @@ with its exit code; a long range is paged; a partial answer (warnings) is refuse
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.support.fakeprom import Answer, answering, matrix
 from uwsgitune.launch import free_port
 from uwsgitune.sources.promapi import PAGE_STEPS, PromClient, PrometheusError, PromOptions
 
-Answer = Callable[[dict[str, str]], tuple[int, bytes]]
-
-
-def matrix(result: list[dict[str, object]], **extra: object) -> bytes:
-    doc = {"status": "success", "data": {"resultType": "matrix", "result": result}, **extra}
-    return json.dumps(doc).encode()
+Server = Callable[[Answer], tuple[str, list[dict[str, str]]]]
 
 
 @pytest.fixture
-def server() -> Iterator[Callable[[Answer], tuple[str, list[dict[str, str]]]]]:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(answer: Answer) -> tuple[str, list[dict[str, str]]]:
-        seen: list[dict[str, str]] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                n = int(self.headers.get("Content-Length", 0))
-                form = dict(urllib.parse.parse_qsl(self.rfile.read(n).decode()))
-                form["_path"] = self.path
-                form["_auth"] = self.headers.get("Authorization", "")
-                seen.append(form)
-                status, body = answer(form)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                with contextlib.suppress(OSError):  # the client gave up (a timeout)
-                    self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        srv.daemon_threads = True
-        servers.append(srv)
-        threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-        return f"http://127.0.0.1:{srv.server_address[1]}", seen
-
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
+def server() -> Iterator[Server]:
+    with answering() as start:
+        yield start
 
 
 def _error(where: str, **opts: object) -> PrometheusError:
@@ -79,7 +39,7 @@ def test_a_prometheus_that_is_down_names_the_url_and_the_flag() -> None:
 
 
 def test_a_slow_prometheus_is_a_timeout_naming_the_flag(
-    server: Callable[..., tuple[str, list[dict[str, str]]]],
+    server: Server,
 ) -> None:
     def slow(form: dict[str, str]) -> tuple[int, bytes]:
         time.sleep(1.5)
@@ -116,7 +76,7 @@ def test_a_slow_prometheus_is_a_timeout_naming_the_flag(
     ],
 )
 def test_each_bad_answer_is_one_line_with_its_fix(
-    server: Callable[..., tuple[str, list[dict[str, str]]]],
+    server: Server,
     status: int,
     body: bytes,
     words: tuple[str, ...],
@@ -131,7 +91,7 @@ def test_each_bad_answer_is_one_line_with_its_fix(
 
 
 def test_an_answer_past_the_size_cap_is_refused(
-    server: Callable[..., tuple[str, list[dict[str, str]]]],
+    server: Server,
 ) -> None:
     series = [{"metric": {"i": str(i)}, "values": [[0, "1"]] * 50} for i in range(2000)]
     where, _ = server(lambda form: (200, matrix(series)))
@@ -141,7 +101,7 @@ def test_an_answer_past_the_size_cap_is_refused(
 
 
 def test_a_long_range_is_paged_below_prometheus_point_limit(
-    server: Callable[..., tuple[str, list[dict[str, str]]]],
+    server: Server,
 ) -> None:
     def answer(form: dict[str, str]) -> tuple[int, bytes]:
         start, end, step = (float(form[k]) for k in ("start", "end", "step"))
@@ -160,9 +120,7 @@ def test_a_long_range_is_paged_below_prometheus_point_limit(
         assert n <= PAGE_STEPS
 
 
-def test_basic_auth_is_sent_from_the_password_file(
-    server: Callable[..., tuple[str, list[dict[str, str]]]], tmp_path: Path
-) -> None:
+def test_basic_auth_is_sent_from_the_password_file(server: Server, tmp_path: Path) -> None:
     secret = tmp_path / "password"
     secret.write_text("s3cret\n")
     where, seen = server(lambda form: (200, matrix([])))
