@@ -87,7 +87,7 @@ _NAMES = msgspec.json.Decoder(list[str])
 
 
 @dataclass(frozen=True)
-class Series:
+class PromSeries:
     """One answer series: its labels and its points `(unix time, value as text)`."""
 
     labels: dict[str, str]
@@ -158,7 +158,9 @@ class PromClient:
 
     # the calls --------------------------------------------------------------------------
 
-    def query_range(self, query: str, start: float, end: float, step: float) -> Iterator[Series]:
+    def query_range(
+        self, query: str, start: float, end: float, step: float
+    ) -> Iterator[PromSeries]:
         """The answer series of `query` from `start` to `end` (both on the grid), page by
         page (`PAGE_STEPS` steps each); a series spanning pages comes once per page."""
         first = start
@@ -167,13 +169,13 @@ class PromClient:
             form = {"query": query, "start": _t(first), "end": _t(last), "step": _t(step)}
             matrix = _decode(_MATRIX, self._call("query_range", form), "query_range")
             for s in matrix.result:
-                yield Series(s.metric, s.values)
+                yield PromSeries(s.metric, s.values)
             first = last + step
 
-    def instant(self, query: str, at: float) -> list[Series]:
+    def instant(self, query: str, at: float) -> list[PromSeries]:
         data = self._call("query", {"query": query, "time": _t(at)})
         matrix = _decode(_MATRIX, data, "query")
-        return [Series(s.metric, [s.value] if s.value else []) for s in matrix.result]
+        return [PromSeries(s.metric, [s.value] if s.value else []) for s in matrix.result]
 
     def series(self, match: str, start: float, end: float) -> list[dict[str, str]]:
         form = {"match[]": match, "start": _t(start), "end": _t(end)}
