@@ -88,8 +88,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=80.0)
     ap.add_argument("--write", type=Path)
+    ap.add_argument("--keep-recording", type=Path, help="keep the recording here")
     args = ap.parse_args()
-    rec = Path(f"/tmp/uwt-acc-{os.getpid()}.jsonl")
+    rec = args.keep_recording or Path(f"/tmp/uwt-acc-{os.getpid()}.jsonl")
     with uwsgi_instance(processes=4, listen=64) as proc, prom_stack(proc.stats) as st:
         recorder = subprocess.Popen(
             [UWSGITUNE, "record", proc.stats, "-o", str(rec), "--interval", "1"],
@@ -120,7 +121,8 @@ def main() -> int:
             for job in ("uwsgitune", "exporter")
             if job == "uwsgitune" or go_exporter() is not None
         }
-    rec.unlink(missing_ok=True)
+    if args.keep_recording is None:
+        rec.unlink(missing_ok=True)
     (source,) = replay["instances"]
     lines = [
         f"commit {commit()}; {args.seconds:.0f} s of load, recording {end - start:.0f} s "
