@@ -328,6 +328,44 @@ def commit() -> str:
     return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def ensure_series(
+    tsdb: Path, fleet: list[Plan], workers: int, chunk: int, workdir: Path
+) -> tuple[str, int]:
+    """The fleet's series in `tsdb`, backfilled `chunk` instances at a time (promtool holds a
+    file's samples in memory; Prometheus merges the overlapping blocks). A kept TSDB that
+    holds the first instances already is extended. Returns (how it was made, the end)."""
+    meta_path = tsdb / "bench.json"
+    tsdb.mkdir(parents=True, exist_ok=True)
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if "instances" not in meta:
+        meta = {
+            "end": meta.get("end", (int(time.time()) // STEP) * STEP - 600),
+            "instances": 0,
+            "samples": 0,
+            "mib": 0.0,
+            "generate_s": 0.0,
+            "backfill_s": 0.0,
+        }
+    while meta["instances"] < len(fleet):
+        part = fleet[meta["instances"] : meta["instances"] + chunk]
+        text = workdir / "fleet.om"
+        t0 = time.monotonic()
+        meta["samples"] += generate(text, part, meta["end"])
+        meta["generate_s"] += time.monotonic() - t0
+        meta["mib"] += text.stat().st_size / MIB
+        meta["backfill_s"] += backfill(text, tsdb)
+        text.unlink()
+        meta["instances"] += len(part)
+        meta_path.write_text(json.dumps(meta))
+        print(f"backfilled {meta['instances']} instances", flush=True)
+    note = (
+        f"{meta['instances']} instances x {workers} workers, {meta['samples']:,} samples "
+        f"({meta['mib']:,.0f} MiB of OpenMetrics, generated in {meta['generate_s']:.0f} s, "
+        f"backfilled in {meta['backfill_s']:.0f} s)"
+    )
+    return note, int(meta["end"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -336,31 +374,13 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--keep", type=Path, help="keep the TSDB here (reused when present)")
     ap.add_argument("--write", type=Path)
+    ap.add_argument("--chunk", type=int, default=200, help="instances backfilled at a time")
     args = ap.parse_args()
     sizes = [int(x) for x in args.instances.split(",")]
     fleet = plans(max(sizes), args.workers)
     workdir = Path(tempfile.mkdtemp(prefix="uwtbench-", dir="/tmp"))
     tsdb = args.keep or workdir / "tsdb"
-    meta = tsdb / "bench.json"
-    gen_note = ""
-    if meta.exists():
-        end = json.loads(meta.read_text())["end"]
-        gen_note = json.loads(meta.read_text())["note"]
-    else:
-        end = (int(time.time()) // STEP) * STEP - 600
-        text = workdir / "fleet.om"
-        t0 = time.monotonic()
-        samples = generate(text, fleet, end)
-        gen = time.monotonic() - t0
-        size = text.stat().st_size / MIB
-        took = backfill(text, tsdb)
-        text.unlink()
-        gen_note = (
-            f"{len(fleet)} instances x {args.workers} workers, {samples:,} samples "
-            f"({size:,.0f} MiB of OpenMetrics, generated in {gen:.0f} s, "
-            f"backfilled in {took:.0f} s)"
-        )
-        meta.write_text(json.dumps({"end": end, "note": gen_note}))
+    gen_note, end = ensure_series(tsdb, fleet, args.workers, args.chunk, workdir)
     print(gen_note, flush=True)
     proc, url = start_prometheus(tsdb, workdir)
     runs = []
@@ -372,8 +392,7 @@ def main() -> int:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-        if args.keep is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)  # a kept TSDB is elsewhere (--keep)
     report = render(runs, gen_note, args.workers)
     print(report)
     if args.write:
