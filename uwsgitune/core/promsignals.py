@@ -18,6 +18,10 @@ between the samples the two steps read, never PromQL's extrapolated `rate()`. uW
 every slot's counters together on a reload, so the per-instance sum drops: that step is a
 reload (no rates), as it is for `recommend --replay`.
 
+A step counts only when the instance's last scrape is recent (`stale_after`): Prometheus
+answers an instant selector with the last sample of the 5 minutes before, which would turn
+a scrape outage into a flat counter and a jump.
+
 Gauges that are per-poll rates in the daemon (CPU) are averaged over each step
 (`avg_over_time(...[step])`); queues, workers and memory are sampled at the step (the last
 sample at or before it), as a poll samples them.
@@ -54,7 +58,8 @@ def _per_worker(agg: str, metric: str) -> str:
 
 
 SIGNALS: tuple[Signal, ...] = (
-    Signal("up", "uwsgi_up{sel}", "exporter"),
+    # a step whose last scrape is older than `{stale}` reads as a gap, not as that scrape
+    Signal("up", "uwsgi_up{sel} unless (time() - timestamp(uwsgi_up{sel}) > {stale})", "exporter"),
     Signal("requests", _per_worker("sum", "uwsgi_worker_requests_total"), "exporter", "counter"),
     Signal(
         "exceptions", _per_worker("sum", "uwsgi_worker_exceptions_total"), "exporter", "counter"
@@ -118,8 +123,16 @@ def matchers(selector: str) -> str:
     return text
 
 
+def stale_after(step: float) -> float:
+    """Seconds after its last scrape that an instance is a gap: two steps, at least 30 s.
+    Prometheus itself answers with the last sample for 5 minutes (its lookback), so a
+    scrape outage shorter than that would read as a flat counter, then a jump."""
+    return max(2 * step, 30.0)
+
+
 def query(signal: Signal, selector: str, step: float) -> str:
     """The signal's PromQL over the series `selector` matches."""
     inside = matchers(selector)
     sel = "{" + inside + "}" if inside else ""
-    return signal.expr.replace("{sel}", sel).replace("{step}", promql_duration(step))
+    text = signal.expr.replace("{sel}", sel).replace("{step}", promql_duration(step))
+    return text.replace("{stale}", f"{stale_after(step):g}")
