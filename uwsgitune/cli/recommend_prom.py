@@ -214,7 +214,7 @@ def _nothing(client: PromClient, selector: str, grid: Grid, span: str) -> str:
             "`uwsgitune daemon`? check the scrape config, --prometheus or --range"
         )
     seen = []
-    for label in ("job", "namespace", "deployment", "instance")[:3]:
+    for label in ("job", "namespace", "deployment"):
         if label in names:
             rows = client.instant(
                 f"count by ({label}) (count_over_time(uwsgi_up[{span}]))", grid.end
