@@ -70,3 +70,11 @@ def test_a_prometheus_failing_half_way_prints_nothing_but_one_line(
     assert code == 3 and out == ""
     (line,) = err.strip().splitlines()
     assert "Prometheus failed (HTTP 503, unavailable: shutting down); retry later" in line
+
+
+def test_flags_for_one_instance_are_refused_with_prometheus(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["recommend", "--prometheus", "http://127.0.0.1:1", "--window", "60"])
+    assert code == 2
+    assert "with --prometheus use --range" in capsys.readouterr().err

@@ -162,6 +162,12 @@ def run(args: argparse.Namespace) -> int:
     if args.prometheus is not None:
         if args.replay is not None or args.addr:
             raise UserError("give one of ADDR, --replay FILE or --prometheus URL", code=2)
+        if args.window is not None or args.ini is not None:
+            raise UserError(
+                "--window and --ini are for one instance; with --prometheus use --range "
+                "(the whole fleet's ini files are not read)",
+                code=2,
+            )
         return _status(*run_prometheus(args))
     if args.replay is not None and args.addr:
         raise UserError("give either ADDR or --replay FILE, not both", code=2)
