@@ -4,12 +4,14 @@ with its exit code; a long range is paged; a partial answer (warnings) is refuse
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.exporter.conftest import Certs
 from tests.support.fakeprom import Answer, answering, matrix
 from uwsgitune.launch import free_port
 from uwsgitune.sources.promapi import PAGE_STEPS, PromClient, PrometheusError, PromOptions
@@ -131,3 +133,15 @@ def test_basic_auth_is_sent_from_the_password_file(server: Server, tmp_path: Pat
     missing = PromOptions(where, user="reader", password_file=tmp_path / "nope")
     with pytest.raises(PrometheusError, match="--prometheus-password-file"):
         PromClient(missing)
+
+
+def test_tls_is_verified_against_the_ca_given_and_refused_without_it(certs: Certs) -> None:
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(str(certs.server_crt), str(certs.server_key))
+    with answering(server_tls) as start:
+        where, _ = start(lambda form: (200, matrix([])))
+        with PromClient(PromOptions(where, ca_file=certs.ca)) as c:
+            assert list(c.query_range("uwsgi_up", 0.0, 60.0, 60.0)) == []
+        err = _error(where)
+    assert "TLS: the server's certificate is not trusted" in str(err)
+    assert "--prometheus-ca-file" in str(err) and err.code == 2

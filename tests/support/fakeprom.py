@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -24,8 +25,11 @@ def success(data: object) -> bytes:
 
 
 @contextlib.contextmanager
-def answering() -> Iterator[Callable[[Answer], tuple[str, list[dict[str, str]]]]]:
-    """`start(answer)` -> (base URL, the forms seen); every server stops when the block ends."""
+def answering(
+    tls: ssl.SSLContext | None = None,
+) -> Iterator[Callable[[Answer], tuple[str, list[dict[str, str]]]]]:
+    """`start(answer)` -> (base URL, the forms seen); every server stops when the block ends.
+    `tls`: a server context, for HTTPS."""
     servers: list[ThreadingHTTPServer] = []
 
     def start(answer: Answer) -> tuple[str, list[dict[str, str]]]:
@@ -51,9 +55,12 @@ def answering() -> Iterator[Callable[[Answer], tuple[str, list[dict[str, str]]]]
 
         srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         srv.daemon_threads = True
+        if tls is not None:
+            srv.socket = tls.wrap_socket(srv.socket, server_side=True)
         servers.append(srv)
         threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-        return f"http://127.0.0.1:{srv.server_address[1]}", seen
+        scheme = "https" if tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{srv.server_address[1]}", seen
 
     try:
         yield start

@@ -205,6 +205,12 @@ class PromClient:
                 "--prometheus-timeout, or narrow --range or --selector"
             ) from None
         except httpx.ConnectError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise PrometheusError(
+                    f"{where}: TLS: the server's certificate is not trusted ({_why(exc)}); "
+                    "give its CA with --prometheus-ca-file",
+                    2,
+                ) from None
             raise PrometheusError(
                 f"{where}: cannot connect ({_why(exc)}); is Prometheus running there? "
                 "check --prometheus"
