@@ -19,7 +19,8 @@ from tests.uwsgi_harness import url, uwsgi_instance
 from uwsgitune.cli.main import main
 from uwsgitune.loadgen import run_open
 
-pytestmark = [pytest.mark.uwsgi, pytest.mark.slow]
+# one stack for the module (`stack` is module-scoped): its tests on one xdist worker
+pytestmark = [pytest.mark.uwsgi, pytest.mark.slow, pytest.mark.xdist_group("prom_live")]
 LOAD_SECONDS = 6.0
 
 
