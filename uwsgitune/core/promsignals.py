@@ -27,8 +27,8 @@ Gauges that are per-poll rates in the daemon (CPU) are averaged over each step
 sample at or before it), as a poll samples them.
 
 `source`: "exporter" signals exist in both sources; "daemon" ones only in uwsgitune's. A
-rule that needs a daemon signal is "unknown" on an instance without it
-(`RULE_NEEDS`): it is not run on a guess.
+rule whose input no series gave is "unknown" on that instance (core/promframes.py
+`UNKNOWN_WHEN`): its findings are never shown on a guess.
 """
 
 from __future__ import annotations
