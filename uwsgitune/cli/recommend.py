@@ -16,6 +16,7 @@ from typing import Any
 
 from uwsgitune.cli.common import addresses, positive_float
 from uwsgitune.cli.progress import timed
+from uwsgitune.cli.recommend_prom import add_flags, run_prometheus
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.ini import NotUtf8, decode_ini, read_ini_facts
@@ -26,7 +27,7 @@ from uwsgitune.render.text import error_line
 from uwsgitune.rules.facts import ConfigFacts, Facts
 from uwsgitune.rules.finding import SEVERITY_RANK, Finding, finding_to_dict
 from uwsgitune.rules.render import report
-from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS, RuleSettings
+from uwsgitune.rules.rulesettings import whole_window_settings
 from uwsgitune.sources.recording import ReplaySource, read_recording
 from uwsgitune.tuner.tunersettings import TunerSettings
 
@@ -36,7 +37,8 @@ EPILOG = """exit status:
   0  no findings, or only informational ones
   1  at least one warning
   2  at least one critical finding
-  3  could not observe (no stats document with rates in the window)
+  3  could not observe (no stats document with rates in the window); with --prometheus:
+     an instance not observed, or Prometheus could not be read (down, slow, 5xx)
   bad arguments or files also exit 2, with one line on stderr naming the fix"""
 
 
@@ -66,6 +68,7 @@ def register(sub: Any) -> None:
         metavar="FILE.ini",
         help="the instance's ini: facts the stats lack (cheaper-algo, offload-threads)",
     )
+    add_flags(p)
     p.set_defaults(func=run)
 
 
@@ -102,17 +105,7 @@ def _stats_kind(source: str) -> str | None:
         return None
 
 
-def settings_for(window: float | None) -> RuleSettings:
-    """One shot: every look-back is the observed window, so each rule judges all of it."""
-    if window is None:
-        return DEFAULT_SETTINGS
-    names = ("window_seconds", "idle_window_seconds", "memory_window_seconds", "gil_window_seconds")
-    fields = RuleSettings.model_fields
-    update = {}
-    for name in names:
-        lo = next(m.ge for m in fields[name].metadata if hasattr(m, "ge"))
-        update[name] = max(window, float(lo))
-    return DEFAULT_SETTINGS.model_copy(update=update)
+settings_for = whole_window_settings  # the name the tests know
 
 
 def _evaluate(
@@ -166,6 +159,16 @@ def _span(frames: Iterable[Frame]) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.prometheus is not None:
+        if args.replay is not None or args.addr:
+            raise UserError("give one of ADDR, --replay FILE or --prometheus URL", code=2)
+        if args.window is not None or args.ini is not None:
+            raise UserError(
+                "--window and --ini are for one instance; with --prometheus use --range "
+                "(the whole fleet's ini files are not read)",
+                code=2,
+            )
+        return _status(*run_prometheus(args))
     if args.replay is not None and args.addr:
         raise UserError("give either ADDR or --replay FILE, not both", code=2)
     if args.replay is None and not args.addr:

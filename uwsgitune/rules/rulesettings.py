@@ -137,3 +137,17 @@ DEFAULT_SETTINGS = RuleSettings()
 def settings_table() -> list[tuple[str, str, object, str]]:
     """(name, type, default, description) for each setting: for docs and `--help`."""
     return _table(RuleSettings)
+
+
+def whole_window_settings(window: float | None) -> RuleSettings:
+    """One shot (`recommend`): every look-back is the observed window, so each rule judges
+    all of it."""
+    if window is None:
+        return DEFAULT_SETTINGS
+    names = ("window_seconds", "idle_window_seconds", "memory_window_seconds", "gil_window_seconds")
+    fields = RuleSettings.model_fields
+    update = {}
+    for name in names:
+        lo = next(m.ge for m in fields[name].metadata if hasattr(m, "ge"))
+        update[name] = max(window, float(lo))
+    return DEFAULT_SETTINGS.model_copy(update=update)

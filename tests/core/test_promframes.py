@@ -1,0 +1,171 @@
+"""Frames rebuilt from Prometheus series (core/promframes.py): exact rates between steps,
+gaps and resets never rated across, unknowns kept unknown, and each answer series matched
+to its instance."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from uwsgitune.core.promframes import (
+    InstanceSeries,
+    SeriesSet,
+    instance_labels,
+    is_unknown,
+    rebuild,
+    unknown_rules,
+)
+
+NAN = math.nan
+STEP = 60.0
+EXPORTER = {"job": "uwsgi", "instance": "10.0.0.1:9117"}
+DAEMON = {"job": "tuned", "instance": "10.0.0.2:9117", "stats_uri": "unix:///run/s.sock"}
+
+
+def _points(values: Sequence[float], start: float = 0.0) -> list[tuple[float, str]]:
+    return [(start + i * STEP, repr(v)) for i, v in enumerate(values) if not math.isnan(v)]
+
+
+def instance(
+    n: int = 6,
+    labels: dict[str, str] | None = None,
+    *,
+    requests: Sequence[float] | None = None,
+    running: Sequence[float] | None = None,
+    up: Sequence[float] | None = None,
+    extra: dict[str, Sequence[float]] | None = None,
+) -> InstanceSeries:
+    """Four workers serving 600 requests a step (10/s), each request 0.2 s: L = 2."""
+    labels = labels or EXPORTER
+    key = instance_labels(labels, False)
+    grid = SeriesSet(0.0, STEP, n, [key])
+    given: dict[str, Sequence[float]] = {
+        "up": up or [1.0] * n,
+        "requests": requests or [600.0 * i for i in range(n)],
+        "running": running or [120.0 * i for i in range(n)],
+        "slots": [4.0] * n,
+        "cheap": [0.0] * n,
+        "busy": [2.0] * n,
+        "threads": [1.0] * n,
+        **(extra or {}),
+    }
+    for name, values in given.items():
+        grid.add(name, labels, _points(values))
+    return grid.instances[key]
+
+
+def test_rates_are_the_exact_growth_between_two_steps() -> None:
+    built = rebuild(instance())
+    first, *rated = built.frames
+    assert first.kind == "first" and first.rps is None
+    assert len(rated) == 5 and all(f.kind == "ok" for f in rated)
+    f = rated[-1]
+    assert f.dt == STEP
+    assert f.rps == pytest.approx(10.0)
+    assert f.littles_l == pytest.approx(2.0)  # 120 s of service per 60 s
+    assert f.mean_rt_ms == pytest.approx(200.0)
+    assert f.busy_ratio == pytest.approx(0.5)  # L 2 over 4 live x 1 thread
+    assert (f.live, f.workers_max, f.threads) == (4, 4, 1)
+
+
+def test_a_counter_that_drops_is_a_reload_and_is_never_rated_across() -> None:
+    requests = [0.0, 600.0, 1200.0, 50.0, 650.0, 1250.0]
+    running = [0.0, 120.0, 240.0, 10.0, 130.0, 250.0]
+    built = rebuild(instance(requests=requests, running=running))
+    kinds = [f.kind for f in built.frames]
+    assert kinds == ["first", "ok", "ok", "reload", "ok", "ok"]
+    assert built.resets == 1
+    reload = built.frames[3]
+    assert reload.rps is None and reload.littles_l is None
+    assert all(f.rps == pytest.approx(10.0) for f in built.frames if f.kind == "ok")
+
+
+def test_the_daemons_reload_counter_marks_a_reload_too() -> None:
+    reloads = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    built = rebuild(instance(labels=DAEMON, extra={"reloads": reloads}))
+    assert [f.kind for f in built.frames][3] == "reload"
+
+
+def test_a_gap_is_no_frame_and_the_next_step_rates_over_the_whole_gap() -> None:
+    up = [1.0, 1.0, NAN, NAN, 1.0, 1.0]
+    built = rebuild(instance(up=up))
+    assert built.missing == 2
+    assert [f.t for f in built.frames] == [0.0, 60.0, 240.0, 300.0]
+    after = built.frames[2]
+    assert after.kind == "ok" and after.dt == 3 * STEP
+    assert after.rps == pytest.approx(10.0)  # 1,800 requests over 180 s
+
+
+def test_uwsgi_up_zero_is_an_error_frame_without_rates() -> None:
+    built = rebuild(instance(up=[1.0, 1.0, 0.0, 1.0, 1.0, 1.0]))
+    down = built.frames[2]
+    assert down.kind == "error" and down.rps is None and down.error == "uwsgi_up 0"
+
+
+def _socket(inst: InstanceSeries, name: str, signal: str, values: Sequence[float]) -> None:
+    grid = inst.grid(signal, (name, "uwsgi"))
+    for i, v in enumerate(values):
+        grid[i] = v
+
+
+def test_uwsgi_exporters_zero_queue_of_a_unix_socket_is_unknown() -> None:
+    inst = instance()
+    _socket(inst, "/run/app.sock", "queue", [0.0] * 6)
+    _socket(inst, "/run/app.sock", "max_queue", [100.0] * 6)
+    _socket(inst, "127.0.0.1:3031", "queue", [7.0] * 6)
+    _socket(inst, "127.0.0.1:3031", "max_queue", [100.0] * 6)
+    f = rebuild(inst).frames[-1]
+    by_name = {s.name: s for s in f.sockets}
+    unix, tcp = by_name["/run/app.sock"], by_name["127.0.0.1:3031"]
+    assert unix.queue is None and unix.source == "none"
+    assert (tcp.queue, tcp.backlog, tcp.source) == (7, 100, "stats")
+
+
+def test_the_daemons_kernel_queue_is_read_for_a_unix_socket() -> None:
+    inst = instance(labels=DAEMON)
+    _socket(inst, "/run/app.sock", "queue", [0.0] * 6)
+    _socket(inst, "/run/app.sock", "k_queue", [30.0] * 6)
+    _socket(inst, "/run/app.sock", "k_backlog", [128.0] * 6)
+    (sock,) = rebuild(inst).frames[-1].sockets
+    assert (sock.queue, sock.backlog, sock.source) == (30, 128, "kernel")
+
+
+def test_cpu_rules_are_unknown_without_the_daemons_series() -> None:
+    plain = instance()
+    unknown = unknown_rules(plain, rebuild(plain).frames)
+    assert (
+        "oversubscribed_cpu" in unknown
+        and "uwsgitune_instance_cpu_cores" in unknown["oversubscribed_cpu"]
+    )
+    assert is_unknown("listen_queue.capacity_short", unknown)  # no socket's queue known
+    assert not is_unknown("idle_overprovisioned", unknown)
+    tuned = instance(labels=DAEMON, extra={"cpu_cores": [0.5] * 6, "effective_cpus": [2.0] * 6})
+    assert tuned.daemon
+    unknown = unknown_rules(tuned, rebuild(tuned).frames)
+    assert "oversubscribed_cpu" not in unknown
+    assert "config.no_memory_report" in unknown  # the daemon's RSS may come from /proc
+
+
+def test_memory_is_unknown_not_zero_when_no_worker_reports_rss() -> None:
+    f = rebuild(instance(extra={"rss": [0.0] * 6, "rss_workers": [0.0] * 6})).frames[-1]
+    assert f.mem_total_rss is None and f.mem_per_worker is None and not f.memory_report
+    f = rebuild(instance(extra={"rss": [4e8] * 6, "rss_workers": [4.0] * 6})).frames[-1]
+    assert f.mem_per_worker == 100_000_000 and f.memory_report
+
+
+def test_an_exporter_series_with_stats_uri_joins_its_instance_and_strangers_are_left_out() -> None:
+    key = instance_labels(EXPORTER, False)
+    grid = SeriesSet(0.0, STEP, 3, [key])
+    worker_sum = {**EXPORTER, "stats_uri": "unix:///run/s.sock"}  # uwsgi_exporter's labels
+    assert grid.add("requests", worker_sum, _points([0.0, 1.0, 2.0])) == 3
+    stranger = {**EXPORTER, "instance": "elsewhere:9117"}
+    assert grid.add("requests", stranger, _points([5.0, 6.0, 7.0])) == 0
+    assert list(grid.instances) == [key]
+    assert list(grid.instances[key].values["requests"]) == [0.0, 1.0, 2.0]
+
+
+def test_the_tuners_last_wish_is_kept() -> None:
+    built = rebuild(instance(labels=DAEMON, extra={"tuner": [4.0, 4.0, 6.0, NAN, NAN, NAN]}))
+    assert built.tuner_desired == 6

@@ -1,0 +1,138 @@
+"""What `recommend --prometheus` asks a Prometheus server: one PromQL expression per signal.
+
+Theory of operation
+-------------------
+A frame (core/frame.py) is one instance at one poll. Prometheus holds the same instance as
+series: uwsgi_exporter 1.3's families (every uwsgitune daemon exports them too, same names
+and labels) and, from uwsgitune's daemon only, its `uwsgitune_*` families. Each `Signal`
+below is one PromQL expression whose result has exactly one series per instance (the
+socket signals: one per socket), so a range query returns per-instance series, never
+per-worker ones: the per-worker families are summed, counted or maxed `without
+(worker_id)` inside Prometheus. `without` keeps every other label, so an instance is its
+label set: `job`/`instance` and the target's labels (`pod`, `deployment`), and on the
+daemon's series `stats_uri` (one daemon exports several instances).
+
+Counters are fetched as they are (summed per instance) and turned into rates here, between
+two steps, as `core/derive.py` turns polls into rates: a step's rate is the exact growth
+between the samples the two steps read, never PromQL's extrapolated `rate()`. uWSGI resets
+every slot's counters together on a reload, so the per-instance sum drops: that step is a
+reload (no rates), as it is for `recommend --replay`.
+
+A step counts only when the instance's last scrape is recent (`stale_after`): Prometheus
+answers an instant selector with the last sample of the 5 minutes before, which would turn
+a scrape outage into a flat counter and a jump.
+
+Gauges that are per-poll rates in the daemon (CPU) are averaged over each step
+(`avg_over_time(...[step])`); queues, workers and memory are sampled at the step (the last
+sample at or before it), as a poll samples them.
+
+`source`: "exporter" signals exist in both sources; "daemon" ones only in uwsgitune's. A
+rule whose input no series gave is "unknown" on that instance (core/promframes.py
+`UNKNOWN_WHEN`): its findings are never shown on a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SignalSource = Literal["exporter", "daemon"]
+WORKER = "worker_id"
+SOCKET_LABELS = ("name", "proto", "source")  # the socket families' own labels
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One per-instance series family: `expr` with `{sel}` (the label matchers) and `{step}`
+    (the step as a PromQL duration). `socket`: one series per socket of an instance."""
+
+    name: str
+    expr: str
+    source: SignalSource
+    kind: Literal["counter", "gauge"] = "gauge"
+    socket: bool = False
+
+
+def _per_worker(agg: str, metric: str) -> str:
+    return f"{agg} without ({WORKER}) ({metric}{{sel}})"
+
+
+SIGNALS: tuple[Signal, ...] = (
+    # a step whose last scrape is older than `{stale}` reads as a gap, not as that scrape
+    Signal("up", "uwsgi_up{sel} unless (time() - timestamp(uwsgi_up{sel}) > {stale})", "exporter"),
+    Signal("requests", _per_worker("sum", "uwsgi_worker_requests_total"), "exporter", "counter"),
+    Signal(
+        "exceptions", _per_worker("sum", "uwsgi_worker_exceptions_total"), "exporter", "counter"
+    ),
+    Signal(
+        "running", _per_worker("sum", "uwsgi_worker_running_time_seconds"), "exporter", "counter"
+    ),
+    Signal(
+        "harakiri", _per_worker("sum", "uwsgi_worker_harakiri_count_total"), "exporter", "counter"
+    ),
+    Signal(
+        "respawns", _per_worker("sum", "uwsgi_worker_respawn_count_total"), "exporter", "counter"
+    ),
+    Signal("slots", _per_worker("count", "uwsgi_worker_busy"), "exporter"),
+    Signal("busy", _per_worker("sum", "uwsgi_worker_busy"), "exporter"),
+    Signal("cheap", _per_worker("sum", "uwsgi_worker_cheap"), "exporter"),
+    Signal("threads", _per_worker("max", "uwsgi_worker_cores"), "exporter"),
+    # RSS of the workers that report one (uwsgi_exporter: 0 without --memory-report). A
+    # join with `uwsgi_worker_cheap` would leave out a cheaped slot's last RSS, at five times
+    # the query's cost: a cheap slot reports 0 (uWSGI) or no process (the daemon's /proc).
+    Signal("rss", _per_worker("sum", "uwsgi_worker_rss_bytes"), "exporter"),
+    Signal(
+        "rss_workers", f"count without ({WORKER}) (uwsgi_worker_rss_bytes{{sel}} > 0)", "exporter"
+    ),
+    Signal("signal_queue", "uwsgi_signal_queue_length{sel}", "exporter"),
+    Signal("queue", "uwsgi_socket_queue_length{sel}", "exporter", socket=True),
+    Signal("max_queue", "uwsgi_socket_max_queue_length{sel}", "exporter", socket=True),
+    # uwsgitune's daemon only
+    Signal("k_queue", "uwsgitune_socket_queue_length{sel}", "daemon", socket=True),
+    Signal("k_backlog", "uwsgitune_socket_backlog{sel}", "daemon", socket=True),
+    Signal("cpu_cores", "avg_over_time(uwsgitune_instance_cpu_cores{sel}[{step}])", "daemon"),
+    Signal("host_cpu", "avg_over_time(uwsgitune_host_cpu_ratio{sel}[{step}])", "daemon"),
+    Signal("effective_cpus", "uwsgitune_effective_cpus{sel}", "daemon"),
+    Signal("host_cpus", "uwsgitune_host_cpus{sel}", "daemon"),
+    Signal("mem_available", "uwsgitune_memory_available_bytes{sel}", "daemon"),
+    Signal("mem_limit", "uwsgitune_memory_limit_bytes{sel}", "daemon"),
+    Signal("somaxconn", "uwsgitune_somaxconn{sel}", "daemon"),
+    Signal("overflows", "uwsgitune_host_listen_overflows_total{sel}", "daemon", "counter"),
+    Signal("drops", "uwsgitune_host_listen_drops_total{sel}", "daemon", "counter"),
+    Signal("reloads", "uwsgitune_reloads_seen_total{sel}", "daemon", "counter"),
+    Signal("tuner", "max without (action, code) (uwsgitune_tuner_desired_workers{sel})", "daemon"),
+)
+BY_NAME = {s.name: s for s in SIGNALS}
+
+# The daemon's series that mark an instance as uwsgitune's (the rest are optional: the tuner's
+# wish exists only where a tuner runs).
+DAEMON_MARK = "cpu_cores"
+
+
+def promql_duration(seconds: float) -> str:
+    """`60s`, `1500ms`: a step as a PromQL range (whole milliseconds)."""
+    ms = max(round(seconds * 1000), 1)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def matchers(selector: str) -> str:
+    """`job="uwsgi"` or `{job="uwsgi"}` as the inside of a PromQL selector's braces."""
+    text = selector.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    return text
+
+
+def stale_after(step: float) -> float:
+    """Seconds after its last scrape that an instance is a gap: two steps, at least 30 s.
+    Prometheus itself answers with the last sample for 5 minutes (its lookback), so a
+    scrape outage shorter than that would read as a flat counter, then a jump."""
+    return max(2 * step, 30.0)
+
+
+def query(signal: Signal, selector: str, step: float) -> str:
+    """The signal's PromQL over the series `selector` matches."""
+    inside = matchers(selector)
+    sel = "{" + inside + "}" if inside else ""
+    text = signal.expr.replace("{sel}", sel).replace("{step}", promql_duration(step))
+    return text.replace("{stale}", f"{stale_after(step):g}")
