@@ -153,6 +153,7 @@ def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | No
     add_up(out, uri, snap.up)
     add_exporter_self(out, snap)
     add_own(out, snap)
+    add_utilisation(out, snap)
     doc, frame = snap.doc, snap.frame
     if not snap.up or doc is None or frame is None:
         return
@@ -479,6 +480,28 @@ def add_own(out: Families, snap: InstanceState) -> None:
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
         doc = "Unix time of the last poll done, good or failed: a stale value is stalled polling."
         out.gauge("uwsgitune_last_poll_timestamp_seconds", doc, uri, counts.last_t)
+
+
+def add_utilisation(out: Families, snap: InstanceState) -> None:
+    """The pod autoscaler's signal (tuner/utilisation.py, docs/kubernetes.md) and its parts;
+    nothing without a tuner, or at a poll without rates or with stale stats."""
+    util = snap.tuning.utilisation if snap.tuning is not None else None
+    if util is None:
+        return
+    uri = snap.stats_uri
+    doc = (
+        "Demand / capacity at the tuner's ceiling (requests in service and queued over the "
+        "requests the ceiling serves): 1 is the tuner at its ceiling. Scale replicas on this."
+    )
+    out.gauge("uwsgitune_capacity_utilisation", doc, uri, util.ratio)
+    doc = "Requests in the instance: in service at uncontended speed, plus queued."
+    out.gauge("uwsgitune_capacity_demand_requests", doc, uri, util.demand)
+    doc = "Requests the tuner's ceiling serves without queueing (workers' or CPUs' bound)."
+    out.gauge("uwsgitune_capacity_requests", doc, uri, util.capacity)
+    doc = "The most live workers the tuner may run: max_workers, or what memory allows."
+    out.gauge("uwsgitune_capacity_ceiling_workers", doc, uri, util.ceiling)
+    doc = "1 when the CPUs (the pod's quota), not the workers, bound the capacity."
+    out.gauge("uwsgitune_capacity_cpu_bound", doc, uri, 1.0 if util.bound == "cpu" else 0.0)
 
 
 class BuildInfo(Collector):
