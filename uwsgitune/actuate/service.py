@@ -214,7 +214,8 @@ class TunerService:
         advice = self._act(d, frame, now)
         if frame.ok and not (d.is_change and self.mode == "apply"):
             self._listen_step(state, frame, d, now)
-        util = capacity_utilisation(state.frames, self._tuning(), now)
+        acting = self.mode == "apply" and self.stopped is None
+        util = capacity_utilisation(state.frames, self._tuning(), now, acting)
         result = replace(self._result(d, advice), utilisation=util)
         with self._guard:
             asked, self._request = self._request, None

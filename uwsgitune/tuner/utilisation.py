@@ -43,7 +43,7 @@ from statistics import fmean
 from typing import Literal
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.signals import requests_waiting
+from uwsgitune.core.signals import cpu_saturation, requests_waiting
 from uwsgitune.core.staffing import estimate
 from uwsgitune.tuner.measures import memory_cap, rated
 from uwsgitune.tuner.tunersettings import TunerSettings
@@ -56,7 +56,7 @@ class Utilisation:
     """The signal and its parts, in requests (a threaded worker holds `threads`)."""
 
     ratio: float  # demand / capacity: 1 is the tuner at its ceiling
-    demand: float  # requests in service at uncontended speed, plus queued
+    demand: float  # requests in service at uncontended speed (the queue aside)
     capacity: float  # requests the ceiling serves without queueing
     ceiling: int  # the most live workers the tuner may run here
     bound: Bound  # which bound sets the capacity
@@ -71,10 +71,11 @@ def served_by(workers: int, threads: int, beta: float) -> float:
     return root * root
 
 
-def ceiling(frame: Frame, settings: TunerSettings) -> int:
-    """The most live workers the tuner may run: `max_workers`, or fewer if memory allows
-    fewer; never below the floor."""
-    top = settings.max_workers
+def ceiling(frame: Frame, settings: TunerSettings, acting: bool = True) -> int:
+    """The most live workers the pool may run: `max_workers`, or fewer if memory allows
+    fewer; never below the floor. A tuner that does not act (observe, recommend, or its
+    applying stopped) adds none: then the instance's own slots (`processes`) bound it too."""
+    top = settings.max_workers if acting else min(settings.max_workers, frame.workers_max)
     mem = memory_cap(frame, settings)
     if mem is not None:
         top = min(top, mem)
@@ -82,22 +83,31 @@ def ceiling(frame: Frame, settings: TunerSettings) -> int:
 
 
 def _sample(frames: Sequence[Frame], polls: int) -> list[Frame]:
-    """The newest `polls` rated frames, oldest first."""
+    """The newest `polls` rated frames at the latest live count, oldest first: the
+    staffing model is read at one count, as the tuner reads it (a poll across a change
+    mixes two pools: the queue the old one left, drained by the new one)."""
+    live = frames[-1].live
     out: list[Frame] = []
     for f in reversed(frames):
-        if rated(f):
-            out.append(f)
-            if len(out) >= polls:
-                break
+        if not rated(f):
+            continue
+        if f.live != live:
+            out.pop()  # the first poll at this count: its rates straddle the change
+            break
+        out.append(f)
+        if len(out) > polls:
+            out.pop()
+            break
     out.reverse()
     return out
 
 
 def capacity_utilisation(
-    frames: Sequence[Frame], settings: TunerSettings, now: float | None = None
+    frames: Sequence[Frame], settings: TunerSettings, now: float | None = None, acting: bool = True
 ) -> Utilisation | None:
     """The signal over the last `measure_frames` polls; None when the latest poll has no
-    rates or is stale at `now` (an autoscaler must not act on it)."""
+    rates or is stale at `now` (an autoscaler must not act on it). `acting`: the tuner
+    applies its decisions (`ceiling`)."""
     if not frames:
         return None
     latest = frames[-1]
@@ -105,20 +115,42 @@ def capacity_utilisation(
     if not rated(latest) or now - latest.mono > settings.stale_after:
         return None
     sample = _sample(frames, settings.measure_frames)
+    if not sample:
+        return None  # the first poll at a new count
     threads = max(latest.threads, 1)
     model = estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated)
-    rps = fmean(f.rps or 0.0 for f in sample)
     if model is not None:
-        in_service = rps * (model.cpu_ms + model.io_ms) / 1000
+        in_service = fmean(f.rps or 0.0 for f in sample) * (model.cpu_ms + model.io_ms) / 1000
     else:
         in_service = fmean(f.littles_l or 0.0 for f in sample)
-    queued = fmean(float(requests_waiting(f) or 0) for f in sample)
-    top = ceiling(latest, settings)
+    top = ceiling(latest, settings, acting)
     capacity = served_by(top, threads, settings.staffing_beta)
     bound: Bound = "workers"
     if model is not None and model.workers is not None:
         cpu = model.concurrency * settings.cpu_saturated
         if cpu < capacity:
             capacity, bound = cpu, "cpu"
-    demand = in_service + queued
-    return Utilisation(demand / capacity, demand, capacity, top, bound)
+    return Utilisation(
+        (in_service + _short(sample, latest, top, capacity, settings)) / capacity,
+        in_service,
+        capacity,
+        top,
+        bound,
+    )
+
+
+def _short(
+    sample: Sequence[Frame], latest: Frame, top: int, capacity: float, s: TunerSettings
+) -> float:
+    """The queue's part of the demand. Below the ceiling a queue is the tuner's to serve
+    (it adds workers), not the autoscaler's: nothing. At the ceiling (every worker it may
+    run is live, or the CPUs are saturated), the mean queue, but no more than the
+    capacity: a backlog fills at any excess, so its length says the load is short by at
+    least that much, not by how much more. The autoscaler then at most doubles the pods in
+    a step, and reads the rest once they serve."""
+    sats = [x for x in map(cpu_saturation, sample) if x is not None]
+    hot = bool(sats) and fmean(sats) >= s.cpu_saturated
+    if latest.live < top and not hot:
+        return 0.0
+    queued = fmean(float(requests_waiting(f) or 0) for f in sample)
+    return min(queued, capacity)
