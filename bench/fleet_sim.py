@@ -17,6 +17,7 @@ before the first run and are copied into the results as they are.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -29,8 +30,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-import itertools
 
 from tests.support.instances import Instance, Load  # noqa: E402
 from uwsgitune.core.frame import Frame, SocketView  # noqa: E402
@@ -345,6 +344,7 @@ class Run:
     pod_cpu_seconds: float = 0.0
     replica_moves: list[tuple[float, int]] = field(default_factory=list)
     tuner_moves: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    tuner_codes: dict[int, list[tuple[float, str, int, int]]] = field(default_factory=dict)
     series: list[tuple[float, float, int, float, float]] = field(default_factory=list)
 
     @property
@@ -408,6 +408,7 @@ def run(
                 pods.sort(key=lambda p: (p.ready(t), -p.born))
                 for gone in pods[: len(pods) - want]:
                     out.tuner_moves[gone.seed] = gone.moves
+                    out.tuner_codes[gone.seed] = gone.codes
                 pods = pods[len(pods) - want :]
         if k % round(60 / DT) == 0:
             live = [p.workers for p in pods if p.ready(t)]
@@ -423,6 +424,7 @@ def run(
             )
     for p in pods:
         out.tuner_moves[p.seed] = p.moves
+        out.tuner_codes[p.seed] = p.codes
     return out
 
 
@@ -460,7 +462,16 @@ def verdicts(r: Run, trace: Trace) -> dict[str, Any]:
         (reversals(m, [*trace.events, *replica_changes]) for m in r.tuner_moves.values()),
         default=0,
     )
+    changes = [*trace.events, *replica_changes]
+    over = {seed for seed, m in r.tuner_moves.items() if reversals(m, changes) > 1}
+    codes: dict[str, int] = {}
+    for seed in sorted(over):
+        for _t, code, _a, _b in r.tuner_codes.get(seed, []):
+            codes[code] = codes.get(code, 0) + 1
     out: dict[str, Any] = {
+        "pods": len(r.tuner_moves),
+        "pods_over_one": len(over),
+        "codes_of_those": codes,
         "hpa_reversals": reversals(r.replica_moves, trace.events),
         "tuner_reversals": tuner,
         "replica_changes": len(r.replica_moves),
