@@ -90,3 +90,28 @@ def test_on_saturated_cpus_more_workers_do_not_raise_the_signal() -> None:
         return signal(Plant(live=live, workers_max=16, cpus=2.0, cpu_ms=10, clients=None, rate=400))
 
     assert at(16).ratio == pytest.approx(at(8).ratio, rel=0.1)
+
+
+def test_a_queue_below_the_ceiling_is_the_tuners_not_the_autoscalers() -> None:
+    # 4 of 16 workers, the load past what 4 serve: the tuner adds workers; the replica
+    # count must not move for it.
+    u = signal(io_bound(4, 400))
+    assert u.ratio == pytest.approx(u.demand / u.capacity) and u.ratio < 1
+
+
+def test_at_the_ceiling_the_queue_counts_up_to_the_capacity() -> None:
+    # 16 of 16 workers and a queue (the plant holds 20): short by at least the queue, read
+    # as at most one capacity more, so the autoscaler at most about doubles the pods.
+    u = signal(io_bound(16, 600))
+    assert u.ratio == pytest.approx((u.demand + min(20.0, u.capacity)) / u.capacity)
+    assert u.ratio > 1
+
+
+def test_a_tuner_that_does_not_act_has_the_instances_own_slots_for_ceiling() -> None:
+    plant = Plant(live=4, workers_max=8, cpus=2.0, cpu_ms=5, io_ms=45, clients=None, rate=60)
+    frames = polls(plant)
+    acting = capacity_utilisation(frames, SETTINGS, acting=True)
+    watching = capacity_utilisation(frames, SETTINGS, acting=False)
+    assert acting is not None and watching is not None
+    assert (acting.ceiling, watching.ceiling) == (16, 8)
+    assert watching.ratio > acting.ratio

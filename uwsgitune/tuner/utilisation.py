@@ -12,25 +12,31 @@ serve so little that fewer pods would do. So the signal is
 
     utilisation = demand / capacity
 
-- *demand*: the requests in the instance, in service at uncontended speed plus queued.
-  In service is the throughput times the request's own time, CPU plus IO (the staffing
-  model's split, core/staffing.py), not Little's L as measured: on saturated CPUs L counts
-  the wait for a CPU too, and would grow with the workers the tuner added. Without a model
-  (too few requests, no CPU figures) it is Little's L. The queue is what no worker holds
-  yet: a lower bound of the load the pod is short of.
+- *demand*: the requests in the instance. In service at uncontended speed: the throughput
+  times the request's own time, CPU plus IO (the staffing model's split, core/staffing.py),
+  not Little's L as measured: on saturated CPUs L counts the wait for a CPU too, and would
+  grow with the workers the tuner added. Without a model (too few requests, no CPU
+  figures) it is Little's L. Plus the queue, but only at the ceiling (below it a queue is
+  the tuner's to serve: it adds workers, and the replica count must not move for it), and
+  no more than the capacity (a backlog fills at any excess: it says the pod is short by at
+  least that much, not by how much more, so the autoscaler at most about doubles the pods
+  in a step and reads the rest once they serve).
 - *capacity*: the requests the ceiling serves without queueing, the smaller of
   - the workers' bound: the L that square-root staffing sizes to the ceiling
     (L + beta√L = ceiling x threads, the inverse of `workers_for`), and
   - the CPUs' bound: the requests in service that keep `cpu_saturated` of the CPUs busy
     (the model's concurrency x `cpu_saturated`).
 
-The tuner's actuator, the live count, appears in neither: whatever the tuner does, the
-signal does not move, so the autoscaler never undoes the tuner nor chases it. The
-autoscaler's actuator, the replica count, moves the demand per pod; the tuner follows it.
-utilisation >= 1 is the tuner at its ceiling (it wants the ceiling or more, or the CPUs are
-saturated); below 1 it has room, and moves workers. Demand and capacity are both counted in
-requests, so the signal is proportional to the load per pod, which is what the HPA's rule
-(desired = ceil(replicas x value / target)) assumes: one step lands on the right count.
+The tuner's actuator, the live count, appears in neither (read at one count, the poll
+that straddles a change gives no signal): whatever the tuner does, the signal does not
+move, so the autoscaler never undoes the tuner nor chases it. The autoscaler's actuator,
+the replica count, moves the demand per pod; the tuner follows it. utilisation >= 1 is the
+tuner at its ceiling (it wants the ceiling or more, or the CPUs are saturated); below 1 it
+has room, and moves workers. Demand and capacity are both counted in requests, so the
+signal is proportional to the load per pod, which is what the HPA's rule (desired =
+ceil(replicas x value / target)) assumes: one step lands on the right count. A tuner that
+does not act (observe, recommend, applying stopped) adds no worker: its ceiling is the
+instance's own `processes` as well (`ceiling`).
 docs/kubernetes.md has the division of labour and the target that goes with it.
 """
 
