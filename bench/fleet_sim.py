@@ -571,6 +571,45 @@ def chart(runs: dict[tuple[str, str], Run]) -> str:
     return "\n".join(parts)
 
 
+def summary(verdict: dict[str, Any]) -> list[str]:
+    """Each criterion of the definitions, met or missed, run by run."""
+    criteria: list[tuple[str, Callable[[dict[str, Any]], bool | None]]] = [
+        (
+            "The HPA changes direction at most once per load change",
+            lambda v: v["hpa_reversals"] <= 1,
+        ),
+        (
+            "Every pod's tuner changes direction at most once per load change",
+            lambda v: v["tuner_reversals"] <= 1,
+        ),
+        (
+            "The replica count is steady within three stabilisation windows (step, spike)",
+            lambda v: max(v["settle_s"]) <= 900 if "settle_s" in v else None,
+        ),
+        (
+            "Fewer pod-CPU-seconds than the cheapest HPA on CPU at the same throughput",
+            lambda v: v["compare"]["fewer"],
+        ),
+    ]
+    out = []
+    for text, ok in criteria:
+        met = [k for k, v in verdict.items() if ok(v)]
+        missed = [k for k, v in verdict.items() if ok(v) is False]
+        line = f"- {text}: met in {len(met)} runs"
+        out.append(line + (f"; **missed** in {', '.join(missed)}." if missed else "."))
+    none = [k for k, v in verdict.items() if v["compare"]["baseline"] is None]
+    if none:
+        out.append(f"- No CPU target reached the tuned fleet's throughput in: {', '.join(none)}.")
+    for k, v in verdict.items():
+        if v["tuner_reversals"] > 1:
+            codes = ", ".join(f"{c} {n}" for c, n in sorted(v["codes_of_those"].items()))
+            out.append(
+                f"- {k}: {v['pods_over_one']} of {v['pods']} pods' tuners turned more than once "
+                f"between two load changes; their moves by decision code: {codes}."
+            )
+    return out
+
+
 def report(rows: list[dict[str, Any]], verdict: dict[str, Any], sha: str) -> str:
     lines = [
         "# The tuner and the pod autoscaler together: a simulated fleet",
@@ -600,6 +639,7 @@ def report(rows: list[dict[str, Any]], verdict: dict[str, Any], sha: str) -> str
             f"{v['replica_changes']} | {settle} | {tuned['throughput']:.4f} | "
             f"{tuned['pod_cpu_seconds']:.0f} | {base} | {base_cpu} | {saving} |"
         )
+    lines += ["", "### Verdicts", "", *summary(verdict)]
     lines += [
         "",
         "### Every fleet",
@@ -619,7 +659,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="step,spike,daily")
     ap.add_argument("--apps", default="io,mixed,cpu")
+    ap.add_argument("--report-only", action="store_true", help="rewrite fleet.md from fleet.json")
     args = ap.parse_args(argv)
+    if args.report_only:
+        saved = json.loads((RESULTS / "fleet.json").read_text())
+        (RESULTS / "fleet.md").write_text(report(saved["rows"], saved["verdicts"], saved["commit"]))
+        return 0
     sha = commit()
     rows: list[dict[str, Any]] = []
     verdict: dict[str, Any] = {}
