@@ -16,6 +16,7 @@ from tests.tuner.plant import Plant
 from uwsgitune.exporter.metrics import registry_for
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tuner import TunerSettings
+from uwsgitune.tuner.result import Waiting
 from uwsgitune.tuner.utilisation import capacity_utilisation
 
 SETTINGS = TunerSettings(min_workers=2, max_workers=16)
@@ -59,6 +60,12 @@ def test_no_signal_without_a_tuner() -> None:
     snap = stepped(120)
     text = render(replace(snap, tuning=None))
     assert not any(name in text for name in FAMILIES)
+
+
+def test_no_signal_while_an_apply_waits() -> None:
+    # A poll made during a reload keeps the step's result: its value is from before it.
+    snap = replace(stepped(120), waiting=Waiting("the reload", 10.0, 30.0))
+    assert not any(name in render(snap) for name in FAMILIES)
 
 
 def test_the_families_pass_promtool() -> None:

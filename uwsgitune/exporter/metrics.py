@@ -484,9 +484,10 @@ def add_own(out: Families, snap: InstanceState) -> None:
 
 def add_utilisation(out: Families, snap: InstanceState) -> None:
     """The pod autoscaler's signal (tuner/utilisation.py, docs/kubernetes.md) and its parts;
-    nothing without a tuner, or at a poll without rates or with stale stats."""
+    nothing without a tuner, at a poll without rates or with stale stats, or while an apply
+    waits (a reload in flight: the step's value is from before it)."""
     util = snap.tuning.utilisation if snap.tuning is not None else None
-    if util is None:
+    if util is None or snap.waiting is not None:
         return
     uri = snap.stats_uri
     doc = (
