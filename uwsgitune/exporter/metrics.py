@@ -495,7 +495,7 @@ def add_utilisation(out: Families, snap: InstanceState) -> None:
         "requests the ceiling serves): 1 is the tuner at its ceiling. Scale replicas on this."
     )
     out.gauge("uwsgitune_capacity_utilisation", doc, uri, util.ratio)
-    doc = "Requests in the instance: in service at uncontended speed, plus queued."
+    doc = "Requests in service at uncontended speed (the ratio adds the queue at the ceiling)."
     out.gauge("uwsgitune_capacity_demand_requests", doc, uri, util.demand)
     doc = "Requests the tuner's ceiling serves without queueing (workers' or CPUs' bound)."
     out.gauge("uwsgitune_capacity_requests", doc, uri, util.capacity)
