@@ -138,3 +138,25 @@ def test_the_scaledobject_schema_rejects_an_undocumented_field(
     node[key] = "1"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(obj, SCHEMA)
+
+
+def test_the_adapters_and_kedas_queries_parse(tmp_path: Path) -> None:
+    """Their PromQL, the adapter's template filled as the adapter fills it, through promtool
+    (a rule file of recording rules is where promtool parses an expression offline)."""
+    tool = promtool()
+    config = yaml.safe_load(load("k8s-prometheus-adapter.yaml")["data"]["config.yaml"])
+    (rule,) = config["rules"]
+    adapter = (
+        rule["metricsQuery"]
+        .replace("<<.Series>>", PER_POD)
+        .replace("<<.LabelMatchers>>", 'namespace="shop",pod=~"web-a|web-b"')
+        .replace("<<.GroupBy>>", "pod")
+    )
+    (trigger,) = load("k8s-keda-scaledobject.yaml")["spec"]["triggers"]
+    queries = [rule["seriesQuery"], adapter, trigger["metadata"]["query"]]
+    rules = [{"record": f"check:query:{i}", "expr": q} for i, q in enumerate(queries)]
+    (tmp_path / "queries.yml").write_text(
+        yaml.safe_dump({"groups": [{"name": "q", "rules": rules}]})
+    )
+    done = run(tool, "check", "rules", str(tmp_path / "queries.yml"))
+    assert done.returncode == 0, done.stdout + done.stderr
