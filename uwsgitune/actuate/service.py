@@ -84,6 +84,7 @@ from uwsgitune.tuner.result import (
     StepResult,
     Waiting,
 )
+from uwsgitune.tuner.utilisation import capacity_utilisation
 
 Mode = Literal["observe", "recommend", "apply"]
 MODES: tuple[Mode, ...] = ("observe", "recommend", "apply")
@@ -213,7 +214,9 @@ class TunerService:
         advice = self._act(d, frame, now)
         if frame.ok and not (d.is_change and self.mode == "apply"):
             self._listen_step(state, frame, d, now)
-        result = self._result(d, advice)
+        acting = self.mode == "apply" and self.stopped is None
+        util = capacity_utilisation(state.frames, self._tuning(), now, acting)
+        result = replace(self._result(d, advice), utilisation=util)
         with self._guard:
             asked, self._request = self._request, None
         return result if asked is None else self._serve(asked, result)
@@ -846,4 +849,5 @@ def _merged(advised: StepResult, now: StepResult) -> StepResult:
         listen=advised.listen,
         listen_since=advised.listen_since,
         opened=advised.opened,
+        utilisation=advised.utilisation,
     )

@@ -197,6 +197,7 @@ def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | No
     add_own(out, snap)
     if snap.latency is not None:
         add_latency(out, uri, snap.latency, options.latency_routes)
+    add_utilisation(out, snap)
     doc, frame = snap.doc, snap.frame
     if not snap.up or doc is None or frame is None:
         return
@@ -584,6 +585,29 @@ def add_latency_trust(out: Families, uri: str, view: LatencyView) -> None:
         "by up to this (stated, never applied)."
     )
     out.gauge("uwsgitune_latency_proxy_clock_skew_seconds", doc, uri, _seconds(skew))
+
+
+def add_utilisation(out: Families, snap: InstanceState) -> None:
+    """The pod autoscaler's signal (tuner/utilisation.py, docs/kubernetes.md) and its parts;
+    nothing without a tuner, at a poll without rates or with stale stats, or while an apply
+    waits (a reload in flight: the step's value is from before it)."""
+    util = snap.tuning.utilisation if snap.tuning is not None else None
+    if util is None or snap.waiting is not None:
+        return
+    uri = snap.stats_uri
+    doc = (
+        "Demand / capacity at the tuner's ceiling (requests in service and queued over the "
+        "requests the ceiling serves): 1 is the tuner at its ceiling. Scale replicas on this."
+    )
+    out.gauge("uwsgitune_capacity_utilisation", doc, uri, util.ratio)
+    doc = "Requests in service at uncontended speed (the ratio adds the queue at the ceiling)."
+    out.gauge("uwsgitune_capacity_demand_requests", doc, uri, util.demand)
+    doc = "Requests the tuner's ceiling serves without queueing (workers' or CPUs' bound)."
+    out.gauge("uwsgitune_capacity_requests", doc, uri, util.capacity)
+    doc = "The most live workers the tuner may run: max_workers, or what memory allows."
+    out.gauge("uwsgitune_capacity_ceiling_workers", doc, uri, util.ceiling)
+    doc = "1 when the CPUs (the pod's quota), not the workers, bound the capacity."
+    out.gauge("uwsgitune_capacity_cpu_bound", doc, uri, 1.0 if util.bound == "cpu" else 0.0)
 
 
 class BuildInfo(Collector):

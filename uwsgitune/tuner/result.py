@@ -18,6 +18,7 @@ from typing import Any, Literal
 from uwsgitune.tuner.backlog import ListenDecision
 from uwsgitune.tuner.decision import Decision
 from uwsgitune.tuner.moves import MoveRecord
+from uwsgitune.tuner.utilisation import Utilisation
 
 Level = Literal["info", "warning", "error"]
 NoteKind = Literal["decision", "listen", "apply", "verify", "stop", "resume"]
@@ -167,3 +168,6 @@ class StepResult:
     move: MoveRecord | None = None  # the phases of a change applied in this step
     opened: Opened | None = None  # this step opened the tuner (its first good poll)
     requested: Requested | None = None  # an apply asked by hand, served in this step
+    # the pool's demand against its capacity at the ceiling: the pod autoscaler's signal
+    # (tuner/utilisation.py); None when the poll has no rates or is stale
+    utilisation: Utilisation | None = None
