@@ -7,11 +7,15 @@
   finds its cache cold after a context switch takes longer: with many more runnable workers
   than CPUs, throughput falls, as in production (100 workers served ~280 req/s on 4 cores
   where 6 served 449).
+- `/lnio/M[/S]`: a lognormal wait, median M ms, sigma S/100 (default 60), capped at 20 M: an
+  IO-bound request with a spread, as real traffic has (bench/tuner_target_bench.py). Each
+  worker draws from its own generator, seeded by its pid.
 Every other route is the demo app's (`/cpu/N`, `/io/N`, `/error`, ...).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +24,7 @@ from typing import Any
 from uwsgitune.demo.webapp import application as demo
 
 _kept: list[bytes] = []
+_rng = random.Random()
 _heap: dict[str, Any] = {}
 
 
@@ -47,6 +52,15 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     if parts[0] == "leak":
         size = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1024
         _kept.append(b"x" * (size * 1024))  # bytes that are written, so RSS grows
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+        return [b"ok\n"]
+    if parts[0] == "lnio":
+        if _heap.get("pid") != os.getpid():  # forked workers: one generator each
+            _heap["pid"] = os.getpid()
+            _rng.seed(os.getpid())
+        median = float(parts[1]) if len(parts) > 1 else 30.0
+        sigma = float(parts[2]) / 100 if len(parts) > 2 else 0.6
+        time.sleep(min(20 * median, _rng.lognormvariate(0.0, sigma) * median) / 1000)
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
         return [b"ok\n"]
     if parts[0] == "ws":

@@ -365,10 +365,17 @@ def test_no_two_public_classes_share_a_name() -> None:
 
 
 def test_the_test_files_named_by_path_exist() -> None:
-    """CPU_GROUP (tests/conftest.py) and FRAME_FACTORY name test files by path: a file moved
-    without them would silently leave its group or fail the frame check."""
-    from tests.conftest import CPU_GROUP
+    """CPU_GROUP (tests/conftest.py) and FRAME_FACTORY name test files by path, NOT_CPU
+    tests by path and name: a file moved or a test renamed without them would silently leave
+    its group (or join it) or fail the frame check."""
+    from tests.conftest import CPU_GROUP, NOT_CPU
 
     named = {f"tests/{p}" for p in CPU_GROUP} | FRAME_FACTORY
     missing = sorted(p for p in named if not (ROOT / p).is_file())
     assert not missing, f"these paths name no file; update them: {missing}"
+    for test in NOT_CPU:
+        path, name = test.split("::")
+        assert path in CPU_GROUP, f"{test}: its file is not in CPU_GROUP"
+        tree = ast.parse((ROOT / "tests" / path).read_text())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert name in defined, f"{test} names no test; update NOT_CPU"

@@ -47,6 +47,12 @@ def url(proc: UwsgiProcess, path: str = "/") -> str:
     return f"http://127.0.0.1:{http_port(proc)}{path}"
 
 
+# The stop at the end: FIFO `q`, then SIGINT, each given half of this, then SIGKILL. A `q`
+# takes about 1 s; a pool caught loading its app or paused can sit out uWSGI's 60 s worker
+# mercy, and the default 10 s spent waiting for it is a test's teardown wasted.
+STOP_TIMEOUT = 4.0
+
+
 @contextmanager
 def uwsgi_instance(**overrides: IniValue) -> Iterator[UwsgiProcess]:
     workdir = Path(tempfile.mkdtemp(prefix="uwt-", dir="/tmp"))
@@ -55,7 +61,7 @@ def uwsgi_instance(**overrides: IniValue) -> Iterator[UwsgiProcess]:
         proc.start()
         yield proc
     finally:
-        proc.stop()
+        proc.stop(timeout=STOP_TIMEOUT)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

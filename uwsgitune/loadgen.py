@@ -53,6 +53,15 @@ class LoadResult:
         return data[idx]
 
 
+STAMP_HEADER = "X-Request-Start"
+
+
+def proxy_stamp(now: float | None = None) -> str:
+    """nginx's `t=${msec}`: seconds since the epoch with milliseconds."""
+    ms = int((time.time() if now is None else now) * 1000)
+    return f"t={ms // 1000}.{ms % 1000:03d}"
+
+
 def _target(url: str) -> tuple[str, int, bytes, h11.Request]:
     """Host, port, the request on its own connection (HTTP/1.0), and on a kept one."""
     parts = urlsplit(url)
@@ -102,8 +111,12 @@ class LoadRun:
         clock: Callable[[], float] = time.monotonic,
         unix_socket: str | None = None,
         keepalive: bool = False,
+        stamp: bool = False,
     ) -> None:
         self.keepalive = keepalive
+        # stamp each request as a front proxy does (nginx: `t=${msec}`), when it is sent: the
+        # request log then splits its time into queue wait and service (docs/latency.md)
+        self.stamp = stamp
         self.host, self.port, self.request, self.kept_request = _target(url)
         # An `http-socket = /path.sock`: connect there, send `url`'s path and Host header.
         self.unix_socket = unix_socket
@@ -127,8 +140,18 @@ class LoadRun:
 
     async def _send(self, conn: KeepAliveConn | None) -> int:
         if conn is not None:
-            return await conn.request(self.kept_request, self.timeout)
-        return await one_request(self.host, self.port, self.request, self.timeout, self.unix_socket)
+            kept = self.kept_request
+            if self.stamp:
+                kept = h11.Request(
+                    method=kept.method,
+                    target=kept.target,
+                    headers=[*kept.headers, (STAMP_HEADER.encode(), proxy_stamp().encode())],
+                )
+            return await conn.request(kept, self.timeout)
+        request = self.request
+        if self.stamp:
+            request = request[:-2] + f"{STAMP_HEADER}: {proxy_stamp()}\r\n\r\n".encode()
+        return await one_request(self.host, self.port, request, self.timeout, self.unix_socket)
 
     def _count_error(self, kind: str) -> None:
         r = self.result

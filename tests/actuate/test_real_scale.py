@@ -29,15 +29,20 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, LoadRun
 from uwsgitune.pipeline import live_driver
-from uwsgitune.tuner import TunerSettings
+from uwsgitune.tuner import Decision, TunerSettings
 
 pytestmark = [pytest.mark.uwsgi, pytest.mark.slow]
 QUICK = TunerSettings(min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1)
 
 
-def _load(u: str, clients: int, seconds: float) -> tuple[threading.Thread, list[LoadResult]]:
+def _load(
+    u: str, clients: int, seconds: float, runs: list[LoadRun] | None = None
+) -> tuple[threading.Thread, list[LoadResult]]:
+    """A closed-loop load in a thread; `runs` gets its run, for a test to `stop` sooner."""
     out: list[LoadResult] = []
     run = LoadRun(u, duration=seconds, timeout=30)
+    if runs is not None:
+        runs.append(run)
     th = threading.Thread(target=lambda: out.append(asyncio.run(run.closed_loop(clients))))
     th.start()
     return th, out
@@ -114,9 +119,11 @@ def test_a_threaded_pool_is_sized_in_processes(
 ) -> None:
     opts = manual(tmp_path / "o.ini", processes=12, initial=12)
     proc = uwsgi(**opts, threads=4, enable_threads=True)
-    driver, lines = applying(proc, tmp_path, QUICK), list[str]()
-    th, _ = _load(url(proc, "/cpu/5"), 40, 24)
-    decisions = drive(driver, 22, lines)
+    driver, lines, runs = applying(proc, tmp_path, QUICK), list[str](), list[LoadRun]()
+    th, _ = _load(url(proc, "/cpu/5"), 40, 24, runs)
+    # Only the first change is judged: driving on (and loading) past it tells nothing more.
+    decisions = drive(driver, 22, lines, until=lambda ds: any(d.is_change for d in ds))
+    runs[0].stop()
     th.join()
     change = next((d for d in decisions if d.is_change), None)
     assert change is not None, "\n".join(lines)
@@ -142,9 +149,21 @@ def test_a_threaded_io_pool_is_sized_at_the_requests_its_cores_hold(
     settings = TunerSettings(
         min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1, down_window=8
     )
-    driver, lines = applying(proc, tmp_path, settings), list[str]()
-    th, out = _load(url(proc, "/io/50"), 16, 24)
-    decisions = drive(driver, 22, lines)
+    driver, lines, runs = applying(proc, tmp_path, settings), list[str](), list[LoadRun]()
+    th, out = _load(url(proc, "/io/50"), 16, 24, runs)
+
+    def first_down_verified(ds: list[Decision]) -> bool:
+        """The first down is judged, and the load must lose nothing while it is applied:
+        driving on (and loading) past its verification tells nothing more."""
+        at = next((i for i, d in enumerate(ds) if d.action == "down"), None)
+        if at is None:
+            return False
+        changes = sum(1 for d in ds[: at + 1] if d.is_change)
+        done = [r for r in audit_of(tmp_path).records() if r.event == "verify"]
+        return len(done) >= changes
+
+    decisions = drive(driver, 22, lines, until=first_down_verified)
+    runs[0].stop()
     th.join()
     down = next((d for d in decisions if d.action == "down"), None)
     assert down is not None, "\n".join(lines)

@@ -70,7 +70,7 @@ def test_go_durations(text: str, seconds: float) -> None:
 
 
 def test_several_stats_with_a_fifo_is_refused() -> None:
-    with pytest.raises(UserError, match="--fifo and --override need a single --stats"):
+    with pytest.raises(UserError, match="--fifo, --override and --latency need a single --stats"):
         load(parse("--stats.uri=/a.sock", "--stats.uri=/b.sock", "--fifo=/f"))
 
 

@@ -138,3 +138,24 @@ def test_flags_are_validated_the_same_way(capsys: pytest.CaptureFixture[str]) ->
     assert main(["daemon", "--stats", "/x.sock", "--config", "/etc/x.toml"]) == 2
     assert main(["daemon"]) == 2
     assert "give --config" in capsys.readouterr().err
+
+
+def test_the_request_log_address_is_checked_and_never_shared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_latency = GOOD.replace('mode = "apply"', 'mode = "apply"\nlatency = "127.0.0.1:9118"')
+    app, api = load_config(write(tmp_path, with_latency), {}).instance
+    assert (app.latency, api.latency) == ("127.0.0.1:9118", None)
+    unix = with_latency.replace("127.0.0.1:9118", "/run/uwsgi/log.sock")
+    (line,) = errors(write(tmp_path, unix))
+    assert "instance[0].latency" in line and "use UDP on loopback" in line
+    both = with_latency.replace("interval = 0.5", 'interval = 0.5\nlatency = "127.0.0.1:9118"')
+    assert any("two instances share the latency" in e for e in errors(write(tmp_path, both)))
+    assert main(["daemon", "--stats", "/x.sock", "--latency", "10.0.0.1:9118"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("uwsgitune: --latency: ") and "not loopback" in err
+    assert (
+        main(["daemon", "--stats", "/a.sock", "--stats", "/b.sock", "--latency", "127.0.0.1:1"])
+        == 2
+    )
+    assert "need a single --stats" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from prometheus_client import generate_latest
 from tests.conftest import stats_fixture
 from tests.exporter.test_collector import URI
 from tests.states import finding
+from tests.support.latency import lognormal_view
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import HostSample, Poll, ProcSample
@@ -64,6 +65,7 @@ def busy_snapshot() -> InstanceState:
         findings=(finding("x.y", "critical", "processes", 4),),
         actions=(("fifo", "ok", 1),),
         counts=PollCounts(1, 0, 0.1, 0.1, last_t=1001.0),
+        latency=lognormal_view(seconds=5, wait_median_us=2_000),  # the request log, stamped
     )
 
 
@@ -85,6 +87,7 @@ def test_dashboard_and_alerts_query_emitted_metrics() -> None:
     dash = json.loads((EXAMPLES / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     exprs.append((EXAMPLES / "alerts.yml").read_text())
+    exprs.append((EXAMPLES / "alerts_test.yml").read_text())  # its input series too
     used = {n for e in exprs for n in NAME.findall(e)}
     assert used and used <= names, used - names
 
@@ -94,6 +97,20 @@ def test_promtool_accepts_examples() -> None:
     for args in (["check", "rules", "alerts.yml"], ["check", "config", "prometheus.yml"]):
         out = subprocess.run(["promtool", *args], cwd=EXAMPLES, capture_output=True, timeout=60)
         assert out.returncode == 0, out
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None,
+    reason="promtool is not installed (apt-get install -y prometheus): the alert rules' "
+    "unit tests (examples/alerts_test.yml) did not run",
+)
+def test_the_alert_rules_pass_their_promtool_unit_tests() -> None:
+    """The latency alerts (p99 over the target, coverage low) fire on the series that should
+    fire them and on no other (examples/alerts_test.yml: firing and not firing cases)."""
+    for args in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts_test.yml"]):
+        out = subprocess.run(["promtool", *args], cwd=EXAMPLES, capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+        assert b"SUCCESS" in out.stdout, out
 
 
 def test_every_family_can_be_emitted() -> None:

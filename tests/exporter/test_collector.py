@@ -15,11 +15,12 @@ from tests.states import decided, finding
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.samples import Poll
-from uwsgitune.exporter.metrics import registry_for
+from uwsgitune.exporter.metrics import REQUEST_LOG_PREFIX, registry_for
 from uwsgitune.pipeline import InstanceState, PollCounts
 
 URI = "unix:///run/uwsgi/app.sock"
-OWN = ("uwsgi_exporter_", "uwsgi_metric")  # the exporter's self-metrics; uWSGI's metrics
+# the exporter's self-metrics; uWSGI's metrics; the request log's (`--latency`)
+OWN = ("uwsgi_exporter_", "uwsgi_metric", REQUEST_LOG_PREFIX)
 
 
 def snapshot(*docs: str, **extra: object) -> InstanceState:

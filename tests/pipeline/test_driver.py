@@ -270,3 +270,35 @@ def test_a_replay_drives_each_recorded_instance_in_the_recorded_order() -> None:
     assert order == ["/a.sock", "/b.sock", "/a.sock", "/a.sock", "/b.sock"]
     assert [d.source.name for d in drivers] == ["/a.sock", "/b.sock"]
     assert [len(d.state.frames) for d in drivers] == [3, 2]
+
+
+@dataclass
+class _FixedStage:
+    """A request log stage that answers one view: how often the driver asked, and when."""
+
+    view_of: object
+    asked: int = 0
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def view(self, frame: object, frames: object = ()) -> object:
+        self.asked += 1
+        return self.view_of
+
+
+def test_the_rules_see_the_polls_latency_view_read_once_per_poll() -> None:
+    from tests.support.latency import lognormal_view
+    from uwsgitune.rules import RuleSettings
+
+    view = lognormal_view(median_us=20_000, sigma=0.3, wait_median_us=150_000)
+    stage = _FixedStage(view)
+    rules = RulesRunner(settings=RuleSettings(latency_target="p99=250ms"))
+    driver, seen = _driver(40, rules=rules, latency=stage)
+    driver.run()
+    assert stage.asked == len(seen) == 40  # one view per poll, read before the rules
+    assert all(s.latency is view for s in seen)
+    assert any(f.id == "latency.queue_over_target" for f in seen[-1].findings)

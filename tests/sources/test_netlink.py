@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 from pathlib import Path
@@ -218,3 +219,35 @@ def test_a_failed_dump_leaves_no_half_answer_for_the_next() -> None:
             assert diag.unix()[f"@uwt-diag-{id(a)}"] == (0, 2)
     finally:
         diag.close()
+
+
+def test_the_udp_dump_lists_every_udp_socket_with_its_inode() -> None:
+    """Bound or not, connected or not (uWSGI's logger socket is unconnected and bound by the
+    kernel at its first send, on 0.0.0.0): each is listed with its port and inode."""
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as bound,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as connected,
+    ):
+        bound.bind(("127.0.0.1", 0))
+        sender.sendto(b"x", bound.getsockname())  # the kernel binds it: 0.0.0.0:ephemeral
+        connected.connect(bound.getsockname())
+        diag = netlink.Diag()
+        try:
+            table = diag.udp_sockets()
+            tcp = diag.tcp_listeners()
+        finally:
+            diag.close()
+        mine = {
+            (s.address, s.port, s.inode)
+            for s in table
+            if s.inode in {os.fstat(x.fileno()).st_ino for x in (bound, sender, connected)}
+        }
+        assert mine == {
+            ("127.0.0.1", bound.getsockname()[1], os.fstat(bound.fileno()).st_ino),
+            ("0.0.0.0", sender.getsockname()[1], os.fstat(sender.fileno()).st_ino),
+            ("127.0.0.1", connected.getsockname()[1], os.fstat(connected.fileno()).st_ino),
+        }
+        (queued,) = [s for s in table if s.inode == os.fstat(bound.fileno()).st_ino]
+        assert queued.rx_queue > 0  # the datagram waiting to be read
+        assert not any(t.inode == queued.inode for t in tcp)  # UDP only in the UDP dump

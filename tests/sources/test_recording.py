@@ -8,14 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import stats_fixture
+from tests.conftest import DATA, stats_fixture
 from tests.support.instances import document, poll_of, run_cli, worker
+from tests.support.latencymix import traffic_view
 from uwsgitune.cli.main import main
+from uwsgitune.core.latencyform import latency_summary
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.redact import strip_request_vars
 from uwsgitune.core.samples import HostSample, Poll, ProcSample, UnixQueue
+from uwsgitune.pipeline import InstanceDriver, run_replay
 from uwsgitune.sources.recording import (
     RecordingError,
     RecordingWriter,
+    ReplaySource,
     host_to_record,
     read_recording,
 )
@@ -98,6 +103,8 @@ def test_newer_host_fields_are_ignored(tmp_path: Path) -> None:
         ('{"uwsgitune_recording": 99}\n', "format 99 is not supported"),
         ('{"source": "s"}\n', "damaged poll record"),
         ('{"source": "s", "t": 1, "mono": 1, "doc": {"workers": "x"}}\n', "damaged poll record"),
+        ('{"source": "s", "t": 1, "mono": 1, "latency": {"short": {}}}\n', "r.jsonl:1: damaged"),
+        ('{"source": "s", "t": 1, "mono": 1, "latency": {"short": 1}}\n', "r.jsonl:1: damaged"),
     ],
 )
 def test_damaged_recordings_are_one_line(tmp_path: Path, content: str, message: str) -> None:
@@ -147,3 +154,68 @@ def test_replay_errors_exit_2(tmp_path: Path) -> None:
     empty.write_text('{"uwsgitune_recording": 1}\n')
     res = run_cli("watch", "--replay", str(empty), "--once")
     assert res.returncode == 2 and "holds no polls" in res.stderr
+
+
+def _latency_recording(path: Path) -> list[LatencyView | None]:
+    """Three polls, the last two with a latency view (the second one untrusted); the views."""
+    views: list[LatencyView | None] = [
+        None,
+        traffic_view(coverage=0.9),
+        traffic_view(trusted=False, stamped=True),
+    ]
+    with path.open("w") as fh:
+        writer = RecordingWriter(fh)
+        for i, view in enumerate(views):
+            raw = document(workers=[worker(1, 11, requests=i * 5, running_time=i * 50_000)])
+            writer.write(poll_of(raw, float(i), source="/run/s.sock"), raw, view)
+    return views
+
+
+def test_a_recording_keeps_each_polls_latency_and_a_replay_shows_it(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    views = _latency_recording(path)
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0])["uwsgitune_recording"] == 1  # only added: the same version
+    assert "latency" not in json.loads(lines[1]) and "export" not in json.loads(lines[2])["latency"]
+    seen: list[LatencyView | None] = []
+
+    def make(source: ReplaySource) -> InstanceDriver:
+        driver = InstanceDriver(source)
+        driver.subscribe(lambda state: seen.append(state.latency))
+        return driver
+
+    run_replay(read_recording(path), make)
+    assert seen[0] is None
+    for got, want in zip(seen[1:], views[1:], strict=True):
+        assert got is not None and want is not None
+        assert latency_summary(got) == latency_summary(want)
+    last = seen[2]
+    assert last is not None and last.trusted is False and last.stamped
+
+
+def test_watch_replay_json_carries_the_recorded_latency(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.jsonl"
+    last = _latency_recording(path)[2]
+    assert last is not None
+    assert main(["watch", "--replay", str(path), "--json"]) == 0
+    (inst,) = json.loads(capsys.readouterr().out)["instances"]
+    assert inst["latency"]["trusted"] is False
+    assert inst["latency"]["long"]["requests"] == last.long.requests
+    assert main(["watch", "--replay", str(path), "--plain", "--json"]) == 0
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert ["latency" in d["instances"][0] for d in docs] == [False, True, True]
+    assert docs[1]["instances"][0]["latency"]["coverage"] == 0.9
+    assert main(["watch", "--replay", str(path), "--plain"]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert ["p99_ms=" in line for line in plain] == [False, True, True]
+    assert plain[2].endswith("trusted=no")
+    assert main(["watch", "--replay", str(path), "--once"]) == 0
+    once = capsys.readouterr().out
+    assert "  service   10s: p50" in once and "UNTRUSTED" in once
+
+
+def test_an_old_recording_replays_without_latency() -> None:
+    polls = list(read_recording(DATA / "recordings" / "healthy.jsonl"))
+    assert polls and all(p.latency is None for p in polls)

@@ -104,12 +104,19 @@ def service(driver: InstanceDriver) -> TunerService:
 
 
 def drive(
-    driver: InstanceDriver, seconds: float, lines: list[str] | None = None, *, close: bool = True
+    driver: InstanceDriver,
+    seconds: float,
+    lines: list[str] | None = None,
+    *,
+    close: bool = True,
+    until: Callable[[list[Decision]], bool] | None = None,
 ) -> list[Decision]:
     """Run the driver in this thread for `seconds`, as `uwsgitune tune` does: the tuner's
     decisions, in order, each step once. `lines`: gets what the tuner said (its fresh
-    notes), as `uwsgitune tune` prints them. Then the tuner is closed (its lock released)
-    as `tune` closes it, unless not `close` (the caller calls `driver.close()`)."""
+    notes), as `uwsgitune tune` prints them. `until`: stop sooner, once the decisions so far
+    hold all a test looks at (the same `seconds` bound it). Then the tuner is closed (its
+    lock released) as `tune` closes it, unless not `close` (the caller calls
+    `driver.close()`)."""
     out: list[Decision] = []
     said: list[object] = [None]
 
@@ -125,7 +132,8 @@ def drive(
 
     driver.subscribe(collect)
     try:
-        driver.run(deadline=time.monotonic() + seconds)
+        done = None if until is None else (lambda _state: until(out))
+        driver.run(until=done, deadline=time.monotonic() + seconds)
     finally:
         if close:
             driver.close()

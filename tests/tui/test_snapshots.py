@@ -47,3 +47,39 @@ def test_cores_view(snap_compare: Any) -> None:
 
 def test_emperor(snap_compare: Any) -> None:
     assert snap_compare(make_app(), terminal_size=(100, 24), run_before=showing([emperor_frame()]))
+
+
+def with_latency(frames: Any, keys: tuple[str, ...] = (), **view: Any) -> Any:
+    """`showing`, with the request log's view of a minute of varied traffic (issue 38)."""
+    from dataclasses import replace
+
+    from tests.support.latencymix import traffic_view
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        index, state = snapshot(frames)
+        pilot.app.show(index, replace(state, latency=traffic_view(**view)))  # type: ignore[attr-defined]
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_latency_header_80x24(snap_compare: Any) -> None:
+    # Unstamped: the Little's-law estimate, said to be one; coverage; the p99 sparkline.
+    frames = history(60, workers=8, busy=4, queue=5)
+    run_before = with_latency(frames, coverage=0.98, little_wait_ms=3.2)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_latency_stamped_untrusted_120x40(snap_compare: Any) -> None:
+    frames = history(60, workers=8, busy=4, queue=5)
+    run_before = with_latency(frames, stamped=True, trusted=False, coverage=0.7)
+    assert snap_compare(make_app(), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_latency_routes_screen(snap_compare: Any) -> None:
+    frames = history(60, workers=8, busy=4, queue=5)
+    run_before = with_latency(frames, ("l",), coverage=0.98)
+    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)

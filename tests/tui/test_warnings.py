@@ -80,7 +80,7 @@ def test_finding_becomes_an_annotation() -> None:
 def test_rules_keep_state_and_survive_failures(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def evaluate(frames, facts, settings, state, memo=None):  # type: ignore[no-untyped-def]
+    def evaluate(frames, facts, settings, state, memo=None, latency=None):  # type: ignore[no-untyped-def]
         calls.append(state)
         return (FINDING,), (1 if isinstance(state, EngineState) else state + 1)
 

@@ -119,6 +119,12 @@ def load_config(path: Path) -> dict[str, str]:
     Relative includes resolve against the directory of `path` (uWSGI resolves them against
     its working directory, which is usually the same).
     """
+    return dict(load_pairs(path))
+
+
+def load_pairs(path: Path) -> list[tuple[str, str]]:
+    """The user's ini as uWSGI reads it, every line in order with includes expanded in
+    place (for keys that repeat, such as `req-logger`)."""
 
     def loader(value: str) -> str:
         target = Path(value.split(":", 1)[0]) if ":" in value else Path(value)
@@ -126,7 +132,7 @@ def load_config(path: Path) -> dict[str, str]:
         return read_ini(target)
 
     try:
-        return dict(parse_ini(read_ini(path), loader))
+        return parse_ini(read_ini(path), loader)
     except OSError as exc:
         raise IniError(f"{exc.filename or path}: cannot read ({exc.strerror})") from None
 

@@ -28,7 +28,6 @@ write, so a port that changed hands since the last one is caught at the next.
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from uwsgitune.core.address import AddressError, StatsAddress, parse_address
 from uwsgitune.core.samples import Poll
 from uwsgitune.sources.netlink import Diag, TcpListener
-from uwsgitune.sources.procfs import PROC
+from uwsgitune.sources.procfs import PROC, socket_inodes
 
 TRUST_FLAG = "--trust-tcp-stats"
 OPT_IN = f"pass {TRUST_FLAG}"  # how a refusal names the opt-in (the daemon names its key)
@@ -65,20 +64,6 @@ def host_listeners() -> list[TcpListener]:
         return diag.tcp_listeners()
     finally:
         diag.close()
-
-
-def socket_inodes(pid: int, proc: Path = PROC) -> set[int]:
-    """The inodes of the sockets process `pid` holds (OSError: /proc/<pid>/fd unreadable)."""
-    fd_dir = proc / str(pid) / "fd"
-    out = set()
-    for fd in os.listdir(fd_dir):
-        try:
-            target = os.readlink(fd_dir / fd)
-        except OSError:  # closed meanwhile
-            continue
-        if target.startswith("socket:[") and target.endswith("]"):
-            out.add(int(target[8:-1]))
-    return out
 
 
 def _ips(host: str) -> set[str]:

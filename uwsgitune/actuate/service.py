@@ -310,7 +310,7 @@ class TunerService:
         return self.settings
 
     def _decide(self, state: InstanceState, now: float) -> Decision:
-        return decide(state.frames, self.state, self._tuning(), now)
+        return decide(state.frames, self.state, self._tuning(), now, state.latency)
 
     def _act(self, d: Decision, frame: Frame, now: float) -> str | None:
         """Say `d`, and apply it in apply mode; the recommend-mode command."""

@@ -16,6 +16,8 @@ from typing import Any
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.cli import exporter_flags
+from uwsgitune.cli.common import add_latency_flag, add_latency_routes_flag
+from uwsgitune.cli.tuner_flags import add_latency_target_flag, latency_target_from
 from uwsgitune.core.settings import add_flag
 from uwsgitune.daemon.config import DEFAULT_LISTEN, DaemonConfig, load_config, validate
 from uwsgitune.errors import ConfigError, UserError
@@ -42,6 +44,8 @@ def register(sub: Any) -> None:
     add_flag(one, TunerSettings, "interval", type=str, default=None, metavar="SECONDS")
     one.add_argument("--timeout", default=None, metavar="SECONDS")
     add_flag(one, PeerSettings, "trust_tcp_stats", default=None)
+    add_latency_flag(one)
+    add_latency_target_flag(one)
     p.add_argument(
         "--metrics-listen",
         default=None,
@@ -49,6 +53,7 @@ def register(sub: Any) -> None:
         help=f"metrics endpoint (default {DEFAULT_LISTEN})",
     )
     p.add_argument("--log-format", choices=["text", "json"], default=None)
+    add_latency_routes_flag(p)
     exporter_flags.register(p)
     p.set_defaults(func=run)
 
@@ -67,11 +72,16 @@ def _from_flags(args: argparse.Namespace) -> DaemonConfig:
         "interval",
         "timeout",
         "trust_tcp_stats",
+        "latency",
+        "latency_target",
     )
     stats = _stats(args)
+    latency_target_from(args)  # a bad target, or one without --latency: one line, exit 2
     common = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
-    if len(stats) > 1 and {"fifo", "override"} & set(common):
-        raise UserError("--fifo and --override need a single --stats; use --config", code=2)
+    if len(stats) > 1 and {"fifo", "override", "latency"} & set(common):
+        raise UserError(
+            "--fifo, --override and --latency need a single --stats; use --config", code=2
+        )
     names = [args.name] if len(stats) == 1 else [f"{args.name}-{i + 1}" for i in range(len(stats))]
     data: dict[str, Any] = {
         "daemon": exporter_flags.daemon_overrides(args),

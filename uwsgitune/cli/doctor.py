@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.doctor import checks, gather
+from uwsgitune.actuate.doctor.reqlogsetup import WAIT, gather_latency, latency_checks
 from uwsgitune.cli.common import addresses
+from uwsgitune.errors import UserError
+from uwsgitune.sources.reqlog import ReqlogAddressError, parse_reqlog_address
 
 MARK = {True: "ok  ", False: "FAIL", None: "??  "}
 
@@ -24,13 +28,30 @@ def register(sub: Any) -> None:
     p.add_argument("--fifo", metavar="PATH", help="master FIFO (default: from the ini)")
     p.add_argument("--ini", metavar="PATH", help="the instance's ini (default: from /proc)")
     p.add_argument("--override", metavar="PATH", help="the override ini uwsgitune will own")
+    p.add_argument(
+        "--latency",
+        metavar="ADDR",
+        help="also check that uWSGI sends its request log to ADDR (UDP on loopback, e.g. "
+        "127.0.0.1:9118): print the ini lines to add and listen for a line "
+        f"(up to {WAIT:g} s; docs/latency.md)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     (address,) = addresses([args.addr])
+    latency = None
+    if args.latency:
+        try:
+            host, port = parse_reqlog_address(args.latency)
+        except ReqlogAddressError as exc:
+            raise UserError(str(exc), code=2) from None
+        latency = f"{host}:{port}"
     facts = gather(address, args.fifo, args.ini, args.override)
     results = checks(facts)
+    if latency is not None:
+        ini = Path(facts.ini) if facts.ini else None
+        results += latency_checks(gather_latency(latency, ini, facts.master_pid))
     for c in results:
         print(f"{MARK[c.ok]} {c.name}: {c.detail}")
         if c.ok is not True and c.fix:

@@ -137,7 +137,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def daemon_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The [daemon] keys these flags (and --metrics-listen, --log-format) set."""
+    """The [daemon] keys these flags (and --metrics-listen, --log-format, --latency-routes)
+    set."""
     listens = list(args.listen_addresses or [])
     if args.metrics_listen is not None:
         listens.insert(0, args.metrics_listen)
@@ -151,5 +152,6 @@ def daemon_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "web_config_file": args.web_config_file,
         "collect_cores": args.collect_cores,
         "scrape_timeout_offset": args.scrape_timeout_offset,
+        "latency_routes": args.latency_routes,
     }
     return {k: v for k, v in values.items() if v is not None}

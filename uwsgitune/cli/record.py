@@ -2,7 +2,8 @@
 
 One driver per instance polls on the schedule; each poll it publishes, good or failed, is
 written as it was read (`InstanceState.attempt` and `.raw`), request vars stripped unless
-asked for.
+asked for. With `--latency ADDR` (one instance) each poll also carries its latency summary
+(`InstanceState.latency`; sources/recording.py), which a replay shows again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from uwsgitune.cli.common import addresses, duration_seconds, positive_float
+from uwsgitune.cli.common import (
+    add_latency_flag,
+    addresses,
+    check_latency,
+    duration_seconds,
+    latency_stage,
+    positive_float,
+)
 from uwsgitune.errors import UserError
 from uwsgitune.nofollow import Directory, open_dir, writable_by_others
 from uwsgitune.pipeline import InstanceState, live_driver
@@ -34,6 +42,7 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.jsonl")
     p.add_argument("--duration", type=duration_seconds, default=None, metavar="SECONDS")
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS")
+    add_latency_flag(p)
     p.add_argument(
         "--keep-request-vars",
         action="store_true",
@@ -117,10 +126,19 @@ def _trusted_link(d: Directory, link: os.stat_result) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.latency is not None and len(args.addrs) != 1:
+        raise UserError("--latency receives one instance's request log: give exactly one ADDR", 2)
+    check_latency(args.latency)
     addrs = addresses(args.addrs)
     if args.output.exists() and args.output.is_dir():
         raise UserError(f"{args.output}: is a directory; give a file name", code=2)
-    stream = open_output(args.output, private=args.keep_request_vars)
+    stage = latency_stage(args.latency)  # a busy address refused before the file is touched
+    try:
+        stream = open_output(args.output, private=args.keep_request_vars)
+    except UserError:
+        if stage is not None:
+            stage.close()
+        raise
     count = errors = 0
     guard = threading.Lock()
     with stream:
@@ -132,13 +150,15 @@ def run(args: argparse.Namespace) -> int:
             if poll is None:
                 return
             with guard:  # each instance's driver writes from its own thread
-                writer.write(poll, state.raw)
+                writer.write(poll, state.raw, state.latency)
                 count += 1
                 errors += not poll.ok
             if not poll.ok:
                 print(f"uwsgitune: {poll.error}", file=sys.stderr)
 
-        drivers = [live_driver(a, interval=args.interval, rules=False) for a in addrs]
+        drivers = [
+            live_driver(a, interval=args.interval, rules=False, latency=stage) for a in addrs
+        ]
         end = None if args.duration is None else time.monotonic() + args.duration
         for d in drivers:
             d.subscribe(on_poll)

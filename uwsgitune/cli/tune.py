@@ -21,13 +21,26 @@ from typing import Any
 
 from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import MODES, tuner_factory
-from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.common import (
+    add_latency_flag,
+    addresses,
+    check_latency,
+    latency_stage,
+    positive_float,
+)
 from uwsgitune.cli.progress import WaitLine
-from uwsgitune.cli.tuner_flags import add_tuner_flags, settings_from, tuner_setup
+from uwsgitune.cli.tuner_flags import (
+    add_latency_target_flag,
+    add_tuner_flags,
+    latency_target_from,
+    settings_from,
+    tuner_setup,
+)
 from uwsgitune.core.settings import add_flag, restart_argv
 from uwsgitune.core.window import WHOLE_FRAMES
 from uwsgitune.errors import UserError
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
+from uwsgitune.rules import RuleSettings
 from uwsgitune.stopsignals import stop_signals
 from uwsgitune.tuner import TunerSettings
 from uwsgitune.tuner.result import StepResult
@@ -45,6 +58,8 @@ def register(sub: Any) -> None:
     p.add_argument("--fifo", metavar="PATH", required=True, help="the instance's master FIFO")
     p.add_argument("--mode", choices=MODES, default="observe")
     add_tuner_flags(p)
+    add_latency_flag(p)
+    add_latency_target_flag(p)
     p.add_argument("--memory-budget", type=int, metavar="MIB", help="MiB all workers may use")
     add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this")
@@ -115,6 +130,7 @@ class Printer:
 
 def run(args: argparse.Namespace) -> int:
     settings_from(args)  # bad bounds fail before anything is polled
+    check_latency(args.latency)
     restart = _restart(args)
     (address,) = addresses([args.addr])
     setup = tuner_setup(address, args, args.mode, "uwsgitune tune", restart)
@@ -124,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         whole_frames=WHOLE_FRAMES,  # no TUI: old frames compact
         tuner=tuner_factory(setup),
         mode=args.mode,
+        latency=latency_stage(args.latency),
+        # the findings judge the target the tuner holds
+        rule_settings=RuleSettings(latency_target=latency_target_from(args)),
     )
     printer, wait_line = Printer(args.mode), WaitLine()
     driver.subscribe(printer)

@@ -16,6 +16,7 @@ from uwsgitune.actuate.peer import PeerCheck, PeerSettings
 from uwsgitune.actuate.restart import RestartCommand
 from uwsgitune.actuate.service import Mode, TunerSetup
 from uwsgitune.core.address import StatsAddress
+from uwsgitune.core.latencytarget import LatencyTarget, parse_latency_target
 from uwsgitune.core.settings import add_flag, flag_problem
 from uwsgitune.errors import UserError
 from uwsgitune.tuner import TunerSettings
@@ -38,6 +39,36 @@ def add_tuner_flags(p: Any) -> None:
     add_flag(p, PeerSettings, "trust_tcp_stats")
 
 
+def add_latency_target_flag(p: Any) -> None:
+    """`--latency-target p99=250ms`: the target the tuner holds and the findings judge."""
+    p.add_argument(
+        "--latency-target",
+        metavar="pNN=TIME",
+        default=None,
+        help="hold p99 (or p95) of real traffic under this, with the fewest workers: "
+        "p99=250ms, p95=0.25s (needs --latency; docs/tuner.md)",
+    )
+
+
+def latency_target_from(args: argparse.Namespace) -> LatencyTarget | None:
+    """The target `--latency-target` gives (None without it); a bad one, or one without the
+    request log to judge it on, is one line naming the fix (exit status 2)."""
+    text = getattr(args, "latency_target", None)
+    if text is None:
+        return None
+    try:
+        target = parse_latency_target(text)
+    except ValueError as exc:
+        raise UserError(f"--latency-target: {exc}", 2) from None
+    if getattr(args, "latency", None) is None:
+        raise UserError(
+            "--latency-target needs --latency HOST:PORT, the request log it is judged on "
+            "(`uwsgitune doctor --latency HOST:PORT` prints the uWSGI lines)",
+            2,
+        )
+    return target
+
+
 def settings_from(args: argparse.Namespace, workers_max: int | None = None) -> TunerSettings:
     """The tuner's settings from the flags; without --max-workers the ceiling is the
     instance's `processes` (`workers_max`), or the floor when that is not known yet."""
@@ -49,6 +80,7 @@ def settings_from(args: argparse.Namespace, workers_max: int | None = None) -> T
             max_workers=top,
             interval=args.interval,
             memory_budget=budget,
+            latency_target=latency_target_from(args),
         )
     except ValidationError as exc:  # min <= max is checked there, once
         raise UserError(flag_problem(exc), 2) from None

@@ -14,9 +14,15 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from uwsgitune.cli.common import addresses, positive_float
+from uwsgitune.cli.common import (
+    add_latency_flag,
+    add_latency_routes_flag,
+    addresses,
+    latency_stage,
+    positive_float,
+)
 from uwsgitune.cli.tuner_flags import add_tuner_flags
 from uwsgitune.core.address import StatsAddress
 from uwsgitune.core.frame import Frame
@@ -27,6 +33,9 @@ from uwsgitune.render import jsonview
 from uwsgitune.render.text import error_line, plain_line, summary
 from uwsgitune.sources.recording import ReplaySource, read_recording
 from uwsgitune.tuner.tunersettings import TunerSettings
+
+if TYPE_CHECKING:  # the exporter is imported only when --metrics-listen asks for it
+    from uwsgitune.exporter.server import ThreadedMetricsServer
 
 RATED = ("first", "reload", "restart")  # frames of these kinds have no rates yet
 ONCE_POLLS = 3  # `--once`: a first poll, one for the rates, one more after a reload
@@ -51,11 +60,13 @@ def register(sub: Any) -> None:
     add_flag(p, TunerSettings, "interval", type=positive_float, metavar="SECONDS")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--replay", type=Path, metavar="FILE.jsonl", help="run on a recording")
+    add_latency_flag(p)
     p.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
         help="also serve Prometheus /metrics here (with --plain or the TUI)",
     )
+    add_latency_routes_flag(p)
     t = p.add_argument_group(
         "tuner (TUI, one ADDR)",
         "With --fifo the TUI shows the tuner's advice on every poll (a dry run) and `a` applies "
@@ -70,9 +81,15 @@ def run(args: argparse.Namespace) -> int:
     if args.replay is not None:
         if args.addrs:
             raise UserError("give either ADDR or --replay FILE, not both", code=2)
+        if args.latency is not None:
+            raise UserError("--latency is for a live instance; a recording holds its own", 2)
         return _replay(args)
     if not args.addrs:
         raise UserError("no stats address; e.g. uwsgitune watch /tmp/uwsgi-stats.sock", code=2)
+    if args.latency is not None and len(args.addrs) != 1:
+        raise UserError("--latency receives one instance's request log: give exactly one ADDR", 2)
+    if args.latency_routes and not args.metrics_listen:
+        raise UserError("--latency-routes is for /metrics: add --metrics-listen HOST:PORT", 2)
     if args.fifo is not None and (args.once or args.plain or args.json):
         raise UserError("--fifo is for the TUI; for a tuner without it: uwsgitune tune", code=2)
     _check_tuner_flags(args)
@@ -81,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         return _once(addrs, args)
     drivers = [_tuned(a, args) if args.fifo else _driver(a, args) for a in addrs]
     if args.metrics_listen:
-        _serve_metrics(drivers, args.metrics_listen)
+        _serve_metrics(drivers, args.metrics_listen, bool(args.latency_routes))
     if args.plain:
         return _plain(drivers, args)
     return _tui(drivers, args)
@@ -97,12 +114,15 @@ def _check_tuner_flags(args: argparse.Namespace) -> None:
         raise UserError("--fifo tunes one instance: give exactly one ADDR", 2)
 
 
-def _serve_metrics(drivers: list[InstanceDriver], listen: str) -> None:
-    """Serve /metrics from a daemon thread; it ends with the process."""
+def _serve_metrics(
+    drivers: Sequence[InstanceDriver], listen: str, routes: bool
+) -> ThreadedMetricsServer:
+    """Serve /metrics from a daemon thread; it ends with the process (returned for a test)."""
+    from uwsgitune.exporter.metrics import ExportOptions
     from uwsgitune.exporter.serve import serve_drivers
 
     try:
-        serve_drivers(drivers, listen)
+        return serve_drivers(drivers, listen, ExportOptions(latency_routes=routes))
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UserError(f"cannot serve metrics on {listen}: {reason}", code=2) from None
@@ -119,7 +139,14 @@ def _once(addrs: Sequence[StatsAddress], args: argparse.Namespace) -> int:
     """Each instance polled until its frame has rates (two polls one interval apart; a
     reload in between takes one more), all at once."""
     drivers = [
-        live_driver(a, interval=args.interval, timeout=args.timeout, rules=False) for a in addrs
+        live_driver(
+            a,
+            interval=args.interval,
+            timeout=args.timeout,
+            rules=False,
+            latency=latency_stage(args.latency),
+        )
+        for a in addrs
     ]
     for d in drivers:
         d.start(until=rated)
@@ -127,23 +154,29 @@ def _once(addrs: Sequence[StatsAddress], args: argparse.Namespace) -> int:
     for d in drivers:
         d.join(longest)
     frames = [d.state.frame for d in drivers if d.state.frame is not None]
-    _print_frames(frames, json_out=args.json)
+    _print_frames(frames, json_out=args.json, states=[d.state for d in drivers])
     failed = [f for f in frames if f.kind == "error"]
     for f in failed:
         print(f"uwsgitune: {error_line(f)}", file=sys.stderr)
     return 1 if failed or len(frames) < len(drivers) else 0
 
 
-def _print_frames(frames: list[Frame], *, json_out: bool) -> None:
+def _print_frames(
+    frames: list[Frame], *, json_out: bool, states: Sequence[InstanceState] = ()
+) -> None:
+    """The frames' summaries or their JSON document (each frame's latency from the state
+    that holds it, with `--latency`)."""
     if json_out:
-        print(jsonview.dumps(frames))
+        views = {id(s.frame): s.latency for s in states if s.frame is not None}
+        print(jsonview.dumps(frames, [views.get(id(f)) for f in frames]))
         return
     # An instance that never answered has nothing to show: its line goes to stderr only.
+    latency = {id(s.frame): s.latency for s in states if s.frame is not None}
     shown = [f for f in frames if not (f.kind == "error" and not f.master_pid)]
     for i, f in enumerate(shown):
         if i:
             print()
-        print("\n".join(summary(f)))
+        print("\n".join(summary(f, latency.get(id(f)))))
 
 
 def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState], None]:
@@ -156,7 +189,10 @@ def _printer(json_out: bool, gone: threading.Event) -> Callable[[InstanceState],
         frame = state.frame
         if frame is None or gone.is_set():
             return
-        line = jsonview.dumps([frame], indent=None) if json_out else plain_line(frame)
+        if json_out:
+            line = jsonview.dumps([frame], [state.latency], indent=None)
+        else:
+            line = plain_line(frame, state.latency)
         with guard:
             try:
                 print(line, flush=True)
@@ -195,7 +231,12 @@ def _tui(drivers: list[InstanceDriver], args: argparse.Namespace) -> int:
 
 
 def _driver(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
-    return live_driver(address, interval=args.interval, timeout=args.timeout)
+    return live_driver(
+        address,
+        interval=args.interval,
+        timeout=args.timeout,
+        latency=latency_stage(args.latency),
+    )
 
 
 def _tuned(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
@@ -211,6 +252,7 @@ def _tuned(address: StatsAddress, args: argparse.Namespace) -> InstanceDriver:
         timeout=args.timeout,
         tuner=tuner_factory(setup),
         mode="recommend",
+        latency=latency_stage(args.latency),
     )
 
 
@@ -229,6 +271,8 @@ def _replay(args: argparse.Namespace) -> int:
         raise UserError(f"{args.replay}: the recording holds no polls", code=2)
     if not args.plain:
         _print_frames(
-            [d.state.frame for d in drivers if d.state.frame is not None], json_out=args.json
+            [d.state.frame for d in drivers if d.state.frame is not None],
+            json_out=args.json,
+            states=[d.state for d in drivers],
         )
     return 0

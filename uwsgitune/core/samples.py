@@ -11,6 +11,7 @@ from functools import cached_property
 
 import msgspec
 
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.model import StatsDoc
 
 
@@ -115,6 +116,9 @@ class Poll:
     repairs: int = 0  # request `vars` strings repaired to make the document valid JSON
     peer_uid: int | None = None  # SO_PEERCRED of a unix stats socket: who serves it
     extra: dict[str, str] = field(default_factory=dict)
+    # A replayed poll's latency, as recorded (a live poll's comes from its driver's
+    # `LatencyStage`, after the poll): None when none was recorded.
+    latency: LatencyView | None = None
 
     @property
     def ok(self) -> bool:

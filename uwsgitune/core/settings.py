@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
+from uwsgitune.core.latencytarget import TargetField
+
 
 def num(default: float, lo: float, hi: float, text: str) -> Any:
     """A float setting: default, inclusive bounds, one-line description (unit first)."""
@@ -40,6 +42,18 @@ class SharedSettings(BaseModel):
     cpu_workers_per_cpu: float = num(2, 0.5, 8, "Requests in service per CPU when CPU-bound.")
     staffing_beta: float = num(
         2.0, 0, 10, "Spare workers per square root of the requests in service (L + beta√L)."
+    )
+    # the latency target (core/latencytarget.py): the findings and the tuner judge one
+    latency_target: TargetField = Field(
+        None,
+        description="Latency target of real traffic, p99=250ms or p95=0.25s (None: none; "
+        "needs the request log, --latency).",
+    )
+    latency_min_requests: int = count(
+        200, 10, 1_000_000, "Fewest requests in a latency window to judge its percentiles."
+    )
+    latency_min_coverage: float = num(
+        0.7, 0.1, 1, "Share of requests logged (coverage) below which latency is not judged."
     )
 
 

@@ -19,6 +19,8 @@ max_workers = 16
 interval = 1.0
 # restart_command = ["systemctl", "restart", "uwsgi@app"]   # lets apply change listen
 # trust_tcp_stats = false           # apply over a TCP stats address not proved the master's
+# latency = "127.0.0.1:9118"        # receive its request log: live latency percentiles
+# latency_target = "p99=250ms"      # the findings and the tuner hold it (needs latency)
 
 [instance.tuner]                    # any tuner setting (uwsgitune.tuner.tunersettings)
 cooldown_down = 60
@@ -64,10 +66,12 @@ from pydantic_core import ErrorDetails
 
 from uwsgitune.actuate.peer import PeerSettings
 from uwsgitune.core.address import AddressError, parse_address, split_listen
+from uwsgitune.core.latencytarget import TargetField
 from uwsgitune.core.settings import check_worker_bounds, field_of, restart_argv
 from uwsgitune.daemon.tables import TunerTable, check_shared, lift_bounds, set_keys, shared
 from uwsgitune.errors import ConfigError
 from uwsgitune.rules.rulesettings import RuleSettings
+from uwsgitune.sources.reqlog import ReqlogAddressError, parse_reqlog_address
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 if sys.version_info >= (3, 11):
@@ -97,6 +101,7 @@ class DaemonSection(_Frozen):
     scrape_timeout_offset: float = Field(0.25, ge=0, le=60)
     probe_targets: tuple[str, ...] = ()  # /probe's allow-list; empty: /probe is off
     uwsgi_metrics_max_series: int = Field(500, ge=0, le=100_000)
+    latency_routes: bool = False  # uwsgi_request_route_duration_seconds{route}: ~49 series a route
 
     @field_validator("metrics_listen")
     @classmethod
@@ -144,6 +149,10 @@ class InstanceConfig(_Frozen):
     # argv that restarts the instance (a fresh bind): the only way `listen` is applied
     restart_command: tuple[str, ...] | None = None
     trust_tcp_stats: bool = field_of(PeerSettings, "trust_tcp_stats")
+    # where uWSGI sends its request log (`req-logger = socket:ADDR`): UDP on loopback
+    latency: str | None = None
+    # the latency target the findings and the tuner hold ("p99=250ms"; needs `latency`)
+    latency_target: TargetField = field_of(TunerSettings, "latency_target")
     tuner: TunerTable = TunerTable()  # [instance.tuner]: any tuner setting
     rules: RuleSettings = RuleSettings()  # [instance.rules]: any rule setting
 
@@ -172,6 +181,17 @@ class InstanceConfig(_Frozen):
             raise ValueError(str(exc)) from None
         return value
 
+    @field_validator("latency")
+    @classmethod
+    def _latency(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            host, port = parse_reqlog_address(value)
+        except ReqlogAddressError as exc:
+            raise ValueError(str(exc)) from None
+        return f"{host}:{port}"
+
     @model_validator(mode="after")
     def _bounds(self) -> InstanceConfig:
         check_worker_bounds(self.min_workers, self.max_workers)
@@ -180,18 +200,32 @@ class InstanceConfig(_Frozen):
             raise ValueError("mode 'apply' needs a fifo (the master FIFO uwsgitune writes to)")
         if self.restart_command is not None and self.override is None:
             raise ValueError("restart_command needs an override (listen is written there)")
+        tables = shared(self.tuner, self.rules)
+        if self.latency_target is not None and "latency_target" in tables:
+            raise ValueError("latency_target is set twice; keep it in [[instance]]")
+        if self.latency is None and (self.latency_target or tables.get("latency_target")):
+            raise ValueError(
+                "latency_target needs latency, the address uWSGI sends its request log to "
+                '(latency = "127.0.0.1:9118"; uwsgitune doctor --latency prints the ini lines)'
+            )
         return self
+
+    def _target(self) -> dict[str, Any]:
+        """The instance's `latency_target`, for both the tuner's and the rules' settings."""
+        return {} if self.latency_target is None else {"latency_target": self.latency_target}
 
     def tuner_settings(self, workers_max: int | None) -> TunerSettings:
         """The tuner's settings: the bounds, `[instance.tuner]` and the shared settings of
         `[instance.rules]`; without max_workers the ceiling is `processes` (`workers_max`)."""
         top = max(self.max_workers or workers_max or 0, self.min_workers)
         bounds = {"min_workers": self.min_workers, "max_workers": top, "interval": self.interval}
-        return TunerSettings(**{**set_keys(self.tuner), **shared(self.tuner, self.rules), **bounds})
+        keys = {**set_keys(self.tuner), **shared(self.tuner, self.rules), **self._target()}
+        return TunerSettings(**keys, **bounds)
 
     def rule_settings(self) -> RuleSettings:
         """The rules' settings: `[instance.rules]` and the shared settings of `[instance.tuner]`."""
-        return RuleSettings(**{**set_keys(self.rules), **shared(self.tuner, self.rules)})
+        keys = {**set_keys(self.rules), **shared(self.tuner, self.rules), **self._target()}
+        return RuleSettings(**keys)
 
 
 class DaemonConfig(_Frozen):
@@ -202,9 +236,11 @@ class DaemonConfig(_Frozen):
     def _unique(self) -> DaemonConfig:
         if not self.instance and not self.daemon.probe_targets:
             raise ValueError("no [[instance]]: give at least one, with name and stats")
-        for attr in ("name", "stats"):
+        for attr in ("name", "stats", "latency"):
             seen: set[str] = set()
             for inst in self.instance:
+                if getattr(inst, attr) is None:
+                    continue
                 value = str(getattr(inst, attr))
                 if value in seen:
                     raise ValueError(f"two instances share the {attr} {value!r}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -30,10 +31,12 @@ from uwsgitune.daemon.tuning import TunerLog, daemon_tuner
 from uwsgitune.pipeline import (
     LOOKBACK_SECONDS,
     InstanceState,
+    LatencyStage,
     RulesRunner,
     live_driver,
 )
 from uwsgitune.rules.facts import Facts
+from uwsgitune.sources.reqlog import ReqlogAddressError
 
 # Frames kept per instance: the rules look back at most LOOKBACK_SECONDS. Only the newest
 # WHOLE_FRAMES keep their worker views; older frames are compact (core/compact.py: ~1.5 KB a
@@ -42,11 +45,18 @@ WINDOW_SECONDS = LOOKBACK_SECONDS + 30
 # The longest a stop waits for an apply in flight: its grace (actuate/reload.py, 10 s), the
 # rollback and a poll in flight. systemd's TimeoutStopSec must be longer (30 s).
 STOP_WAIT_SECONDS = 20.0
+# How often a request log address that could not be bound is tried again.
+LATENCY_RETRY_SECONDS = 5.0
 
 
 def same_watch(a: InstanceConfig, b: InstanceConfig) -> bool:
     """Whether a runner for `a` can carry on as `b` (the poll itself is unchanged)."""
-    return (a.stats, a.interval, a.timeout) == (b.stats, b.interval, b.timeout)
+    return (a.stats, a.interval, a.timeout, a.latency) == (
+        b.stats,
+        b.interval,
+        b.timeout,
+        b.latency,
+    )
 
 
 class InstanceRunner:
@@ -59,6 +69,8 @@ class InstanceRunner:
         self.state_dir = state_dir
         address = parse_address(spec.stats)
         self.rules = RulesRunner(Facts(stats_kind=address.kind), spec.rule_settings())
+        self._latency_tried = -math.inf
+        self._latency_said: str | None = None  # the last problem logged (logged once)
         self.driver = live_driver(
             address,
             interval=spec.interval,
@@ -70,6 +82,7 @@ class InstanceRunner:
             name=spec.name,
             mode=spec.mode,
             recommend=spec.mode != "observe",
+            latency=self._open_latency(),
         )
         self._tuner_log = TunerLog(spec, state_dir)
         self._last = self.driver.state
@@ -106,9 +119,50 @@ class InstanceRunner:
         self.rules.settings = spec.rule_settings()
         self.spec = spec
 
+    def _open_latency(self) -> LatencyStage | None:
+        """The request log's stage (`latency = ADDR`); None, logged once, when its address
+        cannot be bound now (another process, or the runner this one replaces, still holds
+        it): tried again every `LATENCY_RETRY_SECONDS` while the polls go on."""
+        if self.spec.latency is None:
+            return None
+        self._latency_tried = time.monotonic()
+        try:
+            stage = LatencyStage(self.spec.latency)
+        except ReqlogAddressError as exc:
+            if str(exc) != self._latency_said:
+                self._latency_said = str(exc)
+                event(
+                    "latency_unavailable",
+                    logging.WARNING,
+                    instance=self.spec.name,
+                    latency=self.spec.latency,
+                    error=str(exc),
+                    retry_seconds=LATENCY_RETRY_SECONDS,
+                )
+            return None
+        self._latency_said = None
+        event("latency_listening", instance=self.spec.name, latency=stage.address)
+        return stage
+
+    def _retry_latency(self) -> None:
+        """In the driver's thread: the stage bound at last, from the next poll on."""
+        if (
+            self.spec.latency is None
+            or self.driver.latency is not None
+            or self.stopping
+            or time.monotonic() - self._latency_tried < LATENCY_RETRY_SECONDS
+        ):
+            return
+        stage = self._open_latency()
+        if stage is not None:
+            self.driver.latency = stage
+            stage.start()
+
     def _changed(self, new: InstanceState) -> None:
         """In the driver's thread, after each published state: what changed, logged."""
         old, self._last = self._last, new
+        self._retry_latency()
+        self._log_latency(old, new)
         if new.frame is not None:
             self._log_change(old.frame, new.frame)
         log_findings(self.spec.name, old, new)
@@ -156,6 +210,23 @@ class InstanceRunner:
                 workers=cur.live,
                 slots=cur.workers_max,
             )
+
+    def _log_latency(self, old: InstanceState, new: InstanceState) -> None:
+        """The request log's problems, logged when they begin and end."""
+        a, b = old.latency, new.latency
+        if b is None:
+            return
+        name = self.spec.name
+        if b.mismatch != (a.mismatch if a is not None else None):
+            if b.mismatch is not None:
+                event("latency_format_mismatch", logging.WARNING, instance=name, fix=b.mismatch)
+            else:
+                event("latency_format_ok", instance=name)
+        if b.trusted != (a.trusted if a is not None else True):
+            if b.trusted:
+                event("latency_trusted", instance=name)
+            else:
+                event("latency_untrusted", logging.WARNING, instance=name, reason=b.trust_note)
 
     def halt(self) -> None:
         """End an apply in flight now (verified within the grace, else rolled back)."""

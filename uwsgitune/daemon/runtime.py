@@ -55,6 +55,7 @@ def endpoint_settings(daemon: DaemonSection) -> EndpointSettings:
         scrape_timeout_offset=daemon.scrape_timeout_offset,
         collect_cores=daemon.collect_cores,
         uwsgi_metrics_max_series=daemon.uwsgi_metrics_max_series,
+        latency_routes=daemon.latency_routes,
     )
 
 

@@ -63,7 +63,10 @@ class DemoLoad:
         if phase.clients <= 0:
             await asyncio.sleep(seconds)
             return
-        run = LoadRun(self.base_url + phase.path, duration=seconds, timeout=CLIENT_TIMEOUT)
+        # stamped as a front proxy stamps them: the TUI splits queue wait from service
+        run = LoadRun(
+            self.base_url + phase.path, duration=seconds, timeout=CLIENT_TIMEOUT, stamp=True
+        )
         try:
             await run.closed_loop(phase.clients)
         finally:

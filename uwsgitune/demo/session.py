@@ -19,18 +19,25 @@ from typing import Any
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.service import TunerSetup, tuner_factory
 from uwsgitune.core.address import parse_address
+from uwsgitune.core.logline import log_format
 from uwsgitune.demo import webapp
 from uwsgitune.demo.load import DemoLoad
 from uwsgitune.launch import IniValue, UwsgiProcess, free_port
-from uwsgitune.pipeline import InstanceDriver, live_driver
+from uwsgitune.pipeline import InstanceDriver, LatencyStage, live_driver
 from uwsgitune.tuner import TunerSettings
 
 LISTEN = 16  # small, so that the overload phase visibly fills the queue
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def demo_options(workdir: Path, port: int, processes: int, live: int) -> dict[str, IniValue]:
-    """Cheaper mode with the manual algorithm: `live` workers of `processes`, ours to change."""
+def demo_options(
+    workdir: Path, port: int, processes: int, live: int, latency: str | None = None
+) -> dict[str, IniValue]:
+    """Cheaper mode with the manual algorithm: `live` workers of `processes`, ours to change;
+    with `latency` (HOST:PORT), the request log sent there as `doctor --latency` has it."""
+    logging: dict[str, IniValue] = {"disable-logging": True}
+    if latency is not None:
+        logging = {"log-format": log_format(None), "req-logger": f"socket:{latency}"}
     return {
         "master": True,
         "http-socket": f"127.0.0.1:{port}",
@@ -43,7 +50,7 @@ def demo_options(workdir: Path, port: int, processes: int, live: int) -> dict[st
         "stats": str(workdir / "stats.sock"),
         "master-fifo": str(workdir / "fifo"),
         "memory-report": True,
-        "disable-logging": True,
+        **logging,
         "harakiri": 60,
     }
 
@@ -58,13 +65,18 @@ class DemoSession:
         self.uwsgi: UwsgiProcess | None = None
         self.load: DemoLoad | None = None
         self.url = ""
+        self.latency: LatencyStage | None = None
         self._cleaned = False
 
     def start(self) -> UwsgiProcess:
         self.workdir = Path(tempfile.mkdtemp(prefix="uwsgitune-demo-", dir="/tmp"))
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        opts = demo_options(self.workdir, port, self.processes, self.live)
+        # the request log comes to a port the kernel picks: the TUI shows its percentiles
+        self.latency = LatencyStage(("127.0.0.1", 0))
+        opts = demo_options(
+            self.workdir, port, self.processes, self.live, latency=self.latency.address
+        )
         # uWSGI runs in its own session (a Ctrl-C reaches us, and we stop it in order); if we
         # are killed outright, the kernel interrupts it for us.
         self.uwsgi = UwsgiProcess(self.workdir, opts, name="demo", die_with_parent=True)
@@ -91,7 +103,9 @@ class DemoSession:
             lock_dir=self.workdir / "locks",
         )
         tuner = tuner_factory(setup)
-        return live_driver(address, interval=interval, tuner=tuner, mode="recommend")
+        return live_driver(
+            address, interval=interval, tuner=tuner, mode="recommend", latency=self.latency
+        )
 
     def status(self) -> str:
         if self.load is None:
@@ -109,6 +123,8 @@ class DemoSession:
                 self.load.stop()
             if self.uwsgi is not None:
                 self.uwsgi.stop()
+            if self.latency is not None:
+                self.latency.close()
         finally:
             if self.workdir is not None:
                 shutil.rmtree(self.workdir, ignore_errors=True)

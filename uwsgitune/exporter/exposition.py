@@ -74,7 +74,7 @@ T = TypeVar("T")
 
 # The text writer --------------------------------------------------------------------------
 
-_TYPES = {"gauge": "gauge", "counter": "counter", "summary": "summary"}
+_TYPES = {"gauge": "gauge", "counter": "counter", "summary": "summary", "histogram": "histogram"}
 
 
 class _Unexpected(Exception):

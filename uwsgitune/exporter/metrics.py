@@ -35,6 +35,20 @@ What is exported, in the order `add_snapshot` adds it:
   `uwsgi_worker_*` families, so the count is capped (`uwsgi_metrics_max_series`): the app's
   and the `core.*` metrics are kept first, `worker.*` after them, in document order, and
   the number left out is `uwsgitune_uwsgi_metrics_dropped`.
+- **The request log** (`--latency`, `state.latency`; docs/latency.md), from the cumulative
+  totals the latency stage computes once per poll (`LatencyView.export`):
+  `uwsgi_request_duration_seconds` (service time) and, once the proxy stamps requests,
+  `uwsgi_request_queue_seconds`, histograms with log-spaced `le` bounds from 1 ms to 30 s
+  (`loghist.PROM_BOUNDS`: ten a decade, so `histogram_quantile` interpolates within a few
+  percent); `uwsgi_request_status_total{class}`; per route, only with `latency_routes`
+  (`uwsgi_request_route_duration_seconds{route}`: 47 buckets a route, so at most
+  `MAX_EXPORTED_ROUTES` routes, then `other`, about 2,500 series). They are uwsgi_* names
+  (`REQUEST_LOG_PREFIX`) as the issue names them and `histogram_quantile` users look for
+  them, beside the 31 of uwsgi_exporter, which stay exactly its own. How far to trust them is
+  uwsgitune's: `uwsgitune_latency_coverage_ratio` (lines logged / requests counted),
+  `uwsgitune_latency_lines_total`, `uwsgitune_latency_lines_refused_total` (a foreign
+  sender), `uwsgitune_latency_faults_total{kind}`, `uwsgitune_latency_trusted`, and the
+  proxy's clock lead when the stamps show one, `uwsgitune_latency_proxy_clock_skew_seconds`.
 - **uwsgitune's own** (`uwsgitune_*`): what no exporter has (the true mean response time,
   Little's L, busy ratio, CPU saturation, the kernel's socket queues), the findings, the
   recommendations, the actions, the tuner's wish, the polls' counts; and the process's
@@ -55,12 +69,15 @@ from prometheus_client import ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from uwsgitune import __version__
 from uwsgitune.core import model
 from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.core.latencyreport import STATUS_CLASSES, LatencyView, PromHistogram
 from uwsgitune.core.model import Cache, Core, StatsDoc, Worker
 from uwsgitune.core.signals import cpu_saturation
+from uwsgitune.pipeline.latencystage import FAULT_KINDS
 from uwsgitune.pipeline.state import InstanceState
 
 StateSource = Callable[[], Iterable[InstanceState]]
@@ -72,6 +89,7 @@ US = 1e6
 class ExportOptions:
     collect_cores: bool = False  # uwsgi_exporter's --collect.cores
     uwsgi_metrics_max_series: int = 500  # cap on uwsgi_metric{name} series per instance
+    latency_routes: bool = False  # uwsgi_request_route_duration_seconds{route} (--latency-routes)
 
 
 class Families:
@@ -106,6 +124,19 @@ class Families:
         samples.append(Sample(f"{name}_count", {"stats_uri": uri}, float(count)))
         samples.append(Sample(f"{name}_sum", {"stats_uri": uri}, float(total)))
 
+    def histogram(
+        self, name: str, doc: str, uri: str, hist: PromHistogram, /, **labels: str
+    ) -> None:
+        """One histogram series: its cumulative `_bucket`s (`le` ascending, then +Inf),
+        `_count` and `_sum`, as prometheus_client's HistogramMetricFamily writes them."""
+        samples = self._family("histogram", name, doc).samples
+        labels["stats_uri"] = uri
+        bucket = f"{name}_bucket"
+        for le, n in zip(_le_texts(hist.bounds), hist.cumulative, strict=True):
+            samples.append(Sample(bucket, {**labels, "le": le}, float(n)))
+        samples.append(Sample(f"{name}_count", labels, float(hist.count)))
+        samples.append(Sample(f"{name}_sum", labels, hist.sum_seconds))
+
     def merge(self, other: Families) -> None:
         """Add every sample of `other` (one instance's families) to these."""
         for name, family in other._families.items():
@@ -117,6 +148,17 @@ class Families:
 
     def __iter__(self) -> Iterator[Metric]:
         return (f for f in self._families.values() if f.samples)
+
+
+_LE_TEXTS: dict[tuple[float, ...], tuple[str, ...]] = {}
+
+
+def _le_texts(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The `le` label values of `bounds`, then `+Inf`: formatted once per set of bounds."""
+    texts = _LE_TEXTS.get(bounds)
+    if texts is None:
+        texts = _LE_TEXTS[bounds] = (*map(floatToGoString, bounds), "+Inf")
+    return texts
 
 
 class UwsgiCollector(Collector):
@@ -153,6 +195,8 @@ def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | No
     add_up(out, uri, snap.up)
     add_exporter_self(out, snap)
     add_own(out, snap)
+    if snap.latency is not None:
+        add_latency(out, uri, snap.latency, options.latency_routes)
     doc, frame = snap.doc, snap.frame
     if not snap.up or doc is None or frame is None:
         return
@@ -479,6 +523,67 @@ def add_own(out: Families, snap: InstanceState) -> None:
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
         doc = "Unix time of the last poll done, good or failed: a stale value is stalled polling."
         out.gauge("uwsgitune_last_poll_timestamp_seconds", doc, uri, counts.last_t)
+
+
+# The request log (`--latency`) ------------------------------------------------------------
+
+REQUEST_LOG_PREFIX = "uwsgi_request_"  # the uwsgi_* names of the request log, not the stats
+DURATION_HELP = (
+    "Service time of the requests uWSGI logged (%(micros): from the worker taking the request "
+    "to its end), log-spaced buckets from 1 ms to 30 s."
+)
+QUEUE_HELP = (
+    "Queue wait of the requests the front proxy stamped (X-Request-Start): the worker's start "
+    "less the proxy's stamp."
+)
+STATUS_HELP = "Requests uWSGI logged, by status class (1xx..5xx; other: outside 100-599)."
+ROUTE_HELP = "Service time of the requests uWSGI logged, per route (--latency-routes; capped)."
+
+
+def add_latency(out: Families, uri: str, view: LatencyView, routes: bool) -> None:
+    """The request log's families: rendered from `view.export`, which the latency stage
+    computes once per poll, so a render formats numbers and nothing else.
+
+    The histograms and the status classes describe uWSGI's requests and are named
+    `uwsgi_request_*` (`REQUEST_LOG_PREFIX`), the names the issue and `histogram_quantile`
+    users expect; what says how far to trust them is uwsgitune's (`uwsgitune_latency_*`). They
+    come from the request log, not the stats, so they stay while a stats poll fails. Every
+    status class and fault kind is written, 0 included, so `rate()` sees the first one.
+    """
+    export = view.export
+    out.histogram("uwsgi_request_duration_seconds", DURATION_HELP, uri, export.duration)
+    if export.queue.count > 0:  # the proxy stamps (cumulative: once there, it stays)
+        out.histogram("uwsgi_request_queue_seconds", QUEUE_HELP, uri, export.queue)
+    for cls in STATUS_CLASSES:
+        n = export.status.get(cls, 0)
+        out.counter("uwsgi_request_status_total", STATUS_HELP, uri, n, **{"class": cls})
+    if routes:  # at most MAX_EXPORTED_ROUTES, then `other` (core/latency.py)
+        for route, hist in export.routes.items():
+            out.histogram(
+                "uwsgi_request_route_duration_seconds", ROUTE_HELP, uri, hist, route=route
+            )
+    add_latency_trust(out, uri, view)
+
+
+def add_latency_trust(out: Families, uri: str, view: LatencyView) -> None:
+    """How complete and how trustworthy the request log's picture is."""
+    doc = "Requests logged / requests the stats counted over the last 60 s, 0-1."
+    out.gauge("uwsgitune_latency_coverage_ratio", doc, uri, view.coverage)
+    doc = "Request log lines recorded since uwsgitune began listening."
+    out.counter("uwsgitune_latency_lines_total", doc, uri, view.lines)
+    doc = "Request log lines refused: sent by a process proved not to be the instance's master."
+    out.counter("uwsgitune_latency_lines_refused_total", doc, uri, view.refused)
+    doc = "Request log datagrams not recorded, by kind (bad lines, receiver and kernel drops)."
+    for kind in (*FAULT_KINDS, *sorted(set(view.faults) - set(FAULT_KINDS))):
+        out.counter("uwsgitune_latency_faults_total", doc, uri, view.faults.get(kind, 0), kind=kind)
+    doc = "1 when every line of the last 60 s came from a sender proved to be the master's."
+    out.gauge("uwsgitune_latency_trusted", doc, uri, 1.0 if view.trusted else 0.0)
+    skew = view.short.stamps.skew_ms  # None: no skew seen (or no stamp): no sample
+    doc = (
+        "The proxy's clock lead over the app's, seen in the last 10 s: queue waits read short "
+        "by up to this (stated, never applied)."
+    )
+    out.gauge("uwsgitune_latency_proxy_clock_skew_seconds", doc, uri, _seconds(skew))
 
 
 class BuildInfo(Collector):

@@ -10,19 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from uwsgitune.exporter.exposition import PollExposition
-from uwsgitune.exporter.metrics import polled_registry, registry_for
+from uwsgitune.exporter.metrics import ExportOptions, polled_registry, registry_for
 from uwsgitune.exporter.server import ThreadedMetricsServer
 from uwsgitune.pipeline import InstanceDriver, InstanceState
 
 
-def serve_drivers(drivers: Sequence[InstanceDriver], listen: str) -> ThreadedMetricsServer:
+def serve_drivers(
+    drivers: Sequence[InstanceDriver], listen: str, options: ExportOptions | None = None
+) -> ThreadedMetricsServer:
     """Bind `listen` now (OSError/ValueError raised here) and serve in a daemon thread."""
     frozen = tuple(drivers)
 
     def states() -> list[InstanceState]:
         return [d.state for d in frozen]
 
-    exposition = PollExposition(states, polled_registry())  # rendered once per poll
-    server = ThreadedMetricsServer(registry_for(states), lambda: exposition.encoded(False))
+    exposition = PollExposition(states, polled_registry(), options)  # rendered once per poll
+    server = ThreadedMetricsServer(registry_for(states, options), lambda: exposition.encoded(False))
     server.start(listen)
     return server

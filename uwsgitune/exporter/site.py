@@ -319,6 +319,7 @@ class EndpointSettings:
     scrape_timeout_offset: float
     collect_cores: bool
     uwsgi_metrics_max_series: int
+    latency_routes: bool = False
 
 
 Endpoint = tuple[Site, ssl.SSLContext | None]  # what the settings build
@@ -339,7 +340,9 @@ def build_site(
     config does not load."""
     path = settings.web_config_file
     web = WebConfig() if path is None else load_web_config(path)
-    options = ExportOptions(settings.collect_cores, settings.uwsgi_metrics_max_series)
+    options = ExportOptions(
+        settings.collect_cores, settings.uwsgi_metrics_max_series, settings.latency_routes
+    )
     stats = HandlerStats()
     live = partial(handler_text, stats)
     exposition = PollExposition(source, polled_registry(process=True), options, live=live)

@@ -19,6 +19,7 @@ from uwsgitune.pipeline.driver import (
     poll_once,
     run_replay,
 )
+from uwsgitune.pipeline.latencystage import LatencyStage
 from uwsgitune.pipeline.rules import LOOKBACK_SECONDS, RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts
 from uwsgitune.rules.facts import Facts
@@ -30,6 +31,7 @@ __all__ = [
     "LOOKBACK_SECONDS",
     "InstanceDriver",
     "InstanceState",
+    "LatencyStage",
     "PollCounts",
     "PollFn",
     "RulesRunner",
@@ -67,6 +69,7 @@ def live_driver(
     name: str = "",
     mode: str = "",
     recommend: bool = True,
+    latency: LatencyStage | None = None,
 ) -> InstanceDriver:
     """A driver over a live stats address. `rules`: True for the rules with the address's
     facts (and `rule_settings`), False for none, or a runner of the caller's."""
@@ -82,4 +85,5 @@ def live_driver(
         name=name,
         mode=mode,
         recommend=recommend,
+        latency=latency,
     )

@@ -7,12 +7,15 @@ An `InstanceDriver` owns everything between a stats source and the sinks, for on
 - **The schedule.** A poll every `interval` seconds on the monotonic clock (a wall-clock
   jump neither stalls nor floods the polls), backing off 1, 2, 4 ... intervals, at most
   `BACKOFF_CAP` seconds, while the instance is unreachable. A replay source is not paced:
-  its polls are read as fast as they come, each with its recorded clocks.
+  its polls are read as fast as they come, each with its recorded clocks (and its
+  recorded latency: a replay has no request log of its own).
 - **The stages of a poll.** Read (`Source.poll`: connect, read, close, parse, sample the
   host), derive (`Tracker`: counter deltas and reloads into a `Frame`), keep (`Window`),
   judge (`RulesRunner`, once per poll, on good polls), decide and act (the tuner, when there
   is one, on every poll: a failed one says why it waits), and publish one frozen
-  `InstanceState`.
+  `InstanceState`. With a request log (`--latency`, pipeline/latencystage.py) its lines come
+  in on a thread of their own as they arrive; each poll reads them once into
+  `state.latency`, before the rules and the tuner see the state.
 - **The subscribers.** Each published state goes to every subscriber, in the driver's
   thread, in order: the TUI posts it to its screen, the exporter renders ahead of a due
   scrape, the daemon logs what changed, `tune` prints the tuner's notes, `watch --plain`
@@ -46,8 +49,10 @@ from typing import Protocol
 
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.samples import Poll
 from uwsgitune.core.window import Window
+from uwsgitune.pipeline.latencystage import LatencyStage
 from uwsgitune.pipeline.rules import RulesRunner
 from uwsgitune.pipeline.state import InstanceState, PollCounts, count_actions
 from uwsgitune.rules.finding import Finding
@@ -146,8 +151,10 @@ class InstanceDriver:
         recommend: bool = True,
         window_maxlen: int | None = 7200,
         mono: Callable[[], float] = time.monotonic,
+        latency: LatencyStage | None = None,
     ) -> None:
         self.source = source
+        self.latency = latency  # the request log's stage (`--latency`), closed with the driver
         self.rules = rules
         self.interval = interval
         self.next_due = 0.0
@@ -219,7 +226,7 @@ class InstanceDriver:
         in (its apply runs to its end) and is closed first, in the driver's thread."""
 
         def swap() -> None:
-            self.close()
+            self._close_tuner()
             self.tuner = tuner(self.poll_in_step) if tuner is not None else None
             self._publish(replace(self.state, mode=mode, recommend=recommend))
 
@@ -291,6 +298,8 @@ class InstanceDriver:
         """Poll on the schedule until `stop`, the source's end, `until(state)` or the
         monotonic `deadline`. The last state published. The tuner stays open: whoever runs
         the loop in its own thread `close`s it there when done (`start`'s thread does)."""
+        if self.latency is not None:
+            self.latency.start()
         try:
             while not self._stopping.is_set() and not self.source.exhausted:
                 self._run_jobs()
@@ -321,7 +330,14 @@ class InstanceDriver:
             job()
 
     def close(self) -> None:
-        """The tuner closed (its lock released), in the thread that ran the loop."""
+        """The tuner closed (its lock released) and the request log's stage, in the thread
+        that ran the loop."""
+        self._close_tuner()
+        latency, self.latency = self.latency, None
+        if latency is not None:
+            latency.close()
+
+    def _close_tuner(self) -> None:
         tuner, self.tuner = self.tuner, None
         if tuner is not None:
             tuner.close()
@@ -356,10 +372,12 @@ class InstanceDriver:
         old = self.state
         findings, error = old.findings, old.rules_error
         frames = self.window.frames()  # one copy of the window per poll
-        if frame.ok and self.rules is not None:
-            findings, error = self.rules.run(frames, self._since), self.rules.error
         self._latest = None
-        state = self._state(frame, frames, findings, None, error)
+        state = self._state(frame, frames, findings, None, error)  # the poll's latency view
+        if frame.ok and self.rules is not None:
+            findings = self.rules.run(frames, self._since, state.latency)
+            error = self.rules.error
+            state = replace(state, findings=findings, rules_error=error)
         tuning, failed = None, None
         if self.tuner is not None:
             self.stepping = True
@@ -406,7 +424,17 @@ class InstanceDriver:
             counts=self._counts,
             retry_in=retry,
             rules_error=error,
+            latency=self._latency(frame, frames, poll),
         )
+
+    def _latency(
+        self, frame: Frame, frames: tuple[Frame, ...], poll: Poll | None
+    ) -> LatencyView | None:
+        """The request log's view at this poll: the stage's (`--latency`), else the one a
+        replayed poll carries (None when it recorded none)."""
+        if self.latency is not None:
+            return self.latency.view(frame, frames)
+        return poll.latency if poll is not None else None
 
     def _with_tuning(self, state: InstanceState, tuning: StepResult | None) -> InstanceState:
         if tuning is None:

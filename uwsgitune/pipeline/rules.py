@@ -6,6 +6,7 @@ import bisect
 from collections.abc import Sequence
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.rules.columns import Columns
 from uwsgitune.rules.engine import EngineState, evaluate
 from uwsgitune.rules.facts import NO_FACTS, Facts
@@ -48,10 +49,15 @@ class RulesRunner:
         self._since: float | None = None
         self._columns = Columns()
 
-    def run(self, frames: Sequence[Frame], since: float | None = None) -> tuple[Finding, ...]:
-        """Findings for the frames of the look-back after `since` (monotonic), oldest first.
-        A failing rule is a bug: it is reported in `error`, and the polls go on without
-        findings."""
+    def run(
+        self,
+        frames: Sequence[Frame],
+        since: float | None = None,
+        latency: LatencyView | None = None,
+    ) -> tuple[Finding, ...]:
+        """Findings for the frames of the look-back after `since` (monotonic), oldest first,
+        and the poll's request log view (`latency`, read by the latency rules). A failing
+        rule is a bug: it is reported in `error`, and the polls go on without findings."""
         if since != self._since:
             self.state, self._since = EngineState(), since
         if not frames:
@@ -59,7 +65,7 @@ class RulesRunner:
         recent = _lookback(frames, frames[-1].mono - self.lookback, self._since)
         try:
             found, self.state = evaluate(
-                recent, self.facts, self.settings, self.state, self._columns
+                recent, self.facts, self.settings, self.state, self._columns, latency
             )
         except Exception as exc:  # a bug in one rule must not stop the polls
             self.error = f"rules engine failed: {exc!r}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.model import StatsDoc
 from uwsgitune.core.samples import HostSample, Poll
 from uwsgitune.rules.finding import Finding
@@ -66,6 +67,7 @@ class InstanceState:
     tuner_error: str | None = None  # the tuner's step raised at this poll (a bug)
     waiting: Waiting | None = None  # a poll made while the tuner's apply waits: for what
     recommend: bool = True  # export recommended values (the daemon: not in observe mode)
+    latency: LatencyView | None = None  # the request log's percentiles (None: no --latency)
 
     @property
     def up(self) -> bool:

@@ -5,17 +5,26 @@ field of `uwsgitune.core.frame.Frame` (units in the field names or documented th
 bytes, ms, percent 0-100) plus `queue_full`, `since_reload` and `cpu_saturation`. Rates are
 null when they cannot be known honestly (first poll, reload, error). Request `vars` never appear:
 a worker's in-flight requests carry only method, path and age.
+
+With the request log (`--latency`), each instance also carries `latency`: the poll's latency
+summary (core/latencyform.py: the 10 s and 60 s windows with service and queue percentiles
+in ms, workers by id, routes, status classes, stamps; the p99 series, coverage, trusted,
+faults, mismatch, the Little's-law estimate, silence). Without it the key is absent, so a
+document is the same as before. No request is in it: the recorder keeps none.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyform import latency_summary
+from uwsgitune.core.latencyreport import LatencyView
 
 SCHEMA_VERSION = 1
 
@@ -46,7 +55,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def frame_to_dict(f: Frame) -> dict[str, Any]:
+def frame_to_dict(f: Frame, latency: LatencyView | None = None) -> dict[str, Any]:
     data: dict[str, Any] = _plain(f)
     data["queue_full"] = f.queue_full
     data["since_reload"] = f.since_reload
@@ -54,12 +63,25 @@ def frame_to_dict(f: Frame) -> dict[str, Any]:
     for sock, view in zip(data["sockets"], f.sockets, strict=True):
         sock["fill"] = view.fill
         sock["full"] = view.full
+    if latency is not None:
+        data["latency"] = latency_summary(latency)
     return _round(data)  # type: ignore[no-any-return]
 
 
-def document(frames: list[Frame]) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "instances": [frame_to_dict(f) for f in frames]}
+def document(
+    frames: Sequence[Frame], latencies: Sequence[LatencyView | None] = ()
+) -> dict[str, Any]:
+    """The document of `frames`, each with its latency when `latencies` gives one (in the
+    frames' order)."""
+    views = list(latencies) + [None] * (len(frames) - len(latencies))
+    instances = [frame_to_dict(f, v) for f, v in zip(frames, views, strict=False)]
+    return {"schema_version": SCHEMA_VERSION, "instances": instances}
 
 
-def dumps(frames: list[Frame], *, indent: int | None = 2) -> str:
-    return json.dumps(document(frames), indent=indent, sort_keys=False)
+def dumps(
+    frames: Sequence[Frame],
+    latencies: Sequence[LatencyView | None] = (),
+    *,
+    indent: int | None = 2,
+) -> str:
+    return json.dumps(document(frames, latencies), indent=indent, sort_keys=False)

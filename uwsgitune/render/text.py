@@ -1,11 +1,14 @@
-"""The `watch --once` summary and the `--plain` line, as pure functions of a frame."""
+"""The `watch --once` summary and the `--plain` line, as pure functions of a frame (and, with
+`--latency`, of the poll's `LatencyView`: its lines and fields are added, nothing else
+changes)."""
 
 from __future__ import annotations
 
 import time
 
 from uwsgitune.core.frame import Frame, SocketView
-from uwsgitune.core.units import duration, ms, num, pct, reading, size
+from uwsgitune.core.latencyreport import LatencyView, Percentiles
+from uwsgitune.core.units import duration, ms, num, pct, percent, reading, size
 from uwsgitune.rules.rulesettings import DEFAULT_SETTINGS
 
 
@@ -111,8 +114,46 @@ def _resource_lines(f: Frame) -> list[str]:
     ]
 
 
-def summary(f: Frame) -> list[str]:
-    """The readable block of `watch --once`."""
+def _spread(p: Percentiles | None, seconds: int) -> str:
+    if p is None:
+        return f"{seconds}s: no request"
+    return (
+        f"{seconds}s: p50 {ms(p.p50_ms)}  p95 {ms(p.p95_ms)}  p99 {ms(p.p99_ms)}  "
+        f"max {ms(p.max_ms)}  ({reading(p.count, 'requests')})"
+    )
+
+
+def latency_lines(view: LatencyView) -> list[str]:
+    """The request log's block (`--latency`): service time and queue wait over 10 s and
+    60 s, the Little's-law estimate when the proxy stamps nothing, coverage, trust."""
+    lines = [
+        f"  service   {_spread(view.short.service, 10)}",
+        f"  {'':<9} {_spread(view.long.service, 60)}",
+    ]
+    if view.stamped:
+        lines.append(f"  queue     {_spread(view.short.queue, 10)}")
+        lines.append(f"  {'':<9} {_spread(view.long.queue, 60)}")
+        if view.long.total is not None:  # each request's wait + service
+            lines.append(f"  total     {_spread(view.short.total, 10)}")
+            lines.append(f"  {'':<9} {_spread(view.long.total, 60)}")
+    elif view.little_wait_ms is not None:
+        lines.append(
+            f"  queue     ≈ {ms(view.little_wait_ms)} mean, an estimate (Little's law on the "
+            "listen queue: the proxy stamps no X-Request-Start)"
+        )
+    else:
+        lines.append("  queue     unknown (the proxy stamps no X-Request-Start)")
+    logged = "?" if view.coverage is None else percent(view.coverage)
+    lines.append(f"  logged    {logged} of the requests counted   {view.lines} lines recorded")
+    if view.mismatch is not None:
+        lines.append(f"  FORMAT MISMATCH: {view.mismatch}")
+    if not view.trusted:
+        lines.append(f"  UNTRUSTED: {view.trust_note or 'the sender is not proved'}")
+    return lines
+
+
+def summary(f: Frame, latency: LatencyView | None = None) -> list[str]:
+    """The readable block of `watch --once` (with the request log's when `latency`)."""
     if f.kind == "error" and not f.master_pid:
         return [error_line(f)]
     if f.emperor:
@@ -121,13 +162,31 @@ def summary(f: Frame) -> list[str]:
         _title(f),
         *_state_lines(f),
         *_traffic_lines(f),
+        *(latency_lines(latency) if latency is not None else ()),
         *_socket_lines(f),
         *_resource_lines(f),
     ]
 
 
-def plain_line(f: Frame) -> str:
-    """One line per poll for logs and pipes: key=value, stable order."""
+def latency_fields(view: LatencyView) -> list[str]:
+    """`--plain`'s key=value fields of the request log, over the last 10 s (ms)."""
+    p, q = view.short.service, view.short.queue
+    values = (None,) * 4 if p is None else (p.p50_ms, p.p95_ms, p.p99_ms, p.max_ms)
+    names = ("p50", "p95", "p99", "max")
+    fields = [f"{k}_ms={num(v, '.2f')}" for k, v in zip(names, values, strict=True)]
+    if q is not None:
+        fields.append(f"queue_p99_ms={num(q.p99_ms, '.2f')}")
+    else:
+        fields.append(f"queue_est_ms={num(view.little_wait_ms, '.2f')}")
+    fields.append(f"logged={num(view.coverage, '.3f')}")
+    if not view.trusted:
+        fields.append("trusted=no")
+    return fields
+
+
+def plain_line(f: Frame, latency: LatencyView | None = None) -> str:
+    """One line per poll for logs and pipes: key=value, stable order (the request log's
+    fields last, with `latency`)."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(f.t))
     if f.kind == "error":
         since = _clock(f.disconnected_since or f.t)
@@ -152,5 +211,6 @@ def plain_line(f: Frame) -> str:
         f"overflows={num(f.listen_overflows_delta, 'd')}",
         f"cpu_cores={num(f.instance_cpu_cores, '.2f')}/{num(f.effective_cpus, 'g')}",
         f"rss={size(f.mem_total_rss).replace(' ', '')}",
+        *(latency_fields(latency) if latency is not None else ()),
     ]
     return " ".join(p for p in parts if p)

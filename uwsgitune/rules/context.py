@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import cast
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.signals import all_busy as all_busy  # the rules import it from here
 from uwsgitune.core.signals import (
     cpu_saturation,
@@ -77,6 +78,8 @@ class Context:
     # the per-frame signals: a `RulesRunner` passes the same columns at every poll, so each
     # poll's signals are computed once, not once per poll over the whole look-back
     columns: Columns = field(default_factory=Columns)
+    # the poll's request log view (`--latency`; None without): the latency rules read it
+    latency: LatencyView | None = None
     rated: tuple[Frame, ...] = ()
     _cache: dict[float, tuple[Frame, ...]] = field(default_factory=dict)
     _monos: list[float] = field(default_factory=list)

@@ -26,7 +26,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.rules import capacity, gil, hazards, health, listenqueue, memory, static
+from uwsgitune.core.latencyreport import LatencyView
+from uwsgitune.rules import (
+    capacity,
+    gil,
+    hazards,
+    health,
+    listenqueue,
+    memory,
+    static,
+    taillatency,
+)
 from uwsgitune.rules.columns import Columns
 from uwsgitune.rules.context import Context
 from uwsgitune.rules.facts import NO_FACTS, Facts
@@ -50,6 +60,10 @@ RULES: tuple[Rule, ...] = (
     health.signal_queue,
     hazards.hazards,
     static.static_files,
+    taillatency.queue_over_target,
+    taillatency.service_over_target,
+    taillatency.slow_worker,
+    taillatency.slow_route,
 )
 
 # finding id -> ids that, when present, make it redundant
@@ -57,6 +71,7 @@ SUPPRESSED_BY: Mapping[str, tuple[str, ...]] = {
     "underprovisioned_io": ("listen_queue.capacity_short",),
     "config.default_listen": ("listen_queue.bursts",),
     "idle_overprovisioned": ("oversubscribed_cpu",),
+    "latency.slow_route": ("latency.service_over_target",),
 }
 
 
@@ -95,12 +110,14 @@ def evaluate(
     settings: RuleSettings | None = None,
     state: EngineState | None = None,
     columns: Columns | None = None,
+    latency: LatencyView | None = None,
 ) -> tuple[tuple[Finding, ...], EngineState]:
     """Findings for one instance's frames (oldest first), and the state for the next call.
-    `columns`: the per-frame signals kept from the previous calls (rules/columns.py)."""
+    `columns`: the per-frame signals kept from the previous calls (rules/columns.py);
+    `latency`: the request log's view at the latest frame (the latency rules')."""
     prev = state or EngineState()
     facts, settings = facts or NO_FACTS, settings or DEFAULT_SETTINGS
-    ctx = Context(tuple(frames), facts, settings, columns or Columns())
+    ctx = Context(tuple(frames), facts, settings, columns or Columns(), latency)
     if not ctx.rated:  # nothing observed: keep what we knew, change nothing
         return _order([t.finding for t in prev.tracks.values()]), prev
     now, clear = ctx.now, ctx.settings.clear_seconds

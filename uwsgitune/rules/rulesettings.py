@@ -110,6 +110,25 @@ class RuleSettings(SharedSettings):
     scaling_trough: float = _f(0.2, 0, 1, "Busy ratio of troughs that would want fewer.")
     # 9. static files
     static_share: float = _f(0.2, 0.01, 1, "Share of requests served as static files by workers.")
+    # 10. latency (the request log; the target is `latency_target`, shared with the tuner)
+    slow_worker_factor: float = _f(
+        3, 1.5, 100, "A worker's p50 / the median of its peers' p50 that makes it slow."
+    )
+    slow_worker_min_ms: float = _f(
+        10, 0, 1e6, "A slow worker's p50 is also at least this many ms above its peers'."
+    )
+    slow_worker_min_requests: int = _i(
+        50, 5, 1_000_000, "Requests in the last 60 s each worker compared needs."
+    )
+    slow_route_share: float = _f(
+        0.25, 0.01, 1, "Share of all service time a route takes to be named slow."
+    )
+    slow_route_ms: float = _f(
+        500, 1, 600_000, "Route p99 (ms) that is slow without a latency target (else: the target)."
+    )
+    slow_route_min_requests: int = _i(
+        20, 1, 1_000_000, "Requests in the last 60 s a route needs to be judged."
+    )
 
 
 DEFAULT_SETTINGS = RuleSettings()

@@ -9,7 +9,11 @@ For TCP, uWSGI's figures are right but old: its master samples them about once a
 `ss -lt` asks inet_diag for TCP sockets in LISTEN, whose `idiag_rqueue` is the accept queue
 now and `idiag_wqueue` the backlog. The same answer gives each listener's owner uid and
 inode, which `/proc/<pid>/fd` names (`socket:[INODE]`): who holds a TCP stats port
-(actuate/peer.py). This is a minimal client for those dumps.
+(actuate/peer.py).
+
+The same inet_diag dump for UDP, in every state, lists the UDP sockets with their local
+address, port and inode: who sent a request log datagram, found by its source port
+(sources/logsender.py). This is a minimal client for those dumps.
 """
 
 from __future__ import annotations
@@ -111,8 +115,13 @@ def parse_messages(data: bytes) -> tuple[list[tuple[str, int, int]], bool]:
     return out, done
 
 
-def build_inet_request(family: int, seq: int = 1) -> bytes:
-    body = _INET_DIAG_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN, bytes(48))
+ALL_STATES = 0xFFFFFFFF  # an unconnected UDP socket is in TCP_CLOSE, a connected one ESTABLISHED
+
+
+def build_inet_request(
+    family: int, seq: int = 1, *, protocol: int = socket.IPPROTO_TCP, states: int = 1 << TCP_LISTEN
+) -> bytes:
+    body = _INET_DIAG_REQ.pack(family, protocol, 0, 0, states, bytes(48))
     header = _NLMSGHDR.pack(
         _NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
     )
@@ -133,10 +142,22 @@ class TcpListener(NamedTuple):
     inode: int  # what /proc/<pid>/fd of a holder names (`socket:[INODE]`)
 
 
-def parse_inet_listeners(data: bytes) -> tuple[list[TcpListener], bool]:
-    """Parse one recv() worth of inet_diag messages. Returns (listeners, done)."""
+class UdpSocket(NamedTuple):
+    """A UDP socket, as inet_diag gives it."""
+
+    address: str  # its local address, as inet_ntop writes it: "0.0.0.0" when bound to any
+    port: int  # its local port: the source port of what it sends
+    rx_queue: int  # bytes waiting to be read
+    tx_queue: int
+    uid: int  # the socket's owner
+    inode: int  # what /proc/<pid>/fd of a holder names (`socket:[INODE]`)
+
+
+def _inet_fields(data: bytes) -> tuple[list[tuple[str, int, int, int, int, int]], bool]:
+    """One recv() worth of inet_diag messages: [(local address, local port, rqueue, wqueue,
+    uid, inode)], and whether the dump is done."""
     messages, done = _walk(data)
-    out: list[TcpListener] = []
+    out: list[tuple[str, int, int, int, int, int]] = []
     for start, end in messages:
         if end - start < _INET_DIAG_MSG_SIZE:
             continue
@@ -149,8 +170,20 @@ def parse_inet_listeners(data: bytes) -> tuple[list[TcpListener], bool]:
             else socket.inet_ntop(socket.AF_INET6, raw)
         )
         rqueue, wqueue, uid, inode = struct.unpack_from("=IIII", data, start + 56)
-        out.append(TcpListener(addr, port, rqueue, wqueue, uid, inode))
+        out.append((addr, port, rqueue, wqueue, uid, inode))
     return out, done
+
+
+def parse_inet_listeners(data: bytes) -> tuple[list[TcpListener], bool]:
+    """Parse one recv() worth of inet_diag messages. Returns (listeners, done)."""
+    fields, done = _inet_fields(data)
+    return [TcpListener(*f) for f in fields], done
+
+
+def parse_udp_sockets(data: bytes) -> tuple[list[UdpSocket], bool]:
+    """Parse one recv() worth of inet_diag messages for UDP. Returns (sockets, done)."""
+    fields, done = _inet_fields(data)
+    return [UdpSocket(*f) for f in fields], done
 
 
 def parse_inet_messages(data: bytes) -> tuple[list[TcpEntry], bool]:
@@ -213,6 +246,15 @@ class Diag:
         out: list[TcpListener] = []
         for family in families:
             out += self.dump(build_inet_request(family), parse_inet_listeners)
+        return out
+
+    def udp_sockets(self, families: tuple[int, ...] = (socket.AF_INET,)) -> list[UdpSocket]:
+        """Every UDP socket of `families` on the host (this netns), in any state, with its
+        owner and inode."""
+        out: list[UdpSocket] = []
+        for family in families:
+            request = build_inet_request(family, protocol=socket.IPPROTO_UDP, states=ALL_STATES)
+            out += self.dump(request, parse_udp_sockets)
         return out
 
     def unix(self) -> dict[str, tuple[int, int]]:

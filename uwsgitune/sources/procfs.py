@@ -25,6 +25,20 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 _UTIME, _STIME, _THREADS = 14 - 3, 15 - 3, 20 - 3
 
 
+def socket_inodes(pid: int, proc: Path = PROC) -> set[int]:
+    """The inodes of the sockets process `pid` holds (OSError: /proc/<pid>/fd unreadable)."""
+    fd_dir = proc / str(pid) / "fd"
+    out = set()
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(fd_dir / fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:[") and target.endswith("]"):
+            out.add(int(target[8:-1]))
+    return out
+
+
 def parse_stat(data: bytes) -> tuple[float, int] | None:
     """(user + system CPU seconds, threads) from a `/proc/PID/stat` line. The command may
     hold spaces and parentheses: fields are counted after its last `)`."""

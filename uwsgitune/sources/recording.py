@@ -1,8 +1,16 @@
 """Recordings: JSON lines of timestamped raw documents and host samples.
 
 Line 1 is a header (`{"uwsgitune_recording": 1, ...}`); each further line is one poll:
-`{"source", "t", "mono", "doc" | "error", "host", "read_seconds"}`. The same files are the
-test fixtures, and `watch --replay` / `recommend --replay` run the live pipeline on them.
+`{"source", "t", "mono", "doc" | "error", "host", "read_seconds"}`, and `"latency"` when
+the request log was read (`record --latency`): the poll's latency summary
+(core/latencyform.py: the 10 s and 60 s windows, the p99 series, coverage, trust; no
+Prometheus export, no request). The same files are the test fixtures, and `watch --replay`
+/ `recommend --replay` run the live pipeline on them; a replayed poll carries its recorded
+latency to the driver (`Poll.latency`).
+
+The format stays version 1 while fields are only added: a reader ignores the fields it does
+not know (an older uwsgitune replays a newer recording without its latency), and a missing
+`"latency"` is a poll without one (a newer uwsgitune replays an older recording).
 Request `vars` are emptied before writing unless the user opted in.
 """
 
@@ -19,6 +27,8 @@ import msgspec
 
 from uwsgitune import __version__
 from uwsgitune.core.address import AddressError, parse_address
+from uwsgitune.core.latencyform import latency_summary, view_from_summary
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.model import parse_stats
 from uwsgitune.core.redact import strip_request_vars
 from uwsgitune.core.samples import HostSample, Poll, ProcSample, TcpQueue, UnixQueue
@@ -33,7 +43,13 @@ class RecordingError(UwsgituneError):
     code = 2
 
 
-def poll_to_record(poll: Poll, raw: bytes | None, *, keep_vars: bool = False) -> dict[str, Any]:
+def poll_to_record(
+    poll: Poll,
+    raw: bytes | None,
+    *,
+    keep_vars: bool = False,
+    latency: LatencyView | None = None,
+) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "source": poll.source,
         "t": poll.t,
@@ -47,6 +63,8 @@ def poll_to_record(poll: Poll, raw: bytes | None, *, keep_vars: bool = False) ->
         rec["error"] = poll.error
     if poll.host is not None:
         rec["host"] = host_to_record(poll.host)
+    if latency is not None:
+        rec["latency"] = latency_summary(latency)
     return rec
 
 
@@ -71,6 +89,7 @@ def host_from_record(data: dict[str, Any]) -> HostSample:
 def record_to_poll(rec: dict[str, Any]) -> Poll:
     host = host_from_record(rec["host"]) if rec.get("host") else None
     source, t, mono = str(rec["source"]), float(rec["t"]), float(rec["mono"])
+    latency = view_from_summary(rec["latency"]) if rec.get("latency") else None
     if rec.get("doc") is not None:
         raw = json.dumps(rec["doc"]).encode()
         return Poll(
@@ -81,8 +100,10 @@ def record_to_poll(rec: dict[str, Any]) -> Poll:
             host=host,
             raw_size=len(raw),
             read_seconds=float(rec.get("read_seconds", 0.0)),
+            latency=latency,
         )
-    return Poll(source, t, mono, error=str(rec.get("error") or "poll failed"), host=host)
+    error = str(rec.get("error") or "poll failed")
+    return Poll(source, t, mono, error=error, host=host, latency=latency)
 
 
 class RecordingWriter:
@@ -96,8 +117,8 @@ class RecordingWriter:
         }
         stream.write(json.dumps(header) + "\n")
 
-    def write(self, poll: Poll, raw: bytes | None) -> None:
-        rec = poll_to_record(poll, raw, keep_vars=self._keep_vars)
+    def write(self, poll: Poll, raw: bytes | None, latency: LatencyView | None = None) -> None:
+        rec = poll_to_record(poll, raw, keep_vars=self._keep_vars, latency=latency)
         self._stream.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self._stream.flush()
 

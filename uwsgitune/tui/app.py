@@ -3,7 +3,8 @@
 The app starts one driver per instance (pipeline/driver.py: each polls in its own thread)
 and only assigns the `InstanceState`s they publish to the panes: attributes down, messages
 up. Keys: q quit, ? help, p pause, s/S sort, c cores, +/- refresh, [ ] 1-9 tabs, a apply
-the tuner's advice (with `watch --fifo`, after a confirmation).
+the tuner's advice (with `watch --fifo`, after a confirmation), l the slowest routes (with
+`watch --latency`: the key shows in the footer once a state carries a latency view).
 
 The tuner beside the TUI (`watch ADDR --fifo PATH`) is the driver's, in recommend mode: it
 advises at every poll and never acts by itself. `a` opens a confirmation with the advice on
@@ -31,7 +32,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent, TabP
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.pipeline import InstanceDriver, InstanceState, live_driver
 from uwsgitune.tui.pane import InstancePane, VassalSelected, WorkerSelected
-from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen
+from uwsgitune.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, RoutesScreen
 from uwsgitune.tui.vassals import vassal_stats_address
 from uwsgitune.tui.workers import CORE_COLUMNS, VASSAL_COLUMNS, WORKER_COLUMNS
 
@@ -73,6 +74,7 @@ class WatchApp(App[int]):
         Binding("S", "sort_reverse", "reverse", show=False),
         Binding("c", "cores", "cores"),
         Binding("a", "apply", "apply"),
+        Binding("l", "routes", "routes"),
         Binding("plus,equals_sign", "rate(True)", "faster"),
         Binding("minus", "rate(False)", "slower"),
         Binding("right_square_bracket", "tab(1)", "next", show=False),
@@ -98,6 +100,7 @@ class WatchApp(App[int]):
         self.status = status
         self.handle_signals = handle_signals
         self.latest: dict[int, InstanceState] = {}
+        self.latency = any(d.latency is not None for d in self.drivers)  # the `l` key shown
         self._told: dict[int, object] = {}  # the tuning whose apply outcome was shown
         first = self.drivers[0].interval if drivers else 1.0
         self.set_reactive(WatchApp.interval, first)
@@ -153,6 +156,9 @@ class WatchApp(App[int]):
     def show(self, index: int, state: InstanceState) -> None:
         """Keep the latest state of each instance; display it unless paused."""
         self.latest[index] = state
+        if state.latency is not None and not self.latency:
+            self.latency = True
+            self.refresh_bindings()
         tuning = state.tuning
         if tuning is not None and self._told.get(index) is not tuning:
             self._told[index] = tuning  # a poll mid-apply carries the same result: once
@@ -166,7 +172,7 @@ class WatchApp(App[int]):
             return
         self.pane(index).state = state
         screen = self.screen
-        if isinstance(screen, DetailScreen) and screen.index == index:
+        if isinstance(screen, DetailScreen | RoutesScreen) and screen.index == index:
             screen.state = state
 
     def _subtitle(self) -> None:
@@ -246,6 +252,17 @@ class WatchApp(App[int]):
                 self.notify("applying after a fresh poll...", timeout=2)
 
         self.push_screen(ConfirmScreen(text), confirmed)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The routes key only where there is a request log (`watch --latency`)."""
+        if action == "routes":
+            return self.latency
+        return True
+
+    def action_routes(self) -> None:
+        """The slowest routes of this instance, live."""
+        index = self.current_pane().index
+        self.push_screen(RoutesScreen(index, self.latest.get(index)))
 
     def action_rate(self, faster: bool) -> None:
         self.interval = next_rate(self.interval, faster)

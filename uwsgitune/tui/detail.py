@@ -1,4 +1,5 @@
-"""The worker detail (Enter on a row): current requests, respawns, memory trend. Pure."""
+"""The worker detail (Enter on a row): current requests, respawns, memory trend, and the
+worker's percentiles with the request log (`watch --latency`). Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from uwsgitune.core.frame import Frame, WorkerView
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.units import duration, ms, num, size
+from uwsgitune.tui.percentiles import worker_lines
 from uwsgitune.tui.sparklines import recent, worker_series
 
 
@@ -55,8 +58,11 @@ def request_lines(w: WorkerView) -> list[Text]:
     return out
 
 
-def detail_lines(frames: Sequence[Frame], slot: int) -> list[Text]:
-    """Every line of the detail screen for one worker slot."""
+def detail_lines(
+    frames: Sequence[Frame], slot: int, latency: LatencyView | None = None
+) -> list[Text]:
+    """Every line of the detail screen for one worker slot; with the request log
+    (`latency`), the worker's percentiles too."""
     if not frames:
         return [Text("no data yet")]
     f = frames[-1]
@@ -85,6 +91,7 @@ def detail_lines(frames: Sequence[Frame], slot: int) -> list[Text]:
         ),
         Text(f"memory: {mem}"),
         Text(f"VSZ {size(w.vsz)}  TX {size(w.tx)}"),
+        *worker_lines(latency, w.id or slot + 1),
     ]
 
 

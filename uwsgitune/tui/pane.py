@@ -17,6 +17,7 @@ from textual.widgets import ContentSwitcher
 from uwsgitune.core.frame import Frame
 from uwsgitune.pipeline import InstanceState
 from uwsgitune.tui.annotate import annotations_for
+from uwsgitune.tui.percentiles import header_lines, p99_series
 from uwsgitune.tui.sparklines import Memo, series
 from uwsgitune.tui.summary import emperor_lines, summary_lines
 from uwsgitune.tui.table import KeyedTable
@@ -117,8 +118,14 @@ class InstancePane(Vertical):
                 self.focus_table()
         self.set_class(f.kind == "error", "stale")
         summary = emperor_lines(f, state.retry_in) if f.emperor else None
-        self._summary.show(summary or summary_lines(f, state.frames, state.retry_in))
-        self._history.show(series(state.frames, memo=self._memo))
+        lines = summary or summary_lines(f, state.frames, state.retry_in)
+        latency = state.latency
+        if latency is not None:  # `watch --latency`: the request log's percentiles
+            self.add_class("latency")
+            lines = [*lines, *header_lines(latency, f)]
+        self._summary.show(lines)
+        p99 = p99_series(latency) if latency is not None else None
+        self._history.show(series(state.frames, memo=self._memo), p99)
         self.active_table().show(TABLES[self.table_id](f))
         self._annotations.show(annotations_for(state), f.t)
 

@@ -220,18 +220,26 @@ class HistoryPanel(Grid):
         for m in CHARTS:
             yield QuietLabel(m.label, id=f"hl-{m.key}", classes="hlabel")
             yield QuietSparkline([], id=f"hs-{m.key}", classes="hspark")
+        # The p99 of the request log (`watch --latency`): not displayed without it.
+        yield QuietLabel("p99", id="hl-p99", classes="hlabel latency-only")
+        yield QuietSparkline([], id="hs-p99", classes="hspark latency-only")
 
     _rows: dict[str, tuple[QuietLabel, QuietSparkline]] | None = None
 
-    def show(self, series: Sequence[Series]) -> None:
+    def show(self, series: Sequence[Series], p99: Series | None = None) -> None:
+        """The metrics' sparklines, and the p99 of real traffic's when `p99` is given (the
+        row shows from the first one on)."""
         if self._rows is None:  # each metric's widgets, looked up once, not on every poll
             self._rows = {
-                m.key: (
-                    self.query_one(f"#hl-{m.key}", QuietLabel),
-                    self.query_one(f"#hs-{m.key}", QuietSparkline),
+                key: (
+                    self.query_one(f"#hl-{key}", QuietLabel),
+                    self.query_one(f"#hs-{key}", QuietSparkline),
                 )
-                for m in CHARTS
+                for key in (*(m.key for m in CHARTS), "p99")
             }
+        if p99 is not None:
+            self.add_class("latency")
+            series = (*series, p99)
         for s in series:
             label, spark = self._rows[s.key]
             label.show(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from uwsgitune.core import units
+from uwsgitune.core.latencytarget import LATENCY_UNITS
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 Action = Literal["hold", "wait", "up", "down"]
@@ -40,6 +41,7 @@ EVIDENCE_UNITS: dict[str, str] = {
     "cpus_available": "cpus",
     "estimate": "workers",
     "gil_busy": "ratio",
+    **LATENCY_UNITS,  # with a latency target: the reading's percentiles (tuner/targeting.py)
 }
 # How a change takes effect, named as the rules' advice lines name it (`rules.render.ROUTE`).
 _VIA: dict[Via, str] = {"none": "", "fifo": "FIFO", "reload": "reload"}
@@ -88,6 +90,12 @@ class TunerState:
     learned_at: float | None = None
     learned_request: tuple[float, float] | None = None  # (cpu ms, io ms) a request took then
     learned_demand: float | None = None  # requests in service and queued then
+    # with a latency target (tuner/targeting.py): latency-driven shrinks stop here, one
+    # above the count that missed the target by queue wait; kept for `reprobe_after`. Out
+    # of the repr: a decision without a target reads (and the golden digests hash) as before.
+    latency_floor: int | None = field(default=None, repr=False)
+    latency_floor_at: float | None = field(default=None, repr=False)
+    latency_floor_demand: float | None = field(default=None, repr=False)  # in service + queued
 
     def regime_start(self, s: TunerSettings) -> float:
         """Frames before this are from an earlier count, or not settled yet."""
@@ -115,6 +123,9 @@ class TunerState:
             learned_at=None,
             learned_request=None,
             learned_demand=None,
+            latency_floor=None,
+            latency_floor_at=None,
+            latency_floor_demand=None,
         )
 
     @property
@@ -123,10 +134,14 @@ class TunerState:
         return bool(self.plateau_up or self.plateau_down or self.queue_served)
 
     def forget(self, now: float, s: TunerSettings) -> TunerState:
-        """Plateaus are dropped after `reprobe_after`: loads change."""
-        if self.learned_at is not None and now - self.learned_at > s.reprobe_after:
-            return self.unlearned()
-        return self
+        """Plateaus and the latency floor are dropped after `reprobe_after`: loads change."""
+        st = self
+        at = st.latency_floor_at
+        if at is not None and now - at > s.reprobe_after:
+            st = replace(st, latency_floor=None, latency_floor_at=None, latency_floor_demand=None)
+        if st.learned_at is not None and now - st.learned_at > s.reprobe_after:
+            return st.unlearned()
+        return st
 
 
 @dataclass(frozen=True)

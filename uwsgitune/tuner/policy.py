@@ -8,7 +8,11 @@ Theory of operation
    a reload reset the counters), settling after a reload, or a change still in flight (the
    live count has not reached what was sent). Any guard that fires gives a `wait` with its
    reason: no action on doubtful numbers.
-2. Sizing (`sizing.RULES`) proposes a live count with a reason (see sizing.py).
+2. Sizing (`sizing.RULES`) proposes a live count with a reason (see sizing.py). With a
+   latency target, `targeting.constrain` then holds that proposal to it, from the request
+   log's view: the fewest workers whose p99 of real traffic stays under the target, grown
+   on queue-wait misses only, never shrunk within 20% of it, and a move down waits while
+   the latency data cannot be judged (see targeting.py). Without one, nothing changes.
 3. Bounds: never below the floor, above the ceiling, or above the memory cap when adding;
    never add while the instance's CPUs are saturated.
 4. Pacing: up after `cooldown_up`, down after `cooldown_down` (scale up fast, down slowly;
@@ -31,11 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.staffing import workers_holding
 from uwsgitune.tuner.decision import Action, Decision, Evidence, Probe, Proposal, TunerState, Via
 from uwsgitune.tuner.measures import Measures, gather
 from uwsgitune.tuner.propose import propose
 from uwsgitune.tuner.sizing import cpu_hot
+from uwsgitune.tuner.targeting import constrain
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 Guard = Callable[[Frame, TunerState, TunerSettings, float], str | None]
@@ -158,9 +164,15 @@ def _wait(code: str, why: str, live: int, st: TunerState, ev: Evidence | None = 
 
 
 def decide(
-    frames: Sequence[Frame], state: TunerState, settings: TunerSettings, now: float | None = None
+    frames: Sequence[Frame],
+    state: TunerState,
+    settings: TunerSettings,
+    now: float | None = None,
+    latency: LatencyView | None = None,
 ) -> Decision:
-    """One step: guards, sizing, bounds, pacing. `now` defaults to the latest frame's time."""
+    """One step: guards, sizing, the latency target (with `settings.latency_target`, read
+    from `latency`: tuner/targeting.py), bounds, pacing. `now` defaults to the latest
+    frame's time."""
     if not frames:
         return _wait("no-stats", "no stats yet", 0, state)
     latest = frames[-1]
@@ -180,6 +192,11 @@ def decide(
         )
     before = st
     st, prop = propose(f, st, settings)
+    if settings.latency_target is not None:
+        target = constrain(prop, f, st, settings, latency, frames)
+        st, prop, ev = target.state, target.proposal, {**ev, **target.evidence}
+        if target.wait is not None:
+            return _wait("latency-unknown", target.wait, f.live, st, ev)
     prop = _bound(prop, f, settings)
     # Pacing holds a change back: a verdict's move is judged again at the next poll; any
     # other keeps the verdict reached now (judged later, a probe would be compared with a

@@ -1,0 +1,298 @@
+"""The latency target as a constraint on the tuner (tuner/targeting.py), through `decide`:
+synthetic frames from the real Tracker, latency views from a real recorder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.frames import series, tcp
+from tests.support.latency import lognormal_view
+from tests.tuner.plant import Plant
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
+from uwsgitune.tuner import Decision, TunerSettings, TunerState, decide
+
+TARGET = TunerSettings(max_workers=16, latency_target="p99=250ms")
+PLAIN = TunerSettings(max_workers=16)
+FAST = {"median_us": 20_000, "sigma": 0.3}  # service p99 ~40 ms
+SLOW = {"median_us": 300_000, "sigma": 0.3}  # service p99 ~600 ms
+# 8 workers, 1 request in service: the throughput tuner shrinks (littles-law-down)
+IDLE: dict[str, Any] = {"live": 8, "workers_max": 16, "littles_l": 1.0, "rps": 100}
+# 4 workers, 2.5 requests in service: the throughput tuner holds (`steady`)
+STEADY: dict[str, Any] = {"live": 4, "workers_max": 16, "littles_l": 2.5, "rps": 100}
+# 4 workers, all busy, a queue: requests wait for a worker
+BUSY: dict[str, Any] = {
+    "live": 4,
+    "workers_max": 16,
+    "busy_ratio": 1.0,
+    "rps": 100,
+    "sockets": (tcp(queue=2),),
+}
+
+
+def step(frames: list[Frame], view: LatencyView | None, s: TunerSettings = TARGET) -> Decision:
+    return decide(frames, TunerState(), s, latency=view)
+
+
+def test_without_a_target_the_view_changes_nothing() -> None:
+    frames = series(40, **IDLE)
+    for view in (None, lognormal_view(**SLOW), lognormal_view(**FAST, coverage=0.1)):
+        assert step(frames, view, PLAIN) == step(frames, None, PLAIN)
+
+
+def test_room_under_the_target_steps_down_towards_the_fewest_workers() -> None:
+    d = step(series(40, **STEADY), lognormal_view(**FAST))
+    assert step(series(40, **STEADY), None, PLAIN).code == "steady"
+    assert (d.action, d.code, d.desired) == ("down", "latency-room", 3)
+    assert "under 80% of it" in d.reason
+    ev = d.evidence
+    assert ev["latency_target_ms"] == 250.0 and ev["latency_basis"] == "service"
+    assert ev["p99_ms"] == ev["service_p99_ms"] and 30 < ev["p99_ms"] < 60  # type: ignore[operator]
+    assert ev["latency_requests"] == 1000 and ev["latency_coverage"] == 1.0
+    assert "p99_ms 4" in d.line() or "p99_ms 3" in d.line() or "p99_ms 5" in d.line()
+
+
+def test_a_met_target_needs_no_spare_workers_from_littles_law() -> None:
+    frames = series(40, live=2, workers_max=16, littles_l=3.0, rps=100)
+    assert step(frames, None, PLAIN).code == "littles-law-up"
+    d = step(frames, lognormal_view(**FAST))
+    assert (d.action, d.code, d.desired) == ("hold", "latency-met", 2)
+    assert "p99 " in d.reason and "not needed" in d.reason
+    # an urgent move (here the ceiling) is never held by the target, near it or not
+    near = lognormal_view(median_us=110_000, sigma=0.3)
+    lower = TunerSettings(max_workers=6, latency_target="p99=250ms")
+    d = step(series(40, **IDLE), near, lower)
+    assert (d.action, d.code, d.desired) == ("down", "ceiling", 6)
+
+
+def test_never_below_the_requests_in_service() -> None:
+    # 3.8 in service on 4 workers: 4 hold them, so no room to step down, whatever p99 says
+    d = step(series(40, live=4, workers_max=16, littles_l=3.8, rps=100), lognormal_view(**FAST))
+    assert d.action == "hold"
+
+
+def test_within_20_percent_of_the_target_nothing_shrinks() -> None:
+    frames = series(40, **IDLE)
+    assert step(frames, None, PLAIN).action == "down"
+    near = lognormal_view(median_us=110_000, sigma=0.3)  # p99 ~220 ms: under, within 20%
+    d = step(frames, near)
+    assert (d.action, d.code) == ("hold", "latency-near")
+    assert "within 20% of it" in d.reason and "littles-law-down wanted" in d.reason
+    assert 200 <= d.evidence["p99_ms"] <= 250  # type: ignore[operator]
+
+
+def test_a_queue_wait_miss_grows_the_pool() -> None:
+    view = lognormal_view(**FAST, wait_median_us=150_000)
+    d = step(series(40, **BUSY), view)
+    assert (d.action, d.code, d.desired) == ("up", "latency-queue", 5)
+    assert d.evidence["latency_basis"] == "stamped"
+    assert d.evidence["queue_p99_ms"] > d.evidence["service_p99_ms"]  # type: ignore[operator]
+    assert "the wait for a worker" in d.reason
+
+
+def test_without_the_stamp_the_target_is_service_time_plus_littles_mean_wait() -> None:
+    view = lognormal_view(**FAST, little_wait_ms=300.0)
+    d = step(series(40, **BUSY), view)
+    assert (d.action, d.code) == ("up", "latency-queue")
+    assert d.evidence["latency_basis"] == "little" and d.evidence["little_wait_ms"] == 300.0
+    assert "mean queue wait (Little's law; no usable stamp)" in d.reason
+    p99, service = d.evidence["p99_ms"], d.evidence["service_p99_ms"]
+    assert p99 == pytest.approx(service + 300.0, abs=0.02)  # type: ignore[operator]
+
+
+def test_a_service_time_miss_never_grows_nor_shrinks() -> None:
+    for frames in (series(40, **BUSY), series(40, **IDLE), series(40, **STEADY)):
+        d = step(frames, lognormal_view(**SLOW, wait_median_us=50_000))
+        assert (d.action, d.code) == ("hold", "latency-service"), d.line()
+        assert "more workers cannot fix" in d.reason
+        assert d.evidence["service_p99_ms"] > 250  # type: ignore[operator]
+
+
+def test_a_wait_with_idle_workers_and_no_listen_queue_is_not_for_a_worker() -> None:
+    d = step(series(40, **IDLE), lognormal_view(**FAST, wait_median_us=150_000))
+    assert (d.action, d.code) == ("hold", "latency-wait-elsewhere")
+    assert "is not for a worker" in d.reason
+    assert d.state.latency_floor is None  # the count was not too few
+
+
+@pytest.mark.parametrize(
+    ("why", "view", "words"),
+    [
+        ("untrusted", {"trusted": False}, "not proved"),
+        ("low coverage", {"coverage": 0.4}, "coverage 40% < 70%"),
+        ("few requests", {"rps": 5}, "(< 200 to judge)"),
+        ("no request log", None, "no request log (--latency)"),
+    ],
+)
+def test_data_that_cannot_be_judged_never_drives_a_shrink(
+    why: str, view: dict[str, Any] | None, words: str
+) -> None:
+    v = None if view is None else lognormal_view(**FAST, **view)
+    d = step(series(40, **IDLE), v)
+    assert (d.action, d.code) == ("wait", "latency-unknown"), why
+    assert words in d.reason and "wants 1 (littles-law-down)" in d.reason
+    assert d.evidence["latency_unjudged"] is not None
+
+
+def test_a_stale_request_log_waits() -> None:
+    from dataclasses import replace
+
+    v = replace(lognormal_view(**FAST), silent_for=30.0)
+    d = step(series(40, **IDLE), v)
+    assert d.code == "latency-unknown" and "none for 30s (stale)" in d.reason
+
+
+def test_untrusted_data_never_grows_either() -> None:
+    v = lognormal_view(**FAST, wait_median_us=150_000, trusted=False)
+    d = step(series(40, **BUSY), v)
+    assert d.code != "latency-queue" and d.desired <= 4
+
+
+def test_a_count_just_changed_is_measured_before_it_is_judged() -> None:
+    frames = series(6, **STEADY)  # 6 s at this count: not yet the 10 s window
+    d = step(frames, lognormal_view(**FAST))
+    assert d.action != "down" and "measuring latency at this count" in str(
+        d.evidence["latency_unjudged"]
+    )
+
+
+def test_a_queue_miss_sets_a_floor_the_room_rule_never_goes_under() -> None:
+    d = step(series(40, **BUSY), lognormal_view(**FAST, wait_median_us=150_000))
+    assert d.state.latency_floor == 5
+    # later, at 5 workers with 3.5 in service and room: 4 would hold them, but 4 missed
+    frames = series(40, live=5, workers_max=16, littles_l=3.5, rps=100)
+    room = lognormal_view(**FAST)
+    assert step(frames, room).desired == 4  # no floor: down to the requests in service
+    kept = TunerState(latency_floor=5, latency_floor_at=d.state.latency_floor_at)
+    later = decide(frames, kept, TARGET, latency=room)
+    assert (later.action, later.desired) == ("hold", 5)
+    # the floor is forgotten after `reprobe_after`
+    old = TunerState(latency_floor=5, latency_floor_at=frames[-1].mono - 2 * TARGET.reprobe_after)
+    assert decide(frames, old, TARGET, latency=room).desired == 4
+
+
+# -- properties over many views --------------------------------------------------------------
+
+views = st.fixed_dictionaries(
+    {
+        "median_us": st.sampled_from([5_000, 20_000, 60_000, 110_000, 300_000]),
+        "wait_median_us": st.sampled_from([None, 1_000, 50_000, 200_000]),
+        "little_wait_ms": st.sampled_from([None, 5.0, 150.0]),
+        "coverage": st.sampled_from([None, 0.3, 0.9, 1.0]),
+        "trusted": st.booleans(),
+        "rps": st.sampled_from([3, 20, 100]),
+    }
+)
+pools = st.sampled_from([IDLE, STEADY, BUSY])
+
+
+@settings(max_examples=60, deadline=None)
+@given(views, pools)
+def test_the_target_rules_hold_for_any_view(view: dict[str, Any], pool: dict[str, Any]) -> None:
+    v = lognormal_view(seconds=20, **view)
+    frames = series(40, **pool)
+    d, plain = step(frames, v), step(frames, None, PLAIN)
+    live = pool["live"]
+    ev = d.evidence
+    if "latency_unjudged" in ev:  # nothing judged: the throughput decision, but a shrink waits
+        if plain.action == "down":
+            assert (d.action, d.code, d.desired) == ("wait", "latency-unknown", live)
+        else:
+            assert (d.action, d.code, d.desired) == (plain.action, plain.code, plain.desired)
+        return
+    p99, target = ev["p99_ms"], ev["latency_target_ms"]
+    assert isinstance(p99, float) and isinstance(target, float)
+    if p99 >= 0.8 * target:  # within 20% of the target, or over it: never shrink
+        assert d.desired >= live, d.line()
+    if ev["service_p99_ms"] >= target:  # type: ignore[operator]
+        assert d.desired <= live or d.code not in ("latency-queue",), d.line()
+    if d.code == "latency-queue":
+        assert p99 > target and ev["service_p99_ms"] < target  # type: ignore[operator]
+
+
+def test_the_floor_goes_when_the_load_it_was_learned_at_falls_by_half() -> None:
+    kept = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_demand=8.0)
+    frames = series(40, **IDLE)  # 1 request in service, none queued: far under 8
+    d = decide(frames, kept, TARGET, latency=lognormal_view(**FAST))
+    assert d.state.latency_floor is None and (d.action, d.code) == ("down", "littles-law-down")
+    heavy = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_demand=1.5)
+    d = decide(frames, heavy, TARGET, latency=lognormal_view(**FAST))
+    assert d.state.latency_floor == 9 and (d.action, d.code) == ("hold", "latency-floor")
+    assert "8 workers were too few for this load" in d.reason
+
+
+def test_a_service_time_miss_on_oversubscribed_cpus_lets_the_pool_shrink() -> None:
+    # 16 workers on 2 CPUs, CPU-bound: each request's service time includes its wait for a
+    # CPU, so the move down to the model's count is what brings it under the target
+    from tests.tuner.plant import Plant
+
+    plant = Plant(live=16, workers_max=16, cpu_ms=10, clients=16)
+    frames = [plant.frame(float(t)) for t in range(14)]
+    slow = lognormal_view(**SLOW)
+    waits = [decide(frames[: t + 1], TunerState(), TARGET, float(t), slow) for t in range(6, 9)]
+    assert all(d.code == "latency-unknown" and "measuring" in d.reason for d in waits)
+    d = decide(frames, TunerState(), TARGET, 13.0, slow)
+    assert (d.action, d.code) == ("down", "cpu-oversubscribed") and d.desired < 16
+    assert d.evidence["service_p99_ms"] > 250  # type: ignore[operator]
+
+
+def _plant_frames(clients: int) -> list[Frame]:
+    plant = Plant(live=4, workers_max=16, cpu_ms=1, io_ms=30, clients=clients, noise=0.0)
+    return [plant.frame(float(t)) for t in range(30)]
+
+
+def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
+    """The throughput tuner steps up on a short queue (`saturated`); with the target met, the
+    target decides: hold, with room and within 20% of it alike (the bench's pool went 5 → 7
+    at p99 75% of its target, and 5 → 6 at 80%). A backlog past the workers' count still
+    grows, and so does a miss from queue wait."""
+    frames = _plant_frames(6)  # 4 workers, all busy, 2 queued
+    plain = decide(frames, TunerState(), PLAIN, now=29.0)
+    assert (plain.action, plain.code) == ("up", "saturated")
+    met = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert (met.action, met.code, met.desired) == ("hold", "latency-met", 4)
+    assert "met" in met.reason and "saturated" in met.reason
+    backlog = decide(
+        _plant_frames(12), TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST)
+    )
+    assert backlog.action == "up"  # 8 waiting on 4 workers
+    near = lognormal_view(median_us=110_000, sigma=0.3)  # p99 ~220 ms: within 20% of 250
+    held = decide(frames, TunerState(), TARGET, now=29.0, latency=near)
+    assert (held.action, held.code) == ("hold", "latency-met")
+    missed = lognormal_view(**FAST, wait_median_us=150_000)  # the wait for a worker past it
+    assert decide(frames, TunerState(), TARGET, now=29.0, latency=missed).action == "up"
+
+
+def test_a_count_just_probed_down_is_judged_by_its_own_window() -> None:
+    """The bench's pool was probed 5 → 4, and 8 s later, before the 10 s window at 4 was
+    whole, the throughput tuner's `saturated` took it to 6 (then 5 → 7): with a target,
+    growth waits for the count's own window unless a backlog past the workers waits."""
+    plant = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(25)]
+    plant.live = 4  # probed down 5 s ago
+    frames += [plant.frame(float(t)) for t in range(25, 30)]
+    assert decide(frames, TunerState(), PLAIN, now=29.0).code == "saturated"
+    d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert (d.action, d.code, d.desired) == ("wait", "latency-unknown", 4)
+    assert "the latency target decides at this count" in d.reason
+    plant.clients = 14  # 10 waiting on 4 workers: a backlog grows at once
+    frames[-1] = plant.frame(29.0)
+    frames[-2] = plant.frame(28.0)
+    d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert d.action == "up"
+
+
+def test_one_polls_queue_past_the_workers_is_no_backlog() -> None:
+    """Near the fewest workers a queue of a few comes and goes: the bench's pool at 4 (its
+    p99 under 80% of the target) was sent to 10 and 13 workers on one poll's queue of 5."""
+    plant = Plant(live=4, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(29)]
+    plant.clients = 9  # 5 waiting on 4 workers, at the latest poll only
+    frames.append(plant.frame(29.0))
+    assert decide(frames, TunerState(), PLAIN, now=29.0).action == "up"
+    d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert (d.action, d.code) == ("hold", "latency-met")

@@ -1,0 +1,284 @@
+"""`doctor --latency ADDR`: the ini lines that send uWSGI's request log to uwsgitune, what
+they change in the user's own log, and whether a line arrives (docs/latency.md).
+
+`latency_checks` is pure: the logging lines of the user's ini (in order: `req-logger` repeats)
+and what the receiver heard in, one `Check` per requirement out, each with the lines to add:
+
+- **latency-logging**: `disable-logging = true` stops the request lines (only forced ones,
+  such as `log-5xx`, still go out): it must go.
+- **latency-format**: `log-format` is global, so uwsgitune's tail is appended to the user's
+  format, or to uWSGI's default line spelled as a log-format (with the `memory-report`
+  prefix when that is on). The check says that the user's request log gets the tail.
+- **latency-logger**: `req-logger = socket:ADDR`. With no `req-logger` before, the request
+  lines leave uWSGI's own log (`logto`, `daemonize`, stderr): a `req-logger = file:...`
+  keeps them, in the file the user already logs to when the ini names one.
+- **latency-lines**: on the running instance, the receiver listens on ADDR for a bounded
+  time: a line with the tail from the master (proved by sources/logsender.py) passes; lines
+  without the tail, or from another process, fail with the reason; silence is "could not
+  tell" (no traffic, or the lines are not loaded yet: uWSGI reads them at a reload), never a
+  failure.
+- **latency-buffer**: the receive buffer the kernel grants (twice `net.core.rmem_max` at
+  most) holds about 10,000 short lines at 8 MiB, 500 at the common default: below
+  `WANT_RCVBUF` the check names the sysctl to run.
+
+`gather_latency` is the thin shell: it reads the ini's pairs and listens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from uwsgitune.actuate.doctor.checks import Check
+from uwsgitune.actuate.override import IniError, load_pairs
+from uwsgitune.core.logline import OPENING
+from uwsgitune.sources.logsender import SenderCheck
+from uwsgitune.sources.reqlog import (
+    DEFAULT_LINE_FORMAT,
+    DEFAULT_RCVBUF,
+    LOG_TAIL,
+    MEMORY_REPORT_FORMAT,
+    Receiver,
+    ReqlogAddressError,
+)
+
+MARKER = OPENING.decode()  # the tail's first word, as the ini spells it
+LOGGING_KEYS = frozenset(
+    {
+        "req-logger",
+        "logger",
+        "logto",
+        "logto2",
+        "daemonize",
+        "daemonize2",
+        "log-format",
+        "logformat",
+        "disable-logging",
+        "memory-report",
+    }
+)
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+WAIT = 5.0  # seconds the doctor listens for a line
+WANT_RCVBUF = 2 * DEFAULT_RCVBUF  # what the kernel grants when rmem_max allows the request
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What the receiver heard while the doctor listened."""
+
+    seconds: float
+    lines: int = 0  # lines from the master
+    tailed: int = 0  # of those, lines that carry the tail
+    strangers: int = 0  # lines from another process
+    error: str | None = None  # the receiver could not listen (the port taken ...)
+    unproven: str = ""  # why a sender was not proved, when no line was the master's
+    rcvbuf: int = 0  # the receive buffer the kernel granted (0: unknown)
+
+
+@dataclass(frozen=True)
+class LatencyFacts:
+    address: str  # 127.0.0.1:9118
+    ini: str | None  # the ini read, or None
+    pairs: tuple[tuple[str, str], ...] | None  # its logging lines in order; None: unknown
+    heard: Heard | None = None
+
+
+def _values(pairs: tuple[tuple[str, str], ...], *keys: str) -> list[str]:
+    return [v for k, v in pairs if k in keys]
+
+
+def _last(pairs: tuple[tuple[str, str], ...], *keys: str) -> str | None:
+    found = _values(pairs, *keys)
+    return found[-1] if found else None
+
+
+def _on(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in _TRUE
+
+
+def wanted_format(pairs: tuple[tuple[str, str], ...]) -> str:
+    """The `log-format` to use: the user's with the tail appended, or uWSGI's default line
+    spelled as one, with the tail."""
+    current = _last(pairs, "log-format", "logformat")
+    if current is not None and MARKER in current:
+        return current
+    if current:
+        return f"{current} {LOG_TAIL}"
+    prefix = MEMORY_REPORT_FORMAT if _on(_last(pairs, "memory-report")) else ""
+    return f"{prefix}{DEFAULT_LINE_FORMAT} {LOG_TAIL}"
+
+
+def _logging(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
+    if _on(_last(pairs, "disable-logging")):
+        return Check(
+            "latency-logging",
+            False,
+            "disable-logging = true stops the request lines (only forced ones go out)",
+            "disable-logging = false   (or remove the line)",
+            how="replace",
+        )
+    return Check("latency-logging", True, "request logging is on")
+
+
+def _format(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
+    current = _last(pairs, "log-format", "logformat")
+    want = wanted_format(pairs)
+    if current is not None and MARKER in current:
+        return Check("latency-format", True, "log-format carries uwsgitune's tail")
+    if current:
+        why = (
+            "your log-format, with uwsgitune's tail appended (log-format is global: your "
+            "request log shows the tail too)"
+        )
+        return Check("latency-format", False, why, f"log-format = {want}", how="replace")
+    why = (
+        "no log-format: uWSGI's default line spelled as one (app id and request counters "
+        "become '-'), with uwsgitune's tail appended (your request log shows the tail too)"
+    )
+    return Check("latency-format", False, why, f"log-format = {want}")
+
+
+def _logger(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
+    loggers = _values(pairs, "req-logger")
+    target = f"socket:{f.address}"
+    if target in loggers:
+        return Check("latency-logger", True, f"req-logger = {target}")
+    others = [v for v in loggers if v.startswith("socket:")]
+    fix = [f"req-logger = {target}"]
+    if loggers:
+        kept = ", ".join(loggers)
+        detail = f"no req-logger sends to {f.address}; your request loggers ({kept}) stay"
+        if others:
+            detail += f" (uwsgitune listens on {f.address}, not {', '.join(others)})"
+    else:
+        logfile = _last(pairs, "logto", "logto2", "daemonize", "daemonize2")
+        where = logfile if logfile and logfile.startswith("/") else None
+        fix.append(
+            f"req-logger = file:{where or '/var/log/uwsgi/requests.log'}"
+            "   (keeps your request lines: with a req-logger they leave uWSGI's log)"
+        )
+        detail = f"no req-logger: add one for {f.address}, and one to keep your request log"
+    return Check("latency-logger", False, detail, "\n".join(fix))
+
+
+def _lines(f: LatencyFacts) -> Check:
+    h = f.heard
+    if h is None:
+        return Check("latency-lines", None, "not checked (no running instance)")
+    if h.error:
+        return Check("latency-lines", None, h.error)
+    if h.lines and h.tailed:
+        return Check(
+            "latency-lines", True, f"{h.tailed} request line(s) from the master in {h.seconds:g} s"
+        )
+    if h.lines:
+        return Check(
+            "latency-lines",
+            False,
+            f"{h.lines} request line(s) from the master without uwsgitune's tail: "
+            "the log-format line is missing or not loaded (reload uWSGI)",
+        )
+    if h.strangers:
+        return Check(
+            "latency-lines",
+            False,
+            f"{h.strangers} line(s) from another process, none from the master ({h.unproven})",
+        )
+    return Check(
+        "latency-lines",
+        None,
+        f"no request arrived in {h.seconds:g} s (no traffic, or the lines are not loaded: "
+        "uWSGI reads them at a reload)",
+    )
+
+
+def _buffer(f: LatencyFacts) -> Check:
+    h = f.heard
+    if h is None or not h.rcvbuf:
+        return Check("latency-buffer", None, "receive buffer not checked")
+    kib = h.rcvbuf // 1024
+    if h.rcvbuf >= WANT_RCVBUF:
+        return Check("latency-buffer", True, f"receive buffer {kib} KiB")
+    return Check(
+        "latency-buffer",
+        False,
+        f"receive buffer {kib} KiB: about {h.rcvbuf // 832} lines; beyond them the kernel "
+        "drops lines while uwsgitune is busy (uWSGI never waits)",
+        f"sysctl -w net.core.rmem_max={DEFAULT_RCVBUF}   (and in /etc/sysctl.d/ to keep it)",
+        how="run",
+    )
+
+
+def latency_checks(f: LatencyFacts) -> list[Check]:
+    if f.pairs is None:
+        unknown = Check(
+            "latency-ini",
+            None,
+            f"ini unknown ({f.ini or 'pass --ini'}); add these lines",
+            f"req-logger = socket:{f.address}\nlog-format = {wanted_format(())}",
+        )
+        return [unknown, _lines(f), _buffer(f)]
+    checks = [_logging(f, f.pairs), _format(f, f.pairs), _logger(f, f.pairs)]
+    return [*checks, _lines(f), _buffer(f)]
+
+
+# --- the shell --------------------------------------------------------------------------------
+
+
+def ini_pairs(ini: Path | None) -> tuple[tuple[tuple[str, str], ...] | None, str | None]:
+    """(the ini's logging lines in order, or None; why not)."""
+    if ini is None:
+        return None, None
+    try:
+        pairs = load_pairs(ini)
+    except (IniError, OSError) as exc:
+        return None, str(exc)
+    return tuple((k, v) for k, v in pairs if k in LOGGING_KEYS), None
+
+
+def listen(
+    address: str,
+    master_pid: int,
+    wait: float = WAIT,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Heard:
+    """Listen on `address` for up to `wait` seconds (less once a tailed line from the master
+    arrived): what arrived, by sender."""
+    try:
+        rx = Receiver(address)
+    except ReqlogAddressError as exc:
+        return Heard(0.0, error=str(exc))
+    check = SenderCheck(min_interval=0.0)
+    rcvbuf = rx.rcvbuf
+    start = clock()
+    lines = tailed = strangers = 0
+    unproven = ""
+    try:
+        while clock() - start < wait and not tailed:
+            got = rx.drain(max_datagrams=1000)
+            for source, batch in got.lines.items():
+                verdict = check.verdict(source, master_pid)
+                if verdict.proven:
+                    lines += len(batch)
+                    tailed += sum(MARKER.encode() in line for line in batch)
+                else:
+                    strangers += len(batch)
+                    unproven = verdict.reason
+            sleep(0.05)
+    finally:
+        rx.close()
+        check.close()
+    return Heard(round(clock() - start, 1), lines, tailed, strangers, None, unproven, rcvbuf)
+
+
+def gather_latency(
+    address: str, ini: Path | None, master_pid: int, wait: float = WAIT
+) -> LatencyFacts:
+    pairs, error = ini_pairs(ini)
+    heard = listen(address, master_pid, wait) if master_pid else None
+    where = error or (str(ini) if ini else None)
+    return LatencyFacts(address, where, pairs, heard)

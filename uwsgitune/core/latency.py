@@ -1,0 +1,707 @@
+"""Live latency of real traffic: percentiles over the last 10 s and 60 s, per worker and route.
+
+**What goes in.** `LatencyRecorder.ingest(datagrams, now)` parses each request log datagram
+(`core/logline.py`) and records it; `add(line, now)` records one parsed `RequestLine`. `now`
+is the receiver's clock in seconds (monotonic or wall, the same one every call): a request
+is counted in the second it *arrived*, so a proxy's or an app's skewed clock never moves it
+in time. Nothing here reads a clock, opens a socket or raises on bad input.
+
+**Where it goes: one slice per second.** Every request is recorded once, into the current
+second's `_Slice`: its service time (`%(micros)`), its queue wait when the proxy stamped it
+(`core/reqstamp.py`), both into log-bucketed histograms (`core/loghist.py`: answers within
+0.5% of the exact percentile), with their sums and exact maxima; the same service time under
+its worker and under its route; its status class; the stamp's format and fate. The last
+`SLICES` (60) closed slices are kept, their histograms frozen into arrays (8 bytes a bucket
+instead of a dict's ~100): memory is bounded by 60 slices × (a few hundred buckets × (1 +
+workers + routes)), and by `MAX_WORKERS` and `MAX_ROUTES` per slice, beyond which a request
+is still counted in the totals but filed under `OTHER`. At 10k lines/s with 8 workers and
+40 routes that is about 9 MB (51 MB with dicts).
+
+**What comes out** (the frozen values of `core/latencyreport.py`, re-exported here).
+`window(now, seconds)` merges the slices of the last `seconds` (the current, partial second
+included) into a `LatencyWindow`: service time and queue wait
+as `Percentiles` (p50, p95, p99, max, mean, min, in ms), per worker, the `top` routes by
+share of service time with the rest folded into `OTHER` (so cardinality stays bounded),
+requests by status class, and the stamps' `StampReport` (format detected, negative and
+absurd waits counted, the clock skew stated as an offset, or the sentence saying there is no
+stamp). `p99_series(now, seconds)` gives one p99 per second for a sparkline. Reading costs a
+merge of the window's slices: do it once per poll, not per request.
+
+**Prometheus.** A slice is folded into cumulative totals when a later second begins;
+`export()` returns those totals plus the open slice: `uwsgi_request_duration_seconds` and
+`uwsgi_request_queue_seconds` as cumulative `le` buckets (`loghist.PROM_BOUNDS`: 1 ms to 30
+s, log-spaced), their sums and counts, requests by status class, and per route (first
+`MAX_EXPORTED_ROUTES` routes seen, the rest under `OTHER`, so a counter never moves between
+series). Every value only grows.
+
+**Coverage.** `recorded` counts the requests recorded; `coverage(lines, requests)` is the
+share of the requests uWSGI's stats counted (a delta) that arrived as lines (the delta of
+`recorded` over the same polls).
+
+**Routes** are normalised as everywhere else in uwsgitune (`core/route.py`: no query, no
+token-like segment, at most three segments), after the parser has already dropped the query.
+
+**Queue wait, trusted or not.** `LatencyWindow.queue` holds the stamped requests' waits,
+negative ones counted as 0. When `stamps.skew_ms` is set the proxy's clock runs ahead and
+those waits read short by up to that much (`stamps.note` says so): a consumer that acts on
+queue wait (the tuner) must not act on it then. Without stamps, `queue` is None and
+`stamps.note` is `reqstamp.NO_STAMP`; the mean wait comes from `reqstamp.little_wait`.
+
+**The public API** (one thread: the poll loop's; nothing here is thread-safe):
+
+    rec = LatencyRecorder(top=TOP_ROUTES)
+    rec.ingest(datagrams, now) -> int          # per drain of the socket, bounded by the caller
+    rec.add(request_line, now)                 # one parsed line
+    rec.window(now, 10 | 60) -> LatencyWindow  # once per poll, per window shown
+    rec.p99_series(now, 60) -> (ms | None, ...)
+    rec.export() -> LatencyExport              # Prometheus histograms, status, routes
+    rec.recorded, rec.tally (logline.LineTally: faults by kind, .mismatch())
+    coverage(lines_delta, requests_delta) -> 0..1 | None
+
+**Reading cheaply.** The two `WINDOWS` keep running sums (`_Running`): a second is merged
+in when it closes and taken out when it leaves, so reading a window merges the open second
+into a copy of the sums instead of merging sixty seconds; each closed second keeps its p99
+for `p99_series`. Other window lengths merge their seconds.
+
+**Cost** (bench/results/latency_cost.md): a few µs of CPU per line; each read of a full
+window about 15 ms at 10k lines/s with 40 routes and 8 workers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+from uwsgitune.core import loghist
+from uwsgitune.core.latencyreport import (
+    OTHER,
+    OTHER_WORKER,
+    STATUS_CLASSES,
+    LatencyExport,
+    LatencyWindow,
+    Percentiles,
+    PromHistogram,
+    RouteLatency,
+    StampReport,
+    coverage,
+    percentiles_of,
+)
+from uwsgitune.core.loghist import ZERO, Counts, FrozenHist, Hist
+from uwsgitune.core.logline import LineFault, LineTally, RawLine, RequestLine, parse_raw
+from uwsgitune.core.reqstamp import (
+    MAX_WAIT_US,
+    NGINX,
+    NO_STAMP,
+    SKEW_MIN_SHARE,
+    StampFormat,
+    WaitKind,
+    classify_wait,
+    parse_stamp,
+    skew_offset,
+)
+from uwsgitune.core.route import route
+
+__all__ = [  # what the recorder answers with lives in core/latencyreport.py
+    "OTHER",
+    "OTHER_WORKER",
+    "STATUS_CLASSES",
+    "LatencyExport",
+    "LatencyRecorder",
+    "LatencyWindow",
+    "Percentiles",
+    "PromHistogram",
+    "RouteLatency",
+    "StampReport",
+    "coverage",
+    "percentiles",
+]
+K = TypeVar("K", int, str)
+SLICES = 60
+WINDOWS = (10, 60)
+MAX_WORKERS = 512
+MAX_ROUTES = 256
+MAX_EXPORTED_ROUTES = 50
+MAX_PATHS = 4096  # paths whose route is remembered
+TOP_ROUTES = 10
+_STATUS_OF = tuple(min(s // 100, 6) if 100 <= s <= 599 else 0 for s in range(1000))
+_INV = 1.0 / math.log(loghist.GAMMA)
+_log = math.log
+_ceil = math.ceil
+
+
+class _Part:
+    """One histogram with its sum and exact maximum (µs); the open second's are written in
+    line by `LatencyRecorder._put`."""
+
+    __slots__ = ("hist", "top", "total")
+
+    def __init__(self) -> None:
+        self.hist: Hist = {}
+        self.total = 0
+        self.top = 0
+
+    def absorb(self, other: _PartView) -> None:
+        loghist.merge(self.hist, other.hist)
+        self.total += other.total
+        self.top = max(self.top, other.top)
+
+
+class _PartView(Protocol):
+    """What reading needs of a histogram with its sum and maximum, open or kept."""
+
+    @property
+    def hist(self) -> Counts: ...
+    @property
+    def total(self) -> int: ...
+    @property
+    def top(self) -> int: ...
+
+
+class _Kept:
+    """A closed second's `_Part`, frozen (loghist.FrozenHist: 8 bytes a bucket)."""
+
+    __slots__ = ("count", "hist", "top", "total")
+
+    def __init__(self, part: _Part) -> None:
+        self.hist = FrozenHist(part.hist)
+        self.count = sum(part.hist.values())
+        self.total = part.total
+        self.top = part.top
+
+
+class _Sum:
+    """A running merge of kept parts: added as a second closes, taken out as it leaves."""
+
+    __slots__ = ("count", "hist", "total")
+
+    def __init__(self) -> None:
+        self.hist: Hist = {}
+        self.count = 0
+        self.total = 0
+
+    def add(self, part: _Kept) -> None:
+        loghist.merge(self.hist, part.hist)
+        self.count += part.count
+        self.total += part.total
+
+    def drop(self, part: _Kept) -> None:
+        hist = self.hist
+        for index, n in part.hist.items():
+            left = hist[index] - n
+            if left:
+                hist[index] = left
+            else:
+                del hist[index]
+        self.count -= part.count
+        self.total -= part.total
+
+    def with_open(self, part: _Part | None, top: int) -> _Part:
+        """This sum plus the open second's part, as one `_Part` whose maximum is `top`."""
+        out = _Part()
+        out.hist = dict(self.hist)
+        out.total = self.total
+        if part is not None:
+            loghist.merge(out.hist, part.hist)
+            out.total += part.total
+        out.top = top
+        return out
+
+
+class _Running:
+    """The closed seconds of one window (`WINDOWS`), merged as they close and taken out as
+    they leave it, so that reading a window merges one second (the open one), not sixty.
+    Maxima cannot be taken out: they are read from the seconds themselves (a few numbers)."""
+
+    __slots__ = ("kept", "queue", "routes", "seconds", "service", "whole", "workers")
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+        self.kept: deque[_KeptSlice] = deque()
+        self.service = _Sum()
+        self.queue = _Sum()
+        self.whole = _Sum()
+        self.workers: dict[int, _Sum] = {}
+        self.routes: dict[str, _Sum] = {}
+
+    def add(self, s: _KeptSlice) -> None:
+        self.kept.append(s)
+        self.service.add(s.service)
+        self.queue.add(s.queue)
+        self.whole.add(s.whole)
+        for wid, part in s.workers.items():
+            self.workers.setdefault(wid, _Sum()).add(part)
+        for name, part in s.routes.items():
+            self.routes.setdefault(name, _Sum()).add(part)
+
+    def expire(self, second: int) -> None:
+        """Take out the seconds that a window ending in `second` no longer holds."""
+        while self.kept and self.kept[0].second <= second - self.seconds:
+            s = self.kept.popleft()
+            self.service.drop(s.service)
+            self.queue.drop(s.queue)
+            self.whole.drop(s.whole)
+            _drop_all(self.workers, s.workers)
+            _drop_all(self.routes, s.routes)
+
+
+def _drop_all(sums: dict[K, _Sum], parts: Mapping[K, _Kept]) -> None:
+    for key, part in parts.items():
+        total = sums[key]
+        total.drop(part)
+        if not total.count:
+            del sums[key]
+
+
+class _Slice:
+    """Everything recorded in one second of arrival."""
+
+    __slots__ = (
+        "absurd",
+        "bad_stamp",
+        "behind",
+        "formats",
+        "negative",
+        "queue",
+        "routes",
+        "second",
+        "service",
+        "status",
+        "unstamped",
+        "whole",
+        "workers",
+    )
+
+    def __init__(self, second: int) -> None:
+        self.second = second
+        self.service = _Part()
+        self.queue = _Part()
+        self.whole = _Part()  # queue wait + service time of each stamped request
+        self.behind: Hist = {}  # |raw wait| of the negative ones, for the skew
+        self.workers: dict[int, _Part] = {}
+        self.routes: dict[str, _Part] = {}
+        self.status = [0] * len(STATUS_CLASSES)
+        self.formats: dict[StampFormat, int] = {}
+        self.unstamped = 0
+        self.negative = 0
+        self.absurd = 0
+        self.bad_stamp = 0
+
+
+class _SliceView(Protocol):
+    """What reading needs of a second, open (`_Slice`) or closed (`_KeptSlice`)."""
+
+    @property
+    def second(self) -> int: ...
+    @property
+    def service(self) -> _PartView: ...
+    @property
+    def queue(self) -> _PartView: ...
+    @property
+    def whole(self) -> _PartView: ...
+    @property
+    def behind(self) -> Counts: ...
+    @property
+    def workers(self) -> Mapping[int, _PartView]: ...
+    @property
+    def routes(self) -> Mapping[str, _PartView]: ...
+    @property
+    def status(self) -> Sequence[int]: ...
+    @property
+    def formats(self) -> Mapping[StampFormat, int]: ...
+    @property
+    def unstamped(self) -> int: ...
+    @property
+    def negative(self) -> int: ...
+    @property
+    def absurd(self) -> int: ...
+    @property
+    def bad_stamp(self) -> int: ...
+
+
+class _KeptSlice:
+    """A closed second, its histograms frozen: about a tenth of the open one's memory."""
+
+    __slots__ = (*_Slice.__slots__, "p99_ms")
+
+    def __init__(self, s: _Slice) -> None:
+        self.second = s.second
+        self.service = _Kept(s.service)
+        self.queue = _Kept(s.queue)
+        self.whole = _Kept(s.whole)
+        self.behind = FrozenHist(s.behind)
+        self.workers = {wid: _Kept(p) for wid, p in s.workers.items()}
+        self.routes = {name: _Kept(p) for name, p in s.routes.items()}
+        self.status = tuple(s.status)
+        p = percentiles(self.service)
+        self.p99_ms = None if p is None else p.p99_ms  # for p99_series, read each poll
+        self.formats = s.formats
+        self.unstamped = s.unstamped
+        self.negative = s.negative
+        self.absurd = s.absurd
+        self.bad_stamp = s.bad_stamp
+
+
+def _add(part: _Part, v: int) -> None:
+    """One value (µs) into a part: its bucket, its sum, its maximum."""
+    i = _ceil(_log(v) * _INV) if v > 0 else ZERO
+    hist = part.hist
+    hist[i] = hist.get(i, 0) + 1
+    part.total += v
+    if v > part.top:
+        part.top = v
+
+
+def percentiles(part: _PartView) -> Percentiles | None:
+    return percentiles_of(part.hist, part.total, part.top)
+
+
+class LatencyRecorder:
+    """The latency of the requests logged, per second, for windows and Prometheus.
+
+    Not thread-safe: one thread ingests and reads (the poll loop's), as with every core fold.
+    """
+
+    def __init__(self, top: int = TOP_ROUTES) -> None:
+        self.top = top
+        self.tally = LineTally()
+        self.recorded = 0
+        self._open = _Slice(-1)
+        self._closed: deque[_KeptSlice] = deque(maxlen=SLICES)
+        self._sum_service = _Part()
+        self._sum_queue = _Part()
+        self._sum_status = [0] * len(STATUS_CLASSES)
+        self._sum_routes: dict[str, _Part] = {}
+        self._route_of: dict[bytes, str] = {}
+        self._running = {seconds: _Running(seconds) for seconds in WINDOWS}
+
+    # -- recording -----------------------------------------------------------------------
+
+    def ingest(self, datagrams: Iterable[bytes], now: float) -> int:
+        """Parse and record each datagram, all at `now`; answer how many were recorded."""
+        return self._put(map(parse_raw, datagrams), now)
+
+    def add(self, line: RequestLine, now: float) -> None:
+        """Record one parsed line (as `ingest` does for a datagram) at `now`."""
+        stamp = None if line.stamp is None else line.stamp.encode("ascii", "replace")
+        path = line.path.encode("utf-8", "surrogateescape")
+        self._put([(*line[:6], stamp, path)], now)  # type: ignore[list-item]
+
+    def _put(self, lines: Iterable[RawLine | LineFault], now: float) -> int:
+        # The hot path (bench/latency_cost.py): what every line touches is held in locals
+        # for the batch; one log serves the three histograms of the service time.
+        second = int(now)
+        s = self._open if second <= self._open.second else self._roll(second)
+        faults = self.tally.faults
+        service = s.service
+        hist = service.hist
+        total, top = service.total, service.top
+        workers, routes, route_of, status = s.workers, s.routes, self._route_of, s.status
+        stamped: list[tuple[int, bytes, int]] = []
+        recorded = unstamped = 0
+        for got in lines:
+            if type(got) is not tuple:
+                faults[got] += 1  # type: ignore[index]
+                continue
+            start, v, code, wid, _, _, stamp, path = got
+            i = _ceil(_log(v) * _INV) if v > 0 else ZERO
+            hist[i] = hist.get(i, 0) + 1
+            total += v
+            if v > top:
+                top = v
+            p = workers.get(wid) or self._worker(s, wid)
+            h = p.hist
+            h[i] = h.get(i, 0) + 1
+            p.total += v
+            if v > p.top:
+                p.top = v
+            p = routes.get(route_of.get(path) or self._name(path)) or self._route(s, path)
+            h = p.hist
+            h[i] = h.get(i, 0) + 1
+            p.total += v
+            if v > p.top:
+                p.top = v
+            status[_STATUS_OF[code]] += 1
+            recorded += 1
+            if stamp is None:
+                unstamped += 1
+            else:
+                stamped.append((start, stamp, v))
+        service.total, service.top = total, top
+        s.unstamped += unstamped
+        if stamped:
+            self._stamps(s, stamped)
+        self.tally.parsed += recorded
+        self.recorded += recorded
+        return recorded
+
+    def _stamps(self, s: _Slice, stamped: list[tuple[int, bytes, int]]) -> None:
+        queue, whole = s.queue, s.whole
+        hist, formats = queue.hist, s.formats
+        total, top = queue.total, queue.top
+        nginx = 0
+        for start, stamp, served in stamped:
+            if stamp[:2] == b"t=" and len(stamp) == 16 and stamp[12] == 46:
+                # nginx's t=${msec}, as parse_stamp reads it, in line (the common case)
+                text = stamp[2:12] + stamp[13:]
+                if text.isdigit() and text[0] != 48:  # 48: "0", a 1970 stamp
+                    nginx += 1
+                    v = start - int(text) * 1000
+                else:
+                    s.bad_stamp += 1
+                    continue
+            else:
+                read = parse_stamp(stamp)
+                if read is None:
+                    s.bad_stamp += 1
+                    continue
+                fmt = read[1]
+                formats[fmt] = formats.get(fmt, 0) + 1
+                v = start - read[0]
+            if 0 <= v <= MAX_WAIT_US:  # classify_wait's OK, in line
+                i = _ceil(_log(v) * _INV) if v > 0 else ZERO
+                hist[i] = hist.get(i, 0) + 1
+                total += v
+                if v > top:
+                    top = v
+            elif classify_wait(v) is WaitKind.NEGATIVE:
+                s.negative += 1
+                hist[ZERO] = hist.get(ZERO, 0) + 1  # counted as a wait of 0
+                loghist.record(s.behind, -v)
+                v = 0
+            else:
+                s.absurd += 1
+                continue
+            _add(whole, v + served)  # the request's whole time: its wait, then its service
+        queue.total, queue.top = total, top
+        if nginx:
+            formats[NGINX] = formats.get(NGINX, 0) + nginx
+
+    def _name(self, path: bytes) -> str:
+        """The route of a path (core/route.py), remembered for the next request."""
+        name = route(path.decode("utf-8", "replace"))
+        if len(self._route_of) < MAX_PATHS:
+            self._route_of[path] = name
+        return name
+
+    def _worker(self, s: _Slice, wid: int) -> _Part:
+        key = wid if len(s.workers) < MAX_WORKERS else OTHER_WORKER
+        return s.workers.setdefault(key, _Part())
+
+    def _route(self, s: _Slice, path: bytes) -> _Part:
+        name = self._route_of.get(path) or self._name(path)
+        key = name if len(s.routes) < MAX_ROUTES else OTHER
+        return s.routes.setdefault(key, _Part())
+
+    def _roll(self, second: int) -> _Slice:
+        """Close the open slice (fold it into the totals), open one for `second`."""
+        done = self._open
+        if done.second >= 0:
+            self._fold(done)
+            kept = _KeptSlice(done)
+            self._closed.append(kept)
+            for running in self._running.values():
+                running.add(kept)
+                running.expire(second)
+        self._open = _Slice(second)
+        return self._open
+
+    def _fold(self, s: _Slice) -> None:
+        self._sum_service.absorb(s.service)
+        self._sum_queue.absorb(s.queue)
+        for i, n in enumerate(s.status):
+            self._sum_status[i] += n
+        for name, part in s.routes.items():
+            key = name
+            if key not in self._sum_routes and len(self._sum_routes) >= MAX_EXPORTED_ROUTES:
+                key = OTHER
+            self._sum_routes.setdefault(key, _Part()).absorb(part)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _recent(self, now: float, seconds: int) -> list[_SliceView]:
+        since = int(now) - seconds
+        slices: list[_SliceView] = [s for s in self._closed if since < s.second <= now]
+        if since < self._open.second <= now:
+            slices.append(self._open)
+        return slices
+
+    def window(self, now: float, seconds: int) -> LatencyWindow:
+        """The last `seconds` (up to SLICES) before `now`, the current second included.
+
+        A window of `WINDOWS` is read from its running sums; `now` must then not go back
+        (seconds it has left are gone from the sums).
+        """
+        seconds = min(seconds, SLICES)
+        slices = self._recent(now, seconds)
+        running = self._running.get(seconds)
+        if running is None:
+            service, queue, whole, workers, routes = _merge(slices)
+        else:
+            running.expire(int(now))
+            service, queue, whole, workers, routes = _merge_running(running, slices, self._open)
+        status = [0] * len(STATUS_CLASSES)
+        for s in slices:
+            for i, n in enumerate(s.status):
+                status[i] += n
+        shown = {wid: p for wid, p in ((w, percentiles(part)) for w, part in workers.items()) if p}
+        return LatencyWindow(
+            seconds=seconds,
+            requests=sum(status),
+            service=percentiles(service),
+            queue=percentiles(queue),
+            total=percentiles(whole),
+            workers=dict(sorted(shown.items())),
+            routes=self._top_routes(routes, service.total),
+            status=dict(zip(STATUS_CLASSES, status, strict=True)),
+            stamps=_stamp_report(slices),
+        )
+
+    def _top_routes(self, routes: dict[str, _Part], total: int) -> tuple[RouteLatency, ...]:
+        ranked = sorted(routes.items(), key=lambda kv: (-kv[1].total, kv[0]))
+        kept = [(n, p) for n, p in ranked[: self.top] if n != OTHER]
+        names = {n for n, _ in kept}
+        other = _Part()
+        for name, part in ranked:
+            if name not in names:
+                other.absorb(part)
+        if other.hist:
+            kept.append((OTHER, other))
+        out = []
+        for name, part in kept:
+            p = percentiles(part)
+            if p is not None:
+                share = part.total / total if total else 0.0
+                out.append(RouteLatency(name, p.count, p.p50_ms, p.p99_ms, share))
+        return tuple(out)
+
+    def p99_series(self, now: float, seconds: int = SLICES) -> tuple[float | None, ...]:
+        """One p99 of service time (ms) per second, oldest first; None for a second unheard."""
+        by_second = {s.second: s for s in self._recent(now, min(seconds, SLICES))}
+        out: list[float | None] = []
+        for second in range(int(now) - min(seconds, SLICES) + 1, int(now) + 1):
+            s = by_second.get(second)
+            if isinstance(s, _KeptSlice):
+                out.append(s.p99_ms)
+            else:
+                p = percentiles(s.service) if s is not None else None
+                out.append(None if p is None else p.p99_ms)
+        return tuple(out)
+
+    def export(self) -> LatencyExport:
+        """Cumulative totals for Prometheus: the closed slices plus the open one."""
+        s = self._open
+        service, queue = _Part(), _Part()
+        for total, live, into in (
+            (self._sum_service, s.service, service),
+            (self._sum_queue, s.queue, queue),
+        ):
+            into.absorb(total)
+            into.absorb(live)
+        status = [a + b for a, b in zip(self._sum_status, s.status, strict=True)]
+        routes = {name: _Part() for name in self._sum_routes}
+        for name, part in self._sum_routes.items():
+            routes[name].absorb(part)
+        for name, part in s.routes.items():
+            key = name if name in routes or len(routes) < MAX_EXPORTED_ROUTES else OTHER
+            routes.setdefault(key, _Part()).absorb(part)
+        return LatencyExport(
+            duration=_prom(service),
+            queue=_prom(queue),
+            status=dict(zip(STATUS_CLASSES, status, strict=True)),
+            routes={name: _prom(part) for name, part in sorted(routes.items())},
+        )
+
+
+Merged = tuple[_Part, _Part, _Part, dict[int, _Part], dict[str, _Part]]
+
+
+def _merge(slices: list[_SliceView]) -> Merged:
+    """Service, queue, per worker and per route, merged from each second (any window)."""
+    service, queue, whole = _Part(), _Part(), _Part()
+    workers: dict[int, _Part] = {}
+    routes: dict[str, _Part] = {}
+    for s in slices:
+        service.absorb(s.service)
+        queue.absorb(s.queue)
+        whole.absorb(s.whole)
+        for wid, part in s.workers.items():
+            workers.setdefault(wid, _Part()).absorb(part)
+        for name, part in s.routes.items():
+            routes.setdefault(name, _Part()).absorb(part)
+    return service, queue, whole, workers, routes
+
+
+def _merge_running(running: _Running, slices: list[_SliceView], open_: _Slice) -> Merged:
+    """The same from a window's running sums and the open second (when in the window)."""
+    live = open_ if slices and slices[-1] is open_ else None
+    service = running.service.with_open(
+        live.service if live else None, max(s.service.top for s in slices) if slices else 0
+    )
+    queue = running.queue.with_open(
+        live.queue if live else None, max(s.queue.top for s in slices) if slices else 0
+    )
+    whole = running.whole.with_open(
+        live.whole if live else None, max(s.whole.top for s in slices) if slices else 0
+    )
+    workers: dict[int, _Part] = {}
+    for wid in set(running.workers) | set(live.workers if live else ()):
+        top = max((s.workers[wid].top for s in slices if wid in s.workers), default=0)
+        part = live.workers.get(wid) if live else None
+        workers[wid] = running.workers.get(wid, _Sum()).with_open(part, top)
+    routes: dict[str, _Part] = {}
+    for name in set(running.routes) | set(live.routes if live else ()):
+        top = max((s.routes[name].top for s in slices if name in s.routes), default=0)
+        part = live.routes.get(name) if live else None
+        routes[name] = running.routes.get(name, _Sum()).with_open(part, top)
+    return service, queue, whole, workers, routes
+
+
+def _prom(part: _Part) -> PromHistogram:
+    cumulative = loghist.cumulative(part.hist)
+    return PromHistogram(loghist.PROM_BOUNDS, tuple(cumulative), cumulative[-1], part.total / 1e6)
+
+
+def _stamp_report(slices: list[_SliceView]) -> StampReport:
+    formats: dict[StampFormat, int] = {}
+    behind: Hist = {}
+    stamped = unstamped = bad = negative = absurd = 0
+    for s in slices:
+        for fmt, n in s.formats.items():
+            formats[fmt] = formats.get(fmt, 0) + n
+        loghist.merge(behind, s.behind)
+        stamped += sum(s.queue.hist.values())
+        unstamped += s.unstamped
+        bad += s.bad_stamp
+        negative += s.negative
+        absurd += s.absurd
+    skew = skew_offset(_low_quantile(behind, negative, stamped))
+    note = skew[1] if skew else None
+    if stamped == 0 and unstamped > 0:
+        note = NO_STAMP
+    return StampReport(
+        stamped=stamped,
+        unstamped=unstamped,
+        bad=bad,
+        negative=negative,
+        absurd=absurd,
+        format=max(formats, key=lambda f: formats[f]).name if formats else None,
+        skew_ms=skew[0] / 1e3 if skew else None,
+        note=note,
+    )
+
+
+def _low_quantile(behind: Hist, negative: int, waits: int) -> float | None:
+    """The SKEW_MIN_SHARE quantile of the raw waits (µs) when it is below zero, else None.
+
+    `behind` counts |raw| of the `negative` waits among all `waits`: the k-th smallest raw
+    wait is minus the (negative - k + 1)-th smallest of them.
+    """
+    if negative == 0:
+        return None
+    k = loghist.rank(SKEW_MIN_SHARE, waits)
+    if k > negative:
+        return None
+    (value,) = loghist.at_ranks(behind, (negative - k + 1,))
+    return -value

@@ -1,0 +1,308 @@
+"""The request log receiver: uWSGI's request log lines, one UDP datagram each, on loopback.
+
+uWSGI 2.0 sends its request log to uwsgitune with `req-logger = socket:127.0.0.1:9118` (the
+built-in `logsocket` plugin; docs/latency.md). The master sends each line as one datagram,
+with a blocking `sendmsg` on an unconnected IPv4 UDP socket that it creates at the first
+line. This module is the other end: a bound, non-blocking UDP socket that hands the lines to
+whoever drains it. It does not parse them (that is the pure parser's work) and decides
+nothing.
+
+Rules, and why:
+- **UDP on loopback only.** A stalled or absent UDP reader never blocks the sender: the
+  kernel drops what does not fit in the receive buffer. A unix datagram socket would block
+  uWSGI's master (its `sendmsg` is blocking) whenever uwsgitune stops reading, so a unix
+  address is refused. The lines carry URIs: they stay on the host, so a non-loopback address
+  is refused too. uWSGI 2.0's `logsocket` opens an AF_INET socket for any address with a
+  colon, so `[::1]:PORT` never receives a line (measured on 2.0.31): refused, naming
+  127.0.0.1. Each refusal is one line that names the fix (`ReqlogAddressError`).
+- **Never blocks.** The socket is non-blocking; `drain` reads what is queued now and returns.
+  A caller that wants to wait selects on `fileno()`.
+- **Bounded memory and work.** `drain(max_datagrams, max_bytes)` reads at most that many
+  datagrams, and stops once the lines kept reach `max_bytes`; what is left waits in the
+  kernel's queue for the next call (`Drained.more`), and the kernel drops what overflows its
+  receive buffer. Those drops are the socket's own count, read from the SO_RXQ_OVFL
+  ancillary data the kernel attaches to each datagram (`Drained.kernel_drops`, the increase
+  since the last datagram read before). A datagram longer than `max_size` is read, counted
+  as oversized and discarded (it is read into `max_size + 1` bytes: one that fills them did
+  not fit). Reading to discard costs what reading to keep costs, so datagrams over the bound
+  are left queued rather than read and thrown away: a caller that catches up loses none, and
+  a flood costs each call at most `max_datagrams` reads and `max_bytes` (+ one datagram) of
+  lines.
+- **The receive buffer.** `SO_RCVBUF` asks for `rcvbuf` bytes (4 MiB by default); the kernel
+  caps the request at `net.core.rmem_max` and doubles it for its bookkeeping. Each queued
+  datagram costs its `truesize` (832 bytes for a 100-byte line, measured), so 8 MiB holds
+  about 10,000 lines and the common default (2 x 208 KiB) about 500: at 10k requests/s a
+  caller drains every 100 ms or so (or on readiness). The buffer granted is
+  `Receiver.rcvbuf` (getsockopt), for a doctor to name the sysctl when it is small.
+- **Lines as uWSGI sent them.** Each datagram is one line ending in a newline, which is
+  removed. uWSGI cuts a line longer than `log-master-bufsize` (8192 bytes by default) to that
+  length, without the newline: such a line is returned as it is and counted as `cut`. An
+  empty datagram is counted and dropped. Nothing is decoded here: bytes in, bytes out.
+- **Cost.** The drain loop is the cost per line (bench/reqlog_bench.py: 2.5-2.9 µs at 10k
+  lines/s, about 2 µs of it the `recvmsg` itself), so it does no lookups.
+- **Who sent it.** Lines are grouped by their source (address, port). uWSGI's master sends
+  from one socket whose port changes only when the master re-executes (a reload);
+  sources/logsender.py proves a source is the master's. Nothing here trusts a source.
+
+Public API:
+    parse_reqlog_address(text) -> (host, port)            # raises ReqlogAddressError
+    Receiver(address, *, max_size=MAX_DATAGRAM, rcvbuf=DEFAULT_RCVBUF)
+        .address -> (host, port)    the bound address (port 0 asks the kernel for one)
+        .rcvbuf -> int              the receive buffer the kernel granted
+        .drain(max_datagrams=..., max_bytes=...) -> Drained
+        .totals -> Totals           the counters since the receiver opened
+        .fileno() / .close() / context manager
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import socket
+import struct
+import sys
+from dataclasses import dataclass, field
+
+from uwsgitune.core.address import split_host_port
+from uwsgitune.core.logline import DEFAULT_USER_FORMAT, TAIL_FORMAT
+from uwsgitune.errors import UwsgituneError
+
+DEFAULT_PORT = 9118  # beside the exporter's 9117
+DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
+MAX_DATAGRAM = 16384  # twice uWSGI's default log-master-bufsize (8192): longer is not a line
+DEFAULT_RCVBUF = 4 * 1024 * 1024
+DEFAULT_MAX_DATAGRAMS = 20_000  # per drain: 2 s of 10k requests/s
+# per drain: 20k lines of 400 bytes; a flood of big datagrams stops here
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+
+# The ini lines (docs/latency.md) have one definition, the parser's (core/logline.py): the
+# tail uwsgitune reads after the last ` uwt1 `, and uWSGI's default line spelled as a
+# log-format, which comes first when the user set none.
+LOG_TAIL = TAIL_FORMAT
+DEFAULT_LINE_FORMAT = DEFAULT_USER_FORMAT
+# What `memory-report = true` puts before the default line.
+MEMORY_REPORT_FORMAT = (
+    "{address space usage: %(vsz) bytes/%(vszM)MB} {rss usage: %(rss) bytes/%(rssM)MB} "
+)
+
+# Linux: the kernel's count of datagrams it dropped on this socket, attached to each one read.
+SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
+_OVFL = struct.Struct("=I")
+_ANC_SIZE = socket.CMSG_SPACE(_OVFL.size)
+_SOL_SOCKET = int(socket.SOL_SOCKET)
+
+Source = tuple[str, int]
+
+
+class ReqlogAddressError(UwsgituneError):
+    """A request log address uwsgitune will not listen on; the message names the fix."""
+
+
+def parse_reqlog_address(text: str) -> tuple[str, int]:
+    """`127.0.0.1:9118` (any 127.0.0.0/8 address, or `localhost`) -> (host, port). Port 0
+    asks the kernel for a free port (tests). Anything else raises ReqlogAddressError, one
+    line that names the fix."""
+    text = text.strip()
+    fix = f"use UDP on loopback, e.g. {DEFAULT_ADDRESS} (req-logger = socket:{DEFAULT_ADDRESS})"
+    host, port_text, problem = split_host_port(text.removeprefix("socket:"))
+    if problem == "no-colon":
+        raise ReqlogAddressError(
+            f"latency address {text!r} is a unix socket: a stalled reader would block uWSGI's "
+            f"master; {fix}"
+        )
+    if problem == "unclosed":
+        raise ReqlogAddressError(f"latency address {text!r}: unclosed '['; {fix}")
+    if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ReqlogAddressError(
+            f"latency address {text!r}: the port must be a number from 0 to 65535; {fix}"
+        )
+    host = "127.0.0.1" if host == "localhost" else host
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise ReqlogAddressError(
+            f"latency address {text!r}: the host must be a loopback IP; {fix}"
+        ) from None
+    if ip.version == 6:
+        raise ReqlogAddressError(
+            f"latency address {text!r}: uWSGI 2.0's socket logger sends over IPv4 only; {fix}"
+        )
+    if not ip.is_loopback:
+        raise ReqlogAddressError(
+            f"latency address {text!r} is not loopback: request lines carry URIs and must "
+            f"stay on this host; {fix}"
+        )
+    return host, int(port_text)
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What one `drain` read. `lines[source]`: the lines from that (address, port), in the
+    order they arrived, each without its newline."""
+
+    lines: dict[Source, list[bytes]] = field(default_factory=dict)
+    received: int = 0  # datagrams read and kept
+    oversized: int = 0  # read and discarded: longer than max_size
+    empty: int = 0  # read and discarded: no bytes
+    cut: int = 0  # kept, but without the newline: cut by uWSGI's log-master-bufsize
+    kernel_drops: int | None = (
+        0  # dropped by the kernel (queue full) since the last read; None: unknown
+    )
+    more: bool = False  # stopped at max_datagrams with datagrams still queued
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.lines.values())
+
+
+@dataclass
+class Totals:
+    """The receiver's counters since it opened (the same meanings as `Drained`'s)."""
+
+    received: int = 0
+    oversized: int = 0
+    empty: int = 0
+    cut: int = 0
+    kernel_drops: int = 0
+    drains_at_bound: int = 0  # drains that stopped at max_datagrams
+
+
+class Receiver:
+    """A bound, non-blocking UDP socket for uWSGI's request log. Not thread-safe: one reader
+    drains it (a poll loop, or a thread that selects on `fileno()`)."""
+
+    def __init__(
+        self,
+        address: str | tuple[str, int] = DEFAULT_ADDRESS,
+        *,
+        max_size: int = MAX_DATAGRAM,
+        rcvbuf: int = DEFAULT_RCVBUF,
+    ) -> None:
+        host, port = parse_reqlog_address(address) if isinstance(address, str) else address
+        if isinstance(address, tuple):  # the same refusals for a ready-made pair
+            parse_reqlog_address(f"{host}:{port}")
+        self.max_size = max_size
+        self.totals = Totals()
+        self._last_ovfl: int | None = None
+        self._ovfl = sys.platform.startswith("linux")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setblocking(False)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            if self._ovfl:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
+                except OSError:
+                    self._ovfl = False
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                hint = (
+                    "another process listens there: stop it or choose another port"
+                    if exc.errno == errno.EADDRINUSE
+                    else "choose another loopback address"
+                )
+                raise ReqlogAddressError(
+                    f"latency address {host}:{port}: cannot listen ({exc.strerror}); {hint}"
+                ) from None
+        except BaseException:
+            sock.close()
+            raise
+        self._sock: socket.socket | None = sock
+        bound = sock.getsockname()
+        self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
+        self.rcvbuf = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+
+    def fileno(self) -> int:
+        return self._sock.fileno() if self._sock is not None else -1
+
+    def drain(
+        self, max_datagrams: int = DEFAULT_MAX_DATAGRAMS, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> Drained:
+        """The datagrams queued now: at most `max_datagrams`, and no more once the lines kept
+        reach `max_bytes`. Never blocks, never raises for what a sender sent; a closed
+        receiver drains nothing."""
+        sock = self._sock
+        lines: dict[Source, list[bytes]] = {}
+        received = oversized = empty = cut = kept = 0
+        ovfl: int | None = None
+        more = False
+        if sock is None:
+            return Drained()
+        max_size = self.max_size
+        bufsize = max_size + 1  # a longer datagram arrives cut to this: oversized
+        recvmsg = sock.recvmsg  # the loop is the cost per line: no lookups in it
+        for _ in range(max_datagrams):
+            try:
+                data, anc, _flags, src = recvmsg(bufsize, _ANC_SIZE)
+            except OSError:  # BlockingIOError: nothing more queued; nothing else a sender causes
+                break
+            if anc:
+                for level, kind, payload in anc:
+                    if level == _SOL_SOCKET and kind == SO_RXQ_OVFL and len(payload) >= 4:
+                        (ovfl,) = _OVFL.unpack_from(payload)
+            n = len(data)
+            if n > max_size:
+                oversized += 1
+                continue
+            if not n:
+                empty += 1
+                continue
+            if data[-1] == 10:  # b"\n"
+                data = data[:-1]
+                n -= 1
+            else:
+                cut += 1
+            received += 1
+            kept += n
+            got = lines.get(src)  # (address, port): a tuple already
+            if got is None:
+                lines[src] = [data]
+            else:
+                got.append(data)
+            if kept >= max_bytes:
+                more = self._pending(sock)
+                break
+        else:
+            more = self._pending(sock)
+        drops = self._drops(ovfl)
+        t = self.totals
+        t.received += received
+        t.oversized += oversized
+        t.empty += empty
+        t.cut += cut
+        t.kernel_drops += drops or 0
+        t.drains_at_bound += more
+        return Drained(lines, received, oversized, empty, cut, drops, more)
+
+    @staticmethod
+    def _pending(sock: socket.socket) -> bool:
+        try:
+            sock.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return False
+        return True
+
+    def _drops(self, ovfl: int | None) -> int | None:
+        """The kernel's drops since the last datagram read before, from SO_RXQ_OVFL (the
+        socket's drop count when each datagram was queued; absent while it is 0)."""
+        if not self._ovfl:
+            return None
+        if ovfl is None:
+            return 0
+        last = self._last_ovfl if self._last_ovfl is not None else 0
+        self._last_ovfl = ovfl
+        return (ovfl - last) & 0xFFFFFFFF
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

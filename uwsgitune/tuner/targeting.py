@@ -1,0 +1,315 @@
+"""A latency target as a constraint on the throughput tuner's proposal. Pure.
+
+Theory of operation
+-------------------
+With `latency_target` set (`tune --latency-target p99=250ms`, the daemon's
+`latency_target`), the tuner looks for **the fewest workers whose percentile of real
+traffic stays under the target**. The sizing rules (sizing.py) propose a count for
+throughput as always; `constrain` then reads the request log's `LatencyView` against the
+target (core/latencytarget.py: queue wait + service time, stamped or with Little's mean
+wait) and keeps, changes or holds that proposal. Without a target `constrain` is never
+called: decisions are exactly those of the throughput tuner.
+
+What is read: the view's windows (10 s, 60 s) that lie wholly at the current count (the
+count has been live, unchanged, at least that long: `count_age`), the worse of those that
+may be judged. A window that mixes two counts says nothing about either.
+
+The rules, in order (`RULES`):
+
+1. **Safety first**: a floor, ceiling or memory move (`Proposal.urgent`) passes unchanged.
+2. **No reading, no shrink**: no request log, a sender not proved to be the master's,
+   coverage below `latency_min_coverage`, no line for a while, fewer than
+   `latency_min_requests` requests, or no window at this count yet: a move down waits
+   (`latency-unknown`, saying which); anything else passes (more workers never break a
+   target). Such data never drives a change. One exception: a count just changed (no
+   window at it yet) is judged by its own window, so the throughput tuner's growth waits
+   for it too (a short queue in the seconds after a probe down is no verdict on the
+   count), unless more connections wait than there are workers.
+3. **A miss from queue wait** (service time alone under the target, the wait on top past
+   it): grow by `probe_step` of the pool (at least one), or as far as the throughput tuner
+   wanted (`latency-queue`); fewer workers than that missed it, so latency-driven shrinks
+   stop there (`TunerState.latency_floor`, for `reprobe_after`). The bounds still apply
+   afterwards: no growth past the ceiling, the memory, or saturated CPUs. A stamped wait
+   with the listen queue empty and most workers idle is not a wait for a worker (the
+   proxy's own queue, the network): no growth, no shrink (`latency-wait-elsewhere`).
+4. **A miss from service time** (service time alone reaches the target): more workers
+   cannot fix it, so the target adds none; no shrink either (`latency-service`). A growth
+   the throughput tuner wants for its own reason (a queue building) still goes, and so does
+   its move down from a pool oversubscribing the CPUs (`cpu-oversubscribed`): there the
+   service time includes each request's wait for a CPU, which fewer workers shorten.
+5. **Within 20% of the target** (`NEAR`): no shrink, for throughput or latency
+   (`latency-near`); no growth either while the target is met (`latency-met`: the target
+   decides, and only a miss from queue wait grows), unless more connections wait than
+   there are workers (a backlog the next window will show).
+6. **Room** (under 80% of the target): a steady, unsaturated pool (no listen queue) steps
+   down by `probe_step` (at least one; `latency-room`), never below the requests in service
+   (Little's L over the down window), the floor, or the latency floor; the throughput
+   tuner's growth is held (`latency-met`): Little's law's spare workers, and a short queue
+   that costs the target nothing (`saturated`), unless more connections wait than there are
+   workers (a backlog the next window will show). Throughput shrinks pass, but Little's
+   law's and a fallen load's stop at the latency floor (`latency-floor`).
+
+**The latency floor** (`TunerState.latency_floor`): one above a count that missed the target
+by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`)
+while the target was missed or could not be judged:
+fewer workers were too few for this load, so no shrink goes under it (but a safety move).
+It is forgotten when the requests in service and queued fall below `1 - model_band` of
+what they were when it was learned (a new, lighter load), after `reprobe_after`, or when a
+request's cost changes. Without it, a pool just grown out of a queue is shrunk back into it
+by the next reading of a load that "fell" (the queue drained), and so on.
+
+Every decision made with a target carries the reading's numbers in its evidence
+(`LatencyReading.evidence`: the target, the judged percentile, service p50/p95/p99, the
+queue's percentiles or Little's mean wait, the basis, the window, requests, coverage), and
+a `latency_unjudged` note saying why nothing was judged when nothing was.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from uwsgitune.core.frame import Frame
+from uwsgitune.core.latencyreport import LatencyView
+from uwsgitune.core.latencytarget import NEAR, LatencyReading, LatencyTarget, read_latency
+from uwsgitune.core.staffing import workers_holding
+from uwsgitune.core.units import ms
+from uwsgitune.tuner.decision import Evidence, Proposal, TunerState
+from uwsgitune.tuner.measures import Measures
+from uwsgitune.tuner.tunersettings import TunerSettings
+
+GROW_CODES = frozenset({"littles-law-up"})  # spare workers a met target does not need
+# too many workers share the CPUs: each request's service time includes its wait for a CPU
+CPU_SHARED = frozenset({"cpu-oversubscribed"})
+# shrinks a count that missed the target by queue wait stops (`TunerState.latency_floor`)
+FLOORED = frozenset({"littles-law-down", "load-fell"})
+IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
+MEASURING = "measuring latency at this count"  # a count just changed: its window not yet whole
+
+
+@dataclass(frozen=True)
+class Constrained:
+    """The proposal after the target, and what the decision says about latency."""
+
+    proposal: Proposal
+    state: TunerState
+    evidence: Evidence
+    wait: str | None = None  # the decision waits (`latency-unknown`): why
+
+
+def count_age(frames: Sequence[Frame], live: int, now: float, longest: float) -> float:
+    """Seconds the live count has been `live`, unbroken by a change, a reload or a failed
+    poll (read back from the newest frame, at most `longest`)."""
+    oldest = None
+    for f in reversed(frames):
+        if not f.ok or f.live != live or f.kind != "ok":
+            break
+        oldest = f.mono - (f.dt or 0.0)
+        if now - oldest >= longest:
+            break
+    return 0.0 if oldest is None else max(0.0, now - oldest)
+
+
+def reading_at_count(
+    view: LatencyView | None,
+    target: LatencyTarget,
+    age: float,
+    s: TunerSettings,
+) -> tuple[LatencyReading | None, str | None]:
+    """The worse of the view's windows at this count that may be judged; else why none."""
+    if view is None:
+        return None, "no request log (--latency)"
+    at_count = [w for w in (view.short, view.long) if w.seconds <= age]
+    if not at_count:
+        return None, f"{MEASURING} ({age:.0f}s of {view.short.seconds}s)"
+    readings = [
+        read_latency(
+            view,
+            target,
+            w,
+            min_requests=s.latency_min_requests,
+            min_coverage=s.latency_min_coverage,
+        )
+        for w in at_count
+    ]
+    usable = [r for r in readings if r.problem is None and r.observed_ms is not None]
+    if not usable:
+        return readings[0], readings[0].problem or "no request in the window"
+    return max(usable, key=lambda r: r.observed_ms or 0.0), None
+
+
+def _demand(f: Measures) -> float:
+    return (f.l_recent or 0.0) + (f.queue or 0.0)
+
+
+def _floored(st: TunerState, f: Measures) -> TunerState:
+    """`f.live` workers were too few for this load: shrinks stop above it."""
+    floor = max(st.latency_floor or 0, f.live + 1)
+    demand = max(st.latency_floor_demand or 0.0, _demand(f))
+    return replace(st, latency_floor=floor, latency_floor_at=f.now, latency_floor_demand=demand)
+
+
+def _floor_kept(st: TunerState, f: Measures, s: TunerSettings) -> TunerState:
+    """The latency floor, unless the load it was learned at fell by more than `model_band`
+    (then fewer workers may meet the target again)."""
+    then = st.latency_floor_demand
+    if st.latency_floor is None or then is None or _demand(f) >= (1 - s.model_band) * then:
+        return st
+    return replace(st, latency_floor=None, latency_floor_at=None, latency_floor_demand=None)
+
+
+def _idle(f: Measures) -> bool:
+    """No sign of requests waiting for a worker: the listen queue empty at the recent polls
+    and at least half the workers idle."""
+    queued = (f.queue or 0.0) > 0 or (f.queue_now or 0.0) > 0
+    return not queued and (f.busy_ratio or 0.0) < IDLE_BUSY
+
+
+def _backlog(f: Measures) -> bool:
+    """More connections waiting in the listen queue than there are live workers, on the mean
+    of the recent polls: a backlog the next window's percentiles will show, grown out of
+    now. (Not one poll's queue: near the fewest workers a queue of a few is common and
+    brief, and the bench's pool was sent from 4 to 10 and 13 workers on one.)"""
+    return (f.queue or 0.0) > f.live
+
+
+def _stride(live: int, s: TunerSettings) -> int:
+    return max(1, math.ceil(live * s.probe_step))
+
+
+def _qualify(r: LatencyReading) -> str:
+    return f"{r.summary()}, over the last {r.window}s"
+
+
+Rule = Callable[[Proposal, Measures, TunerState, TunerSettings, LatencyReading], Proposal | None]
+
+
+def _queue_miss(
+    p: Proposal, f: Measures, st: TunerState, s: TunerSettings, r: LatencyReading
+) -> Proposal | None:
+    if r.cause != "queue":
+        return None
+    if _idle(f):
+        why = (
+            f"{_qualify(r)}: the wait ({ms(r.queue_ms)}) is not for a worker, with the listen "
+            f"queue empty and workers {f.busy_ratio or 0:.0%} busy (the proxy's own queue, "
+            "the network?): more workers cannot fix it"
+        )
+        return Proposal(f.live, "latency-wait-elsewhere", why) if p.desired <= f.live else p
+    want = f.live + _stride(f.live, s)
+    if p.desired >= want:
+        return p
+    why = (
+        f"{_qualify(r)}: service time {ms(r.service_ms)} is under it, the wait for a worker "
+        f"({ms(r.queue_ms)}) is not: {want} workers"
+    )
+    return Proposal(want, "latency-queue", why)
+
+
+def _service_miss(
+    p: Proposal, f: Measures, st: TunerState, s: TunerSettings, r: LatencyReading
+) -> Proposal | None:
+    if r.cause != "service":
+        return None
+    if p.desired > f.live and p.code not in GROW_CODES:
+        return p  # the throughput tuner's own reason (a queue building) stands
+    if p.desired < f.live and p.code in CPU_SHARED:
+        return p  # the service time includes the wait for a CPU: fewer workers shorten it
+    why = (
+        f"{_qualify(r)}: service time alone ({ms(r.service_ms)}) is over it, which more "
+        "workers cannot fix (see the slow routes and workers)"
+    )
+    if p.desired < f.live:
+        why += f"; not shrinking ({p.code} wanted {p.desired})"
+    return Proposal(f.live, "latency-service", why)
+
+
+def _near(
+    p: Proposal, f: Measures, st: TunerState, s: TunerSettings, r: LatencyReading
+) -> Proposal | None:
+    if not r.near:
+        return None
+    if p.desired < f.live:
+        why = (
+            f"{_qualify(r)}, within {1 - NEAR:.0%} of it: not shrinking "
+            f"({p.code} wanted {p.desired})"
+        )
+        return Proposal(f.live, "latency-near", why)
+    if p.desired > f.live and not r.missed and (p.code in GROW_CODES or not _backlog(f)):
+        return Proposal(f.live, "latency-met", f"{_qualify(r)}: met; {p.reason}, not needed")
+    return p
+
+
+def _room(
+    p: Proposal, f: Measures, st: TunerState, s: TunerSettings, r: LatencyReading
+) -> Proposal:
+    if p.desired > f.live and (p.code in GROW_CODES or not _backlog(f)):
+        # the target, met with room, decides: a short queue that costs it nothing is no
+        # reason for more workers (only a queue past the workers' count is: it grows)
+        return Proposal(f.live, "latency-met", f"{_qualify(r)}: met; {p.reason}, not needed")
+    floor = st.latency_floor
+    if p.code in FLOORED and floor is not None and p.desired < min(floor, f.live):
+        too_few = f"{floor - 1} workers were too few for this load (the target or a queue)"
+        if floor >= f.live:
+            return Proposal(f.live, "latency-floor", f"{p.reason}; but {too_few}: not shrinking")
+        return replace(p, desired=floor, reason=f"{p.reason}; not {p.desired}: {too_few}")
+    if p.code != "steady" or f.saturated:
+        return p
+    held = max(f.l_window or 0.0, f.l_recent or 0.0)
+    floor = max(s.min_workers, workers_holding(held, f.latest.threads), st.latency_floor or 0)
+    desired = max(floor, f.live - _stride(f.live, s))
+    if desired >= f.live:
+        return p
+    why = (
+        f"{_qualify(r)}, under {NEAR:.0%} of it: try {desired} workers, the fewest that may "
+        f"meet it (L {held:.1f} in service)"
+    )
+    return Proposal(desired, "latency-room", why)
+
+
+# In order, after the safety moves and the readings that cannot be judged; `_room` last.
+RULES: tuple[Rule, ...] = (_queue_miss, _service_miss, _near)
+
+
+def constrain(
+    p: Proposal,
+    f: Measures,
+    st: TunerState,
+    s: TunerSettings,
+    view: LatencyView | None,
+    frames: Sequence[Frame],
+) -> Constrained:
+    """The throughput proposal `p` held to `s.latency_target` (see the module's docstring)."""
+    target = s.latency_target
+    assert target is not None, "constrain runs only with a target"
+    age = count_age(frames, f.live, f.now, view.long.seconds if view is not None else 0.0)
+    r, problem = reading_at_count(view, target, age, s)
+    ev: Evidence = dict(r.evidence()) if r is not None else {"latency_target": str(target)}
+    if problem is not None:
+        ev["latency_unjudged"] = problem
+    st = _floor_kept(st, f, s)
+    queued = p.code == "saturated" and p.desired > f.live  # a queue at this count, this load
+    if p.urgent:
+        return Constrained(p, st, ev)
+    measuring = problem is not None and problem.startswith(MEASURING)
+    if measuring and p.desired > f.live and not _backlog(f):
+        # a count just changed (a probe down): its own window decides, not a queue seen in
+        # the seconds after the move; a miss from queue wait grows it then
+        wait = f"wants {p.desired} ({p.code}) but the latency target decides at this count: "
+        return Constrained(p, st, ev, wait + (problem or ""))
+    if queued and (r is None or (problem is not None and not measuring) or r.missed):
+        st = _floored(st, f)  # a queue that costs the target (or cannot be judged) floors
+    if problem is not None or r is None:
+        why = problem or "no reading"
+        if p.desired < f.live:
+            wait = f"wants {p.desired} ({p.code}) but the latency target cannot be checked: {why}"
+            return Constrained(p, st, ev, wait)
+        return Constrained(p, st, ev)
+    if r.cause == "queue" and not _idle(f):  # too few workers for this load
+        st = _floored(st, f)
+    for rule in RULES:
+        out = rule(p, f, st, s, r)
+        if out is not None:
+            return Constrained(out, st, ev)
+    return Constrained(_room(p, f, st, s, r), st, ev)
