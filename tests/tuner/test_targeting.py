@@ -284,3 +284,15 @@ def test_a_count_just_probed_down_is_judged_by_its_own_window() -> None:
     frames[-2] = plant.frame(28.0)
     d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
     assert d.action == "up"
+
+
+def test_one_polls_queue_past_the_workers_is_no_backlog() -> None:
+    """Near the fewest workers a queue of a few comes and goes: the bench's pool at 4 (its
+    p99 under 80% of the target) was sent to 10 and 13 workers on one poll's queue of 5."""
+    plant = Plant(live=4, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(29)]
+    plant.clients = 9  # 5 waiting on 4 workers, at the latest poll only
+    frames.append(plant.frame(29.0))
+    assert decide(frames, TunerState(), PLAIN, now=29.0).action == "up"
+    d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+    assert (d.action, d.code) == ("hold", "latency-met")

@@ -167,9 +167,11 @@ def _idle(f: Measures) -> bool:
 
 
 def _backlog(f: Measures) -> bool:
-    """More connections waiting in the listen queue than there are live workers: a backlog
-    the next window's percentiles will show, grown out of now."""
-    return (f.queue_now or 0.0) > f.live
+    """More connections waiting in the listen queue than there are live workers, on the mean
+    of the recent polls: a backlog the next window's percentiles will show, grown out of
+    now. (Not one poll's queue: near the fewest workers a queue of a few is common and
+    brief, and the bench's pool was sent from 4 to 10 and 13 workers on one.)"""
+    return (f.queue or 0.0) > f.live
 
 
 def _stride(live: int, s: TunerSettings) -> int:
