@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -113,6 +114,15 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 # schedules by; run after it, the mark came too late and the group's tests went to both
 # processes, each then waiting for a test of the other's.
 @pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Started as a background job of a shell without job control, this process inherits
+    SIGINT ignored, and so would every process a test starts (an ignored signal stays
+    ignored across exec): a test that stops its uWSGI, load or watcher with SIGINT would
+    wait in vain. Python's own handler here makes the children start with the default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     root = Path(__file__).resolve().parent
     for item in items:
