@@ -12,7 +12,9 @@ from a unit to its format:
 - seconds (or milliseconds) in the largest unit that reads at least 1, in three figures:
   `850 ms`, `2.5 s`, `40.3 s`, `3 min`, `1.5 h`, `2 d`;
 - a rate with its unit: `39.9 req/s`, `28.9/min`;
-- a count keeps its noun, singular for one: `16 connections`, `1 worker`, `2 CPUs`.
+- a count keeps its noun, singular for one: `16 connections`, `1 worker`, `2 CPUs`;
+- CPU time as cores busy, in hundredths at most: `0.01`, `1.75`, `12.3` (a CPU clock
+  sampled once a second is not finer than that, and `0.00999` reads as noise).
 
 A figure keeps three significant digits (`39.9`, `6.64`, `301`), none after the point from
 1000 up, and an exponent only past 10^15 or under 10^-4. None reads `unknown`,
@@ -147,6 +149,7 @@ UNITS: dict[str, Callable[[float], str]] = {
     "connections": _count("connection", "connections"),
     "requests": _count("request", "requests"),
     "cpus": _count("CPU", "CPUs"),
+    "cores": lambda v: figure(round(v, 2)),
     "kills": _count("kill", "kills"),
     "signals": _count("signal", "signals"),
 }

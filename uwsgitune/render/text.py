@@ -101,7 +101,7 @@ def _socket_lines(f: Frame) -> list[str]:
 
 def _resource_lines(f: Frame) -> list[str]:
     eff = num(f.effective_cpus, "g")
-    cores = reading(f.instance_cpu_cores, "", "-")
+    cores = reading(f.instance_cpu_cores, "cores", "-")
     src = {"stats": "--memory-report", "psutil": "psutil", "none": "unknown"}[f.mem_source]
     return [
         f"  cpu       host {pct(f.host_cpu_pct)}   instance {cores} "

@@ -117,7 +117,7 @@ def _host(f: Frame) -> list[Text]:
         Text.assemble(
             ("cpu ", "bold"),
             f"host {pct(f.host_cpu_pct)}  ",
-            (f"instance {reading(f.instance_cpu_cores, '', '-')}", cpu_style),
+            (f"instance {reading(f.instance_cpu_cores, 'cores', '-')}", cpu_style),
             f" of {reading(f.effective_cpus, 'cpus', '? CPUs')} ({f.cpu_count or '?'} on host)",
         ),
         Text.assemble(
