@@ -40,6 +40,8 @@ from uwsgitune.loadgen import LoadRun
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "examples" / "grafana-dashboard.json"
 DASHBOARDS = [DASHBOARD, ROOT / "examples" / "grafana-uwsgi-compat.json"]
+# Grafana's ValueMatcherID (packages/grafana-data): what filterByValue's conditions may be
+VALUE_MATCHERS = {"greater", "greaterOrEqual", "lower", "lowerOrEqual", "equal", "notEqual"}
 BUILTIN = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s", "__range_ms"}
 DATA_DEADLINE = 45.0  # seconds for every query to answer: 3 s on an idle machine
 LOAD_SECONDS = DATA_DEADLINE + 15
@@ -121,7 +123,30 @@ def test_the_fleet_view_reads_well_in_grafana() -> None:
     merge, filt, organize = table["transformations"]
     assert merge["id"] == "merge" and filt["id"] == "filterByValue"
     assert {f["fieldName"] for f in filt["options"]["filters"]} <= fields
-    assert set(organize["options"]["renameByName"]) == fields
+    assert {f["config"]["id"] for f in filt["options"]["filters"]} <= VALUE_MATCHERS
+    names = organize["options"]["renameByName"]
+    assert set(names) == fields
+    coloured = {o["matcher"]["options"] for o in table["fieldConfig"]["overrides"]}
+    assert {names["Value #A"], names["Value #D"]} <= coloured  # utilisation, Δ workers
+
+
+def test_variables_are_substituted_as_grafana_sends_them() -> None:
+    defined = {
+        "job": {"name": "job", "multi": True, "includeAll": True, "allValue": ".*"},
+        "by": {"name": "by"},
+    }
+    forms = 'job=~"$job", a=~"${job}", b=~"${job:regex}", c=~"[[job]]"'
+    expr = f"sum by ($by) (rate(x{{{forms}}}[$__rate_interval]))"
+    got = substitute(expr, {"job": ["a.b", "c"], "by": ["pod"]}, defined, rate_interval="45s")
+    regex = r"(a\\.b|c)"  # Grafana: regex-escaped, the backslash doubled inside a PromQL string
+    sent = f'job=~"{regex}", a=~"{regex}", b=~"{regex}", c=~"{regex}"'
+    assert got == f"sum by (pod) (rate(x{{{sent}}}[45s]))"
+    assert substitute('x{job=~"$job"}[$__range]', {"job": [ALL]}, defined) == 'x{job=~".*"}[300s]'
+    assert substitute("$by", {"by": ["a.b"]}, defined) == "a.b"  # not a regex: left as it is
+    with pytest.raises(KeyError, match=r"defines no variable \$nope"):
+        substitute('x{a=~"$nope"}', {}, defined)
+    with pytest.raises(KeyError, match=r"no value for \$by"):
+        substitute("$by", {}, defined)
 
 
 # Against a real Prometheus -----------------------------------------------------------------
