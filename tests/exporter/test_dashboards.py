@@ -219,14 +219,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
 
 def values_found(stack: PromStack) -> dict[str, list[str]]:
-    """The variables as a user would pick them: the job the data holds, the group "All",
-    two instances (a multi-value `=~` regex: the daemon's host:port and one that is not
-    there) and the top 10."""
+    """The variables as a user would pick them: the job and the deployment the data holds
+    (a group, not "All": `.*` would match a wrong label name too), two instances (a
+    multi-value `=~` regex: the daemon's host:port and one that is not there), the top 10."""
     found = query(stack, "uwsgi_up")
     return {
         "job": sorted({s["metric"]["job"] for s in found}),
         "group_by": ["deployment"],
-        "group": [ALL],
+        "group": sorted({s["metric"]["deployment"] for s in found}),
         "instance": sorted({s["metric"]["instance"] for s in found} | {"127.0.0.1:1"}),
         "topk": ["10"],
     }
