@@ -42,6 +42,7 @@ DASHBOARD = ROOT / "examples" / "grafana-dashboard.json"
 DASHBOARDS = [DASHBOARD, ROOT / "examples" / "grafana-uwsgi-compat.json"]
 # Grafana's ValueMatcherID (packages/grafana-data): what filterByValue's conditions may be
 VALUE_MATCHERS = {"greater", "greaterOrEqual", "lower", "lowerOrEqual", "equal", "notEqual"}
+VALUE_MATCHERS |= {"isNull", "isNotNull"}
 BUILTIN = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s", "__range_ms"}
 DATA_DEADLINE = 45.0  # seconds for every query to answer: 3 s on an idle machine
 LOAD_SECONDS = DATA_DEADLINE + 15
@@ -127,7 +128,8 @@ def test_the_fleet_view_reads_well_in_grafana() -> None:
     names = organize["options"]["renameByName"]
     assert set(names) == fields
     coloured = {o["matcher"]["options"] for o in table["fieldConfig"]["overrides"]}
-    assert {names["Value #A"], names["Value #D"]} <= coloured  # utilisation, Δ workers
+    # the verdict, the utilisation, Δ workers: coloured
+    assert {names["Value #G"], names["Value #A"], names["Value #D"]} <= coloured
 
 
 def test_variables_are_substituted_as_grafana_sends_them() -> None:
@@ -254,11 +256,15 @@ def test_every_panel_and_variable_of_the_dashboard_returns_series(fleet: Fleet) 
         time.sleep(0.5)
     assert not empty, "\n".join(f"{k}: {e}" for k, e in empty.items())
 
-    # The fleet view ranks both instances; the idle one is listed as over-provisioned: its
-    # utilisation is under 0.81 and the rules found it idle.
+    # The fleet view ranks both instances; the idle one is listed as over-provisioned (a
+    # verdict of -1): the rules found it idle.
     ranked = query(fleet.stack, exprs["panel 110 Instances by utilisation (busiest $topk) A"])
     by_uri = {s["metric"]["stats_uri"]: float(s["value"][1]) for s in ranked}
     assert set(by_uri) == set(fleet.uris.values()), ranked
     assert by_uri[fleet.uris["idle"]] < 0.81, by_uri
     sizing = query(fleet.stack, exprs["panel 120 Over- and under-provisioned instances F"])
     assert fleet.uris["idle"] in {s["metric"]["stats_uri"] for s in sizing}, sizing
+    verdict = query(fleet.stack, exprs["panel 120 Over- and under-provisioned instances G"])
+    assert {fleet.uris["idle"]: "-1"}.items() <= {
+        s["metric"]["stats_uri"]: s["value"][1] for s in verdict
+    }.items(), verdict
