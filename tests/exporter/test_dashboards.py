@@ -87,6 +87,15 @@ def test_every_panel_has_a_data_source_a_query_and_a_unique_id(path: Path) -> No
         assert len(refs) == len(set(refs)), name
         assert all(t["expr"].strip() for t in p["targets"]), name
         assert p["gridPos"]["x"] >= 0 and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24, name
+    cells = [
+        (p["id"], x, y)
+        for p in dash["panels"]
+        for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
+        for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])
+    ]
+    taken: dict[tuple[int, int], int] = {}
+    for pid, x, y in cells:  # no two panels on the same grid cell: Grafana would move one
+        assert taken.setdefault((x, y), pid) == pid, (pid, taken[x, y])
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
