@@ -24,6 +24,7 @@ import pytest
 
 from tests.support.grafana import (
     ALL,
+    BUILTINS,
     VARIABLE,
     panels,
     substitute,
@@ -43,7 +44,6 @@ DASHBOARDS = [DASHBOARD, ROOT / "examples" / "grafana-uwsgi-compat.json"]
 # Grafana's ValueMatcherID (packages/grafana-data): what filterByValue's conditions may be
 VALUE_MATCHERS = {"greater", "greaterOrEqual", "lower", "lowerOrEqual", "equal", "notEqual"}
 VALUE_MATCHERS |= {"isNull", "isNotNull"}
-BUILTIN = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s", "__range_ms"}
 DATA_DEADLINE = 45.0  # seconds for every query to answer: 3 s on an idle machine
 LOAD_SECONDS = DATA_DEADLINE + 15
 DAEMON = """
@@ -107,11 +107,13 @@ def test_every_variable_used_is_defined_before_its_use(path: Path) -> None:
     for i, var in enumerate(dash["templating"]["list"]):
         query = var.get("query", "")
         text = query if isinstance(query, str) else query["query"]
-        assert used_variables(text) <= set(defined[:i]) | BUILTIN, var["name"]
+        assert used_variables(text) <= set(defined[:i]) | set(BUILTINS), var["name"]
     for p in panels(dash):
         texts = [p["title"], p.get("description", ""), *(t["expr"] for t in p["targets"])]
         texts += [t.get("legendFormat", "") for t in p["targets"]]
-        assert {v for t in texts for v in used_variables(t)} <= set(defined) | BUILTIN, p["id"]
+        assert {v for t in texts for v in used_variables(t)} <= set(defined) | set(BUILTINS), p[
+            "id"
+        ]
         for t in p["targets"]:
             assert "{{" not in VARIABLE.sub("", t["expr"]), (p["id"], t["expr"])
 

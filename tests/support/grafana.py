@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ALL = "$__all"  # the value of a variable set to "All"
+BUILTINS = ("__rate_interval", "__interval", "__interval_ms", "__range", "__range_s", "__range_ms")
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)")
 # Grafana's prometheusRegularEscape/prometheusSpecialRegexEscape: a value inside a
 # double-quoted PromQL string escapes regex metacharacters with a backslash, itself escaped.
@@ -35,7 +36,6 @@ class Target:
     panel: str  # "<id> <title>"
     ref: str
     expr: str
-    instant: bool
 
 
 def panels(dash: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -50,7 +50,7 @@ def panels(dash: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 def targets(path: Path) -> list[Target]:
     dash = json.loads(path.read_text())
     return [
-        Target(f"{p['id']} {p['title']}", t["refId"], t["expr"], bool(t.get("instant")))
+        Target(f"{p['id']} {p['title']}", t["refId"], t["expr"])
         for p in panels(dash)
         for t in p["targets"]
     ]
@@ -91,6 +91,7 @@ def substitute(
         "__range_s": str(range_seconds),
         "__range_ms": str(range_seconds * 1000),
     }
+    assert set(builtin) == set(BUILTINS)
 
     def one(m: re.Match[str]) -> str:
         name = next(g for g in m.groups() if g)
