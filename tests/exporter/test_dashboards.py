@@ -1,9 +1,10 @@
-"""examples/grafana-dashboard.json against a real Prometheus that holds data: two real uWSGIs
+"""The dashboards of examples/ against a real Prometheus that holds data: two real uWSGIs
 under load (one busy, one idle with more workers than it needs), each sending its request log
 to one real `uwsgitune daemon` that tunes (recommend mode) and exports them, scraped every
 second. Every panel's query, Grafana's variables substituted as Grafana sends them, must
-return series; so must every variable's query. The dashboards' structure is checked without
-Prometheus. The compat dashboard's panels run in tests/exporter/test_dashboard_both.py."""
+return series; so must every variable's query. The compat dashboard runs here on the
+daemon's series, and beside the Go exporter's in tests/exporter/test_dashboard_both.py. The
+dashboards' structure is checked without Prometheus."""
 
 from __future__ import annotations
 
@@ -247,18 +248,27 @@ def values_found(stack: PromStack) -> dict[str, list[str]]:
 
 @pytest.mark.uwsgi
 @pytest.mark.slow
-def test_every_panel_and_variable_of_the_dashboard_returns_series(fleet: Fleet) -> None:
-    dash = dashboard(DASHBOARD)
+def dashboard_queries(path: Path, picked: Mapping[str, list[str]]) -> dict[str, str]:
+    """Every variable's and every panel's query of a dashboard, as Grafana sends them."""
+    dash = dashboard(path)
     defined = variables(dash)
-    picked = values_found(fleet.stack)
     exprs: dict[str, str] = {}
     for var in dash["templating"]["list"]:
         if var["type"] == "query":
             text = var["query"] if isinstance(var["query"], str) else var["query"]["query"]
-            exprs[f"variable ${var['name']}"] = variable_query(substitute(text, picked, defined))
-    for t in targets(DASHBOARD):
-        exprs[f"panel {t.panel} {t.ref}"] = substitute(t.expr, picked, defined)
-    assert len(exprs) > 30
+            name = f"{path.name} variable ${var['name']}"
+            exprs[name] = variable_query(substitute(text, picked, defined))
+    for t in targets(path):
+        exprs[f"{path.name} panel {t.panel} {t.ref}"] = substitute(t.expr, picked, defined)
+    return exprs
+
+
+def test_every_panel_and_variable_of_the_dashboards_returns_series(fleet: Fleet) -> None:
+    """Both dashboards; the compat one here on the daemon's series only (beside the Go
+    exporter's: test_dashboard_both.py, where $UWSGI_EXPORTER names it)."""
+    picked = values_found(fleet.stack)
+    exprs = {k: e for path in DASHBOARDS for k, e in dashboard_queries(path, picked).items()}
+    assert len(exprs) > 50
 
     empty = dict(exprs)
     deadline = time.monotonic() + DATA_DEADLINE  # bounded: the data arrives within seconds
@@ -269,13 +279,22 @@ def test_every_panel_and_variable_of_the_dashboard_returns_series(fleet: Fleet) 
 
     # The fleet view ranks both instances; the idle one is listed as over-provisioned (a
     # verdict of -1): the rules found it idle.
-    ranked = query(fleet.stack, exprs["panel 110 Instances by utilisation (busiest $topk) A"])
+    ranked = query(
+        fleet.stack,
+        exprs["grafana-dashboard.json panel 110 Instances by utilisation (busiest $topk) A"],
+    )
     by_uri = {s["metric"]["stats_uri"]: float(s["value"][1]) for s in ranked}
     assert set(by_uri) == set(fleet.uris.values()), ranked
     assert by_uri[fleet.uris["idle"]] < 0.81, by_uri
-    sizing = query(fleet.stack, exprs["panel 120 Over- and under-provisioned instances F"])
+    sizing = query(
+        fleet.stack,
+        exprs["grafana-dashboard.json panel 120 Over- and under-provisioned instances F"],
+    )
     assert fleet.uris["idle"] in {s["metric"]["stats_uri"] for s in sizing}, sizing
-    verdict = query(fleet.stack, exprs["panel 120 Over- and under-provisioned instances G"])
+    verdict = query(
+        fleet.stack,
+        exprs["grafana-dashboard.json panel 120 Over- and under-provisioned instances G"],
+    )
     assert {fleet.uris["idle"]: "-1"}.items() <= {
         s["metric"]["stats_uri"]: s["value"][1] for s in verdict
     }.items(), verdict
