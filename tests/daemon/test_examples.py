@@ -3,7 +3,6 @@ the dashboard and the alerts only query metrics the collector emits."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -15,7 +14,9 @@ from prometheus_client import generate_latest
 
 from tests.conftest import stats_fixture
 from tests.exporter.test_collector import URI
+from tests.exporter.test_utilisation_gauge import stepped
 from tests.states import finding
+from tests.support.grafana import targets
 from tests.support.latency import lognormal_view
 from uwsgitune.core.derive import Tracker
 from uwsgitune.core.model import parse_stats
@@ -70,11 +71,13 @@ def busy_snapshot() -> InstanceState:
 
 
 def emitted() -> set[str]:
-    snap = busy_snapshot()
-    text = generate_latest(registry_for(lambda: [snap])).decode()
-    return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")} | {
-        line.split("{")[0] for line in text.splitlines() if not line.startswith("#")
-    }
+    """The names of a busy snapshot and of a tuner's step (the autoscaling signal)."""
+    names: set[str] = set()
+    for snap in (busy_snapshot(), stepped(120)):
+        text = generate_latest(registry_for(lambda s=snap: [s])).decode()  # type: ignore[misc]
+        names |= {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+        names |= {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
+    return names
 
 
 def test_example_configs_validate() -> None:
@@ -84,8 +87,7 @@ def test_example_configs_validate() -> None:
 
 def test_dashboard_and_alerts_query_emitted_metrics() -> None:
     names = emitted()
-    dash = json.loads((EXAMPLES / "grafana-dashboard.json").read_text())
-    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs = [t.expr for t in targets(EXAMPLES / "grafana-dashboard.json")]
     exprs.append((EXAMPLES / "alerts.yml").read_text())
     exprs.append((EXAMPLES / "alerts_test.yml").read_text())  # its input series too
     used = {n for e in exprs for n in NAME.findall(e)}

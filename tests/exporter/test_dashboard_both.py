@@ -19,6 +19,7 @@ import pytest
 from tests.daemon.conftest import DaemonProc
 from tests.daemon.helpers import wait_for
 from tests.exporter.test_prometheus import query, scalar
+from tests.support.grafana import substitute, targets, variables
 from tests.uwsgi_harness import url
 from uwsgitune.launch import UwsgiProcess, free_port
 from uwsgitune.loadgen import run_open
@@ -39,8 +40,7 @@ scrape_configs:
 
 
 def exprs() -> list[str]:
-    dash = json.loads(DASHBOARD.read_text())
-    return [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    return [t.expr for t in targets(DASHBOARD)]
 
 
 @pytest.mark.uwsgi
@@ -66,9 +66,10 @@ def test_the_compat_dashboard_answers_for_both_exporters(
         load = threading.Thread(target=run_open, args=(url(a, "/"), 30.0, 7.0, 300))
         load.start()
         time.sleep(6)
+        defined = variables(json.loads(DASHBOARD.read_text()))
         for expr in exprs():  # a wide window: a starved test machine can miss scrapes
             for job in ("uwsgi_go", "uwsgi"):
-                promql = expr.replace("$job", job).replace("$__rate_interval", "30s")
+                promql = substitute(expr, {"job": [job]}, defined)
                 assert query(prom, promql), (job, promql)
         load.join()
 

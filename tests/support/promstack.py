@@ -96,9 +96,14 @@ def _stop(proc: subprocess.Popen[bytes], sig: int) -> None:
 
 @contextlib.contextmanager
 def prom_stack(
-    stats: str, scrape: float = 1.0, interval: float = 0.5, exporter: bool = True
+    stats: str,
+    scrape: float = 1.0,
+    interval: float = 0.5,
+    exporter: bool = True,
+    config: str | None = None,
 ) -> Iterator[PromStack]:
-    """`stats`: the uWSGI's stats socket path. Prometheus must be installed."""
+    """`stats`: the uWSGI's stats socket path. Prometheus must be installed. `config`: the
+    daemon's TOML (its instances) instead of `--stats stats` (the dashboards' test)."""
     binary = prometheus_binary()
     assert binary is not None, "prometheus is not installed"
     workdir = Path(tempfile.mkdtemp(prefix="uwtp-", dir="/tmp"))
@@ -107,6 +112,9 @@ def prom_stack(
     try:
         dport = free_port()
         argv = [UWSGITUNE, "daemon", "--stats", stats, "--name", "a", "--interval", str(interval)]
+        if config is not None:
+            (workdir / "uwsgitune.toml").write_text(config)
+            argv = [UWSGITUNE, "daemon", "--config", str(workdir / "uwsgitune.toml")]
         argv += ["--metrics-listen", f"127.0.0.1:{dport}"]
         procs.append((subprocess.Popen(argv, stdout=log, stderr=log), signal.SIGINT))
         jobs = JOB.format(job="uwsgitune", port=dport, deployment="tuned")
