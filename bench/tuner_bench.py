@@ -326,7 +326,7 @@ def _measure(run: Run, results: list[LoadResult], t0: float) -> None:
         bucket = round(math.log(max(lat * 1000, 0.01)) / math.log(HIST_BASE))
         run.latency_hist[second][bucket] = run.latency_hist[second].get(bucket, 0) + 1
     shift = total.started - t0
-    run.live = [(round(t - shift, 1), n) for t, n in run.live]
+    run.live = [(round(t - shift, 1) + 0.0, n) for t, n in run.live]
     pts = [(t, n) for t, n in run.live if 0 <= t <= run.seconds]
     run.worker_seconds = sum(a[1] * (b[0] - a[0]) for a, b in itertools.pairwise(pts))
 

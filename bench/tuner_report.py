@@ -243,7 +243,9 @@ def marks(j: Judged, setup: str) -> list[Mark]:
             f"0 failed ({sum(r['failed'] for r in t.runs)})", all(r["failed"] == 0 for r in t.runs)
         ),
     ]
-    if setup == "tuner-64":
+    if setup == "tuner-64" and max(p["seconds"] for p in j.definition["phases"]) < SETTLE_HOLD:
+        out.append(Mark(f"converged: no phase lasts the {SETTLE_HOLD:g} s hold", None))
+    elif setup == "tuner-64":
         conv = [p["converged"] for p in t.per_round]
         worst = None if None in conv else max(c for c in conv if c is not None)
         reloads = max(r["reloads"] for r in t.runs)
@@ -479,7 +481,8 @@ def _stamps(runs: list[Run]) -> list[str]:
         f"- Decision path's code hash: `{runs[0]['code_hash']}`.",
         f"- Runs: {len(runs)}, {utc(min(walls))} to {utc(max(walls))}; load average (1 min) at "
         f"the runs' starts {min(loads, default=0):.2f}-{max(loads, default=0):.2f}; "
-        f"host CPUs {runs[0].get('host', {}).get('cpus')}.",
+        f"host CPUs {runs[0].get('host', {}).get('cpus')}; kernel.sched_autogroup_enabled "
+        f"{', '.join(sorted({str(r.get('host', {}).get('sched_autogroup')) for r in runs}))}.",
     ]
     if runs[0].get("smoke"):
         out.insert(

@@ -208,6 +208,22 @@ def test_the_transient_is_its_own_column_and_stays_in_the_full_p99() -> None:
     assert p99_mark.ok is False and "transient" in p99_mark.text
 
 
+def test_with_no_phase_as_long_as_the_hold_convergence_is_not_judged() -> None:
+    bursty = {
+        **STATIONARY,
+        "phases": [
+            {"path": "/x", "clients": c, "rate": None, "seconds": 10.0} for c in (48, 4) * 3
+        ],
+        "window": [15.0, 60.0],
+    }
+    j = report.judge(
+        "bursty",
+        sitting({"static-2": {"d": bursty}, "static-4": {"d": bursty}, "tuner-64": {"d": bursty}}),
+    )
+    conv = [m for m in report.marks(j, "tuner-64") if "converged" in m.text]
+    assert [m.ok for m in conv] == [None]
+
+
 # --- peers --------------------------------------------------------------------------------
 
 
