@@ -21,6 +21,10 @@ same version (`VERSION`): a change to either bumps it, and every scenario runs a
   `PEER_RPS` (97%) of the tuner's window throughput, whatever its p99 (printed beside it).
 - **Order** (`round_order`): rounds in turn within one sitting, so that a drift linear in
   time moves every setup's mean alike.
+- **What runs** (`SCENARIOS`, `ALGOS`, `setups_of`): PROTOCOL.md's tables, here so that the
+  bench, the report's tests and a simulator read one definition. A scenario whose app no
+  one here wrote joins through bench/thirdparty_scenarios.py (`SCENARIOS`), which the bench
+  loads when it exists.
 """
 
 from __future__ import annotations
@@ -382,3 +386,92 @@ def round_order(setups: Sequence[str], rounds: int) -> list[list[str]]:
                 slots[p] = padded[i]
             out.append([s for s in slots if s is not None])
     return out
+
+
+# --- the scenarios and setups (PROTOCOL.md's tables) ---------------------------------------
+
+# The run lengths and windows of PROTOCOL.md v1 (its "Run lengths" section says why).
+STATIONARY_S = 150.0
+STATIONARY_WINDOW = (90.0, 150.0)  # the last 60 s: after every start has had 60 s + 30 s
+PHASED_FROM = 15.0  # a phased scenario's window: from here to its end, every change in it
+
+
+def _p(path: str, clients: int | None, seconds: float, rate: float | None = None) -> Phase:
+    return Phase(path, clients, rate, seconds)
+
+
+def _stationary(path: str, clients: int, grid: tuple[int, ...], threads: int = 1) -> Scenario:
+    return Scenario((_p(path, clients, STATIONARY_S),), grid, STATIONARY_WINDOW, threads)
+
+
+def _phased(phases: tuple[Phase, ...], grid: tuple[int, ...], *recover: Recover) -> Scenario:
+    end = sum(p.seconds for p in phases)
+    return Scenario(phases, grid, (PHASED_FROM, end), recover=recover)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    # CPU-bound, 3 ms of CPU a request: the best is near the CPU count.
+    "cpu": _stationary("/cpu/3", 64, (2, 4, 64)),
+    # 2 ms CPU + 12 ms IO (the mixed case of issue 12): the best lies in between.
+    "mixed": _stationary("/mixed/2/12", 64, (16, 24, 32)),
+    # IO-bound: 50 ms of waiting; 40 clients need about 40 workers.
+    "io": _stationary("/io/50", 40, (32, 40, 48)),
+    # the load doubles, then halves
+    "step": _phased(
+        tuple(_p("/mixed/1/30", c, 50) for c in (16, 32, 16)),
+        (16, 24, 32),
+        Recover(1, 30.0, "2x step"),
+    ),
+    # a drop to near zero and back
+    "drop": _phased(
+        (_p("/mixed/2/12", 48, 50), _p("/io/5", None, 50, rate=2.0), _p("/mixed/2/12", 48, 50)),
+        (16, 24, 32),
+        Recover(2, 15.0, "return"),
+    ),
+    # bursts of 10 s: no phase lasts the 30 s a settle takes
+    "bursty": _phased((_p("/mixed/1/25", 48, 10), _p("/mixed/1/25", 4, 10)) * 3, (16, 32, 64)),
+    # The seed's pathology: fixed work over a 32 MiB per-worker heap (bench/scenario_app.py),
+    # so 64 runnable workers thrash the caches.
+    "thrash": _stationary("/ws/20000/32", 64, (2, 4, 64)),
+    # Threads (issue 12): 4 threads a process. CPU-bound Python does not scale with threads
+    # (one GIL a process): the best is still near the CPU count, in processes.
+    "threads-cpu": _stationary("/cpu/3", 64, (2, 3, 4), threads=4),
+    # IO-bound with threads: 64 clients waiting 50 ms need about 16 processes of 4 threads.
+    "threads-io": _stationary("/io/50", 64, (12, 16, 24), threads=4),
+}
+
+
+ALGOS: dict[str, dict[str, str | int]] = {
+    "spare": {"cheaper-algo": "spare"},
+    "backlog": {"cheaper-algo": "backlog"},
+    "busyness": {"cheaper-algo": "busyness"},
+    # The settings uWSGI's cheaper docs suggest for a large pool: spawn several workers at a
+    # time, react after a short overload, and (busyness) the backlog alert.
+    "spare-docs": {"cheaper-algo": "spare", "cheaper-step": 4, "cheaper-overload": 1},
+    "backlog-docs": {"cheaper-algo": "backlog", "cheaper-step": 4, "cheaper-overload": 4},
+    "busyness-docs": {
+        "cheaper-algo": "busyness",
+        "cheaper-step": 8,
+        "cheaper-overload": 10,
+        "busyness-min": 20,
+        "busyness-max": 70,
+        "busyness-backlog-alert": 16,
+        "busyness-backlog-step": 2,
+    },
+}
+
+
+def setups_of(sc: Scenario) -> list[str]:
+    """Every setup of a scenario, in the order of its first round: the grid, the
+    algorithms (each from 64 and from 2), the tuners."""
+    algos = [f"{a}-{n}" for a in ALGOS for n in STARTS]
+    return [f"static-{n}" for n in sc.grid] + algos + [f"tuner-{n}" for n in STARTS]
+
+
+def start_of(setup: str) -> int | None:
+    """The live count an adaptive setup starts from (None: a static count)."""
+    return None if setup.startswith("static-") else int(setup.rsplit("-", 1)[1])
+
+
+def algo_of(setup: str) -> str:
+    return setup.rsplit("-", 1)[0]

@@ -369,3 +369,29 @@ def test_recovery_is_when_5_seconds_first_reach_95_percent_of_the_best() -> None
     per = [50] * 50 + [100] * 10 + [190] * 90
     assert proto.recovery(per, 50, 200.0, 30) == 10.0
     assert proto.recovery(per, 50, 201.0, 30) is None  # 190 < 95% of 201
+
+
+# --- the text and the code agree ----------------------------------------------------------
+
+
+def test_protocol_md_and_the_code_define_the_same_scenarios_and_setups() -> None:
+    text = (BENCH / "PROTOCOL.md").read_text()
+    assert f"# The tuner benchmark's protocol, version {proto.VERSION}" in text
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[2].endswith(" s") and cells[4].endswith(" s"):
+            rows[cells[0]] = cells
+    assert list(rows) == list(proto.SCENARIO_NAMES)
+    for name, sc in proto.SCENARIOS.items():
+        _, _, length, grid, window = rows[name]
+        assert length == f"{sc.seconds:g} s", name
+        assert grid == ", ".join(str(n) for n in sc.grid), name
+        assert window == f"{sc.window[0]:g}-{sc.window[1]:g} s", name
+    for name in set(proto.SCENARIO_NAMES) - set(proto.SCENARIOS):
+        assert "placeholder" in rows[name][1]  # another module adds these
+    setups = proto.setups_of(proto.SCENARIOS["cpu"])
+    assert len(setups) == 17 and "17 setups per scenario" in text
+    for algo in proto.ALGOS:
+        assert f"`{algo}" in text and {f"{algo}-64", f"{algo}-2"} <= set(setups)
+    assert {"tuner-64", "tuner-2"} <= set(setups) and proto.STARTS == (64, 2)
