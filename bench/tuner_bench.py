@@ -125,7 +125,7 @@ class Run:
     reloads: int = 0
     fifo_moves: int = 0
     changes: int = 0
-    decisions: list[str] = field(default_factory=list)
+    decisions: list[tuple[float, str]] = field(default_factory=list)  # the tuner's notes
     wall: tuple[float, float] = (0.0, 0.0)  # epoch seconds the run started and ended
     loadavg: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # at its start and end
     # each second's latencies as {bucket: count}, bucket = round(log(ms) / log(HIST_BASE))
@@ -194,8 +194,8 @@ def _observe(driver: InstanceDriver, run: Run, t0: float) -> None:
         result = state.tuning
         if result is not None and result is not seen[1]:
             seen[1] = result
-            at = f"{time.monotonic() - t0:5.1f}s"
-            run.decisions += [f"{at} {n.text}" for n in result.notes if n.fresh]
+            at = round(time.monotonic() - t0, 1)
+            run.decisions += [(at, n.text) for n in result.notes if n.fresh]
 
     driver.subscribe(record)
     try:
@@ -243,6 +243,7 @@ def _measure(run: Run, results: list[LoadResult], t0: float) -> None:
         run.latency_hist[second][bucket] = run.latency_hist[second].get(bucket, 0) + 1
     shift = total.started - t0
     run.live = [(round(t - shift, 1) + 0.0, n) for t, n in run.live]
+    run.decisions = [(round(t - shift, 1) + 0.0, text) for t, text in run.decisions]
     pts = [(t, n) for t, n in run.live if 0 <= t <= run.seconds]
     run.worker_seconds = sum(a[1] * (b[0] - a[0]) for a, b in itertools.pairwise(pts))
 

@@ -105,7 +105,8 @@ class Scenario:
     recover: tuple[Recover, ...] = ()
     app: str | None = None
     service: str | None = None  # "module:function", entered once a sitting
-    options: Mapping[str, str | int] = field(default_factory=dict)
+    # uWSGI options of the app; None removes one (`wsgi-file`, for an app loaded by `module`)
+    options: Mapping[str, str | int | None] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:

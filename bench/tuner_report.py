@@ -83,8 +83,18 @@ def load(path: Path) -> list[Run]:
     """The runs of a JSON-lines file (ProtocolError: missing, or a line not JSON)."""
     if not path.exists():
         raise ProtocolError(f"{path}: no such file; run bench/tuner_bench.py first")
+    text = path.read_text()
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict) and "protocol" not in whole:
+        raise ProtocolError(
+            f"{path}: runs from before protocol v1 (superseded, see bench/PROTOCOL.md; their "
+            "page is in git); this report reads the protocol's JSON lines"
+        )
     runs = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 runs.append(json.loads(line))

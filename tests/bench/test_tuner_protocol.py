@@ -306,6 +306,17 @@ def test_the_report_exits_with_one_line_on_mixed_runs(
     assert not (tmp_path / "tuner64.md").exists()
 
 
+def test_the_runs_from_before_the_protocol_are_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    old = tmp_path / "tuner64.json"
+    old.write_text(json.dumps({"cpu": {"runs": {"static-2": {}}}}, indent=1))
+    assert report.main([str(old)]) == 2
+    assert "before protocol v1" in capsys.readouterr().err
+
+
 def test_two_complete_sittings_are_refused_and_an_incomplete_one_is_named() -> None:
     one = sitting({"static-2": {}, "static-4": {}})
     two = [{**r, "sitting": "cpu@t2"} for r in one]
