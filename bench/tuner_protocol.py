@@ -454,10 +454,10 @@ ALGOS: dict[str, dict[str, str | int]] = {
         "cheaper-algo": "busyness",
         "cheaper-step": 8,
         "cheaper-overload": 10,
-        "busyness-min": 20,
-        "busyness-max": 70,
-        "busyness-backlog-alert": 16,
-        "busyness-backlog-step": 2,
+        "cheaper-busyness-min": 20,
+        "cheaper-busyness-max": 70,
+        "cheaper-busyness-backlog-alert": 16,
+        "cheaper-busyness-backlog-step": 2,
     },
 }
 

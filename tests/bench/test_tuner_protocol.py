@@ -406,3 +406,23 @@ def test_protocol_md_and_the_code_define_the_same_scenarios_and_setups() -> None
     for algo in proto.ALGOS:
         assert f"`{algo}" in text and {f"{algo}-64", f"{algo}-2"} <= set(setups)
     assert {"tuner-64", "tuner-2"} <= set(setups) and proto.STARTS == (64, 2)
+
+
+def test_every_algorithm_setting_is_an_option_uwsgi_knows() -> None:
+    """uWSGI ignores an ini key it does not know: a misspelt setting would run the
+    algorithm at its default and call it the docs' settings (the bench ran `busyness-min`
+    for `cheaper-busyness-min` until protocol v1)."""
+    import shutil
+    import subprocess
+
+    local = Path(sys.executable).with_name("uwsgi")
+    binary = str(local) if local.exists() else shutil.which("uwsgi")
+    if binary is None:
+        pytest.skip("no uwsgi binary: pip install uwsgi")
+    help_text = subprocess.run(
+        [binary, "--help"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
+    known = {word[2:] for word in help_text.split() if word.startswith("--")}
+    for algo, settings in proto.ALGOS.items():
+        for key in settings:
+            assert key in known, f"{algo}: {key!r} is not a uWSGI option"
