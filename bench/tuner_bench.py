@@ -61,6 +61,7 @@ from tuner_protocol import (  # noqa: E402
     HIST_BASE,
     MIN_ROUNDS,
     SCENARIOS,
+    SITTING_MAX_S,
     TOP,
     VERSION,
     Phase,
@@ -72,6 +73,7 @@ from tuner_protocol import (  # noqa: E402
     round_order,
     scaled,
     setups_of,
+    sitting_seconds,
     start_of,
 )
 
@@ -361,6 +363,12 @@ def _preflight(args: argparse.Namespace, plan: dict[str, Scenario], base: dict[s
             raise ProtocolError(
                 "uncommitted changes in " + ", ".join(CLEAN_PATHS) + ": commit first, then run"
             )
+        total = sum(sitting_seconds(sc, args.rounds) for sc in plan.values())
+        if total >= SITTING_MAX_S:
+            raise ProtocolError(
+                f"{', '.join(plan)}: {total / 3600:.1f} h, and a sitting is under "
+                f"{SITTING_MAX_S / 3600:g} h: run them in separate sittings"
+            )
     probes = [{**base, "scenario": n, "scenario_def": sc.definition()} for n, sc in plan.items()]
     check_combinable([*_read(args.raw), *probes])
 
@@ -371,7 +379,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.default_int_handler)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--scenarios", required=True, help=f"of {', '.join(SCENARIOS)}")
     ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     ap.add_argument("--raw", type=Path, default=None, help=f"default {RAW} ({SMOKE_RAW} smoke)")
     ap.add_argument(
@@ -391,6 +399,16 @@ def main() -> None:
     except ProtocolError as e:
         sys.exit(f"tuner_bench: {e}")
     args.raw.parent.mkdir(parents=True, exist_ok=True)
+    runs = sum(
+        len(args.setups.split(",")) if args.setups else len(setups_of(sc)) for sc in plan.values()
+    )
+    print(
+        f"protocol v{VERSION}{' SMOKE (not protocol)' if args.smoke else ''}, commit "
+        f"{base['commit'][:10]}, code hash {base['code_hash'][:12]}: {runs * args.rounds} runs, "
+        f"about {sum(sitting_seconds(sc, args.rounds) for sc in plan.values()) / 60:.0f} min "
+        "(all setups)",
+        flush=True,
+    )
     for name, sc in plan.items():
         setups = setups_of(sc)
         if args.setups:

@@ -65,6 +65,8 @@ MAX_RELOADS = 2  # ... with at most 2 reloads
 RECOVER_SHARE = 0.95  # "within 5% of the best": of the grid's best in that phase
 RECOVER_MEAN_S = 5  # throughput over this many seconds
 HIST_BASE = 1.05  # latency histogram buckets: 5% wide (tuner_bench.py writes them)
+OVERHEAD_S = 3.0  # a run's start and stop, and the gap to the next (measured: 1.3-2.5 s)
+SITTING_MAX_S = 3 * 3600.0  # a sitting is under 3 hours
 
 
 class ProtocolError(Exception):
@@ -476,3 +478,9 @@ def start_of(setup: str) -> int | None:
 
 def algo_of(setup: str) -> str:
     return setup.rsplit("-", 1)[0]
+
+
+def sitting_seconds(sc: Scenario, rounds: int = MIN_ROUNDS) -> float:
+    """How long a scenario's sitting takes: every setup in every round, each run its
+    length plus OVERHEAD_S (PROTOCOL.md's arithmetic)."""
+    return len(setups_of(sc)) * rounds * (sc.seconds + OVERHEAD_S)

@@ -426,3 +426,14 @@ def test_every_algorithm_setting_is_an_option_uwsgi_knows() -> None:
     for algo, settings in proto.ALGOS.items():
         for key in settings:
             assert key in known, f"{algo}: {key!r} is not a uWSGI option"
+
+
+def test_the_sittings_arithmetic_in_protocol_md_is_the_code_s() -> None:
+    text = (BENCH / "PROTOCOL.md").read_text().replace("\n", " ")
+    long = proto.sitting_seconds(proto.SCENARIOS["cpu"])
+    bursty = proto.sitting_seconds(proto.SCENARIOS["bursty"])
+    assert f"{long:,.0f} s = 2 h 10 min" in text and f"{bursty:,.0f} s = 54 min" in text
+    # the 9 here and the 2 placeholders, which are 150 s stationary loads too
+    sizes = [proto.sitting_seconds(sc) for sc in proto.SCENARIOS.values()] + [long, long]
+    assert f"{sum(sizes):,.0f} s = 22.6 h" in text
+    assert all(s < proto.SITTING_MAX_S for s in sizes)  # one scenario fits a sitting
