@@ -57,9 +57,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from tuner_protocol import (  # noqa: E402
     ALGOS,
+    BENCH_CODE,
     FLOOR,
     HIST_BASE,
     MIN_ROUNDS,
+    PACKAGE,
     SCENARIOS,
     SITTING_MAX_S,
     TOP,
@@ -93,12 +95,7 @@ RAW = RESULTS / "tuner64.jsonl"
 SMOKE_RAW = Path("/tmp/uwt-tuner-smoke/tuner64.jsonl")
 LOADGEN_NICE = -10  # this thread only (Linux); needs root, as the bench runs here
 # What must be committed before a protocol run: the code the hash covers and the bench.
-CLEAN_PATHS = (
-    "uwsgitune",
-    "bench/tuner_bench.py",
-    "bench/tuner_protocol.py",
-    "bench/scenario_app.py",
-)
+CLEAN_PATHS = (*PACKAGE, *BENCH_CODE)
 
 
 def _plugins() -> dict[str, Scenario]:
@@ -315,6 +312,8 @@ def stamp(smoke: float | None) -> dict[str, Any]:
         "commit": _git("rev-parse", "HEAD"),
         "dirty": bool(dirty),
         "code_hash": code_hash(ROOT),
+        "package_hash": code_hash(ROOT, PACKAGE),
+        "bench_hash": code_hash(ROOT, BENCH_CODE),
         "host": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

@@ -44,6 +44,22 @@ DECISION_PATH = (
     "uwsgitune/actuate",
     "uwsgitune/pipeline",
 )
+# What a run's measurements also depend on, each hashed apart and never mixed either: the
+# whole package (issue 39: "a hash of uwsgitune/"; the load generator is in it) and the
+# bench's own code (its scenarios, app and harness).
+PACKAGE = ("uwsgitune",)
+BENCH_CODE = (
+    "bench/tuner_bench.py",
+    "bench/tuner_protocol.py",
+    "bench/scenario_app.py",
+    "bench/thirdparty_scenarios.py",
+    "tests/uwsgi_harness.py",
+)
+HASHES = {
+    "code_hash": "decision path",
+    "package_hash": "uwsgitune/",
+    "bench_hash": "bench code",
+}
 MIN_ROUNDS = 3
 # PROTOCOL.md's scenarios, in its order: the nine of bench/tuner_bench.py and the two of a
 # third-party app (bench/thirdparty_scenarios.py adds them).
@@ -151,13 +167,17 @@ def scaled(sc: Scenario, factor: float) -> Scenario:
 
 
 def code_hash(root: Path, parts: Iterable[str] = DECISION_PATH) -> str:
-    """sha256 over the decision path's files, sorted by path: each file's path relative to
-    `root`, a NUL, its length, a NUL, its bytes. Caches (`__pycache__`, `.pyc`) are left
-    out; any other file, code or data, counts."""
+    """sha256 over the files of `parts` (directories, taken whole, or files; one that does
+    not exist counts as absent), sorted by path: each file's path relative to `root`, a NUL,
+    its length, a NUL, its bytes. Caches (`__pycache__`, `.pyc`) are left out; any other
+    file, code or data, counts."""
+    found = (
+        [root / part] if (root / part).is_file() else (root / part).rglob("*") for part in parts
+    )
     files = sorted(
         f
-        for part in parts
-        for f in (root / part).rglob("*")
+        for group in found
+        for f in group
         if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
     )
     h = hashlib.sha256()
@@ -180,13 +200,14 @@ def check_combinable(runs: Sequence[Mapping[str, Any]], version: int = VERSION) 
             f"runs of protocol version(s) {', '.join(versions)}: this report is version "
             f"{version} and combines only its own; move the others to another file"
         )
-    hashes = sorted({str(r.get("code_hash")) for r in runs})
-    if len(hashes) > 1:
-        short = ", ".join(h[:12] for h in hashes)
-        raise ProtocolError(
-            f"runs of {len(hashes)} code hashes ({short}): the protocol judges one frozen "
-            "decision path; run every scenario again at one commit"
-        )
+    for key, what in HASHES.items():
+        hashes = sorted({str(r.get(key)) for r in runs})
+        if len(hashes) > 1:
+            short = ", ".join(h[:12] for h in hashes)
+            raise ProtocolError(
+                f"runs of {len(hashes)} code hashes of the {what} ({short}): the protocol "
+                "judges one frozen code; run every scenario again at one commit"
+            )
     if len({bool(r.get("smoke")) for r in runs}) > 1:
         raise ProtocolError(
             "smoke runs mixed with protocol runs: smoke runs go to their own file (--raw)"

@@ -488,7 +488,8 @@ def _stamps(runs: list[Run]) -> list[str]:
         f"- Commit: {', '.join(c[:10] for c in commits)}"
         + (" (**uncommitted changes**)" if dirty else "")
         + ".",
-        f"- Decision path's code hash: `{runs[0]['code_hash']}`.",
+        f"- Code hashes (sha256): decision path `{runs[0]['code_hash']}`; uwsgitune/ "
+        f"`{runs[0].get('package_hash')}`; bench `{runs[0].get('bench_hash')}`.",
         f"- Runs: {len(runs)}, {utc(min(walls))} to {utc(max(walls))}; load average (1 min) at "
         f"the runs' starts {min(loads, default=0):.2f}-{max(loads, default=0):.2f}; "
         f"host CPUs {runs[0].get('host', {}).get('cpus')}; kernel.sched_autogroup_enabled "

@@ -71,6 +71,8 @@ def run(
         "commit": "c0ffee" * 6 + "c0ff",
         "dirty": False,
         "code_hash": "a" * 64,
+        "package_hash": "p" * 64,
+        "bench_hash": "q" * 64,
         "scenario": "cpu",
         "scenario_def": d,
         "sitting": "cpu@t1",
@@ -276,9 +278,10 @@ def test_the_report_refuses_two_protocol_versions() -> None:
         proto.check_combinable(runs)
 
 
-def test_the_report_refuses_two_code_hashes() -> None:
-    runs = [run("static-2"), run("static-4", code_hash="b" * 64)]
-    with pytest.raises(proto.ProtocolError, match="2 code hashes"):
+@pytest.mark.parametrize("key", ["code_hash", "package_hash", "bench_hash"])
+def test_the_report_refuses_two_code_hashes(key: str) -> None:
+    runs = [run("static-2"), run("static-4", **{key: "b" * 64})]
+    with pytest.raises(proto.ProtocolError, match="2 code hashes of the"):
         proto.check_combinable(runs)
 
 
@@ -357,6 +360,11 @@ def test_the_code_hash_covers_paths_and_contents_but_not_caches(tmp_path: Path) 
     assert changed != h
     (tmp_path / "p" / "a.py").rename(tmp_path / "p" / "c.py")
     assert proto.code_hash(tmp_path, ["p"]) != changed  # a rename is a change
+    # a file named alone counts; one that does not exist is absent, not an error
+    alone = proto.code_hash(tmp_path, ["p/c.py", "p/none.py"])
+    assert alone != proto.code_hash(tmp_path, ["p/none.py"])
+    (tmp_path / "p" / "c.py").write_text("x = 3\n")
+    assert proto.code_hash(tmp_path, ["p/c.py", "p/none.py"]) != alone
 
 
 # --- the order of rounds ------------------------------------------------------------------
