@@ -61,6 +61,7 @@ from tuner_protocol import (  # noqa: E402
     FLOOR,
     HIST_BASE,
     MIN_ROUNDS,
+    OVERHEAD_S,
     PACKAGE,
     SCENARIOS,
     SITTING_MAX_S,
@@ -398,14 +399,15 @@ def main() -> None:
     except ProtocolError as e:
         sys.exit(f"tuner_bench: {e}")
     args.raw.parent.mkdir(parents=True, exist_ok=True)
-    runs = sum(
-        len(args.setups.split(",")) if args.setups else len(setups_of(sc)) for sc in plan.values()
-    )
+    counts = {
+        n: len(args.setups.split(",")) if args.setups else len(setups_of(sc))
+        for n, sc in plan.items()
+    }
+    seconds = sum(counts[n] * args.rounds * (sc.seconds + OVERHEAD_S) for n, sc in plan.items())
     print(
         f"protocol v{VERSION}{' SMOKE (not protocol)' if args.smoke else ''}, commit "
-        f"{base['commit'][:10]}, code hash {base['code_hash'][:12]}: {runs * args.rounds} runs, "
-        f"about {sum(sitting_seconds(sc, args.rounds) for sc in plan.values()) / 60:.0f} min "
-        "(all setups)",
+        f"{base['commit'][:10]}, code hash {base['code_hash'][:12]}: "
+        f"{sum(counts.values()) * args.rounds} runs, about {seconds / 60:.0f} min",
         flush=True,
     )
     for name, sc in plan.items():

@@ -499,7 +499,7 @@ def _stamps(runs: list[Run]) -> list[str]:
         out.insert(
             0,
             f"**SMOKE RUN, NOT PROTOCOL**: every length x{runs[0].get('smoke_factor')}, "
-            "setups and rounds cut. It shows the plumbing works; it judges nothing.",
+            "setups and rounds cut. It shows the plumbing works; it judges nothing.\n",
         )
     return out
 
