@@ -63,6 +63,7 @@ from tuner_protocol import (  # noqa: E402
     MIN_ROUNDS,
     OVERHEAD_S,
     PACKAGE,
+    SCENARIO_NAMES,
     SCENARIOS,
     SITTING_MAX_S,
     TOP,
@@ -344,6 +345,11 @@ def _plan(args: argparse.Namespace) -> dict[str, Scenario]:
     known = {**SCENARIOS, **_plugins()}
     plan = {}
     for name in (n for n in args.scenarios.split(",") if n):
+        if name not in known and name in SCENARIO_NAMES:
+            raise ProtocolError(
+                f"{name!r} is PROTOCOL.md's placeholder for a third-party app: "
+                "bench/thirdparty_scenarios.py adds it, and is not here yet"
+            )
         if name not in known:
             raise ProtocolError(f"no scenario {name!r}: one of {', '.join(known)}")
         plan[name] = known[name] if args.smoke is None else scaled(known[name], args.smoke)
@@ -354,6 +360,8 @@ def _preflight(args: argparse.Namespace, plan: dict[str, Scenario], base: dict[s
     """Refuse (ProtocolError) what the protocol does not allow, before anything runs: a
     subset of setups, too few rounds or uncommitted code in a protocol run, and runs the
     report could not combine with those already in the file."""
+    if args.rounds < 1:
+        raise ProtocolError(f"--rounds {args.rounds}: 1 or more (3 or more for the protocol)")
     if args.smoke is None:
         if args.setups:
             raise ProtocolError("--setups is for smoke runs: a protocol round runs every setup")
