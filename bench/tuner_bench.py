@@ -145,16 +145,17 @@ async def _load(u: Callable[[str], str], phases: tuple[Phase, ...]) -> list[Load
 
 def _options(
     setup: str, override: Path, sc: Scenario, extra: dict[str, IniValue]
-) -> dict[str, IniValue]:
-    base: dict[str, IniValue] = {"listen": 128, "wsgi-file": sc.app or str(APP)}
-    base.update(dict(sc.options))
+) -> dict[str, IniValue | None]:
+    """The instance's uWSGI options for a setup (None: an option the harness leaves out)."""
+    base: dict[str, IniValue | None] = {"listen": 128, "wsgi-file": sc.app or str(APP)}
+    base.update(sc.options)
     base.update(extra)
     if sc.threads > 1:
         base["threads"] = sc.threads
-    if setup.startswith("static-"):
-        return {**base, "processes": int(setup.split("-")[1])}
-    pool: dict[str, IniValue] = {**base, "processes": TOP, "cheaper": FLOOR}
     start = start_of(setup)
+    if start is None:
+        return {**base, "processes": int(setup.split("-")[1])}
+    pool: dict[str, IniValue | None] = {**base, "processes": TOP, "cheaper": FLOOR}
     pool["cheaper-initial"] = start
     if setup.startswith("tuner-"):
         return {**pool, "cheaper-algo": "manual", "ini": str(override)}
@@ -268,7 +269,8 @@ def run_setup(setup: str, sc: Scenario, extra: dict[str, IniValue]) -> Run:
     override.write_text("[uwsgi]\n")
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
     audit.path.unlink(missing_ok=True)
-    with uwsgi_instance(**_options(setup, override, sc, extra)) as proc:
+    options: dict[str, Any] = _options(setup, override, sc, extra)  # None: left out
+    with uwsgi_instance(**options) as proc:
         driver, t0 = _driver(proc, setup, override, TOP, audit), time.monotonic()
         th = threading.Thread(target=_observe, args=(driver, run, t0))
         th.start()
