@@ -1,51 +1,85 @@
-"""Benchmark the tuner on production-sized pools against static counts and uWSGI's algorithms.
+"""Benchmark the tuner against static counts and uWSGI's cheaper algorithms, under
+bench/PROTOCOL.md (version `tuner_protocol.VERSION`).
 
 For each scenario (a bounded, non-keepalive load on a real uWSGI, in phases) and each setup:
-- the static grid (`static-N`: `processes = N`), whose best is the reference and whose best
-  per phase is the oracle;
-- uWSGI's cheaper algorithms with the same bounds (`cheaper 2`, `processes 64`), at their
-  defaults (`spare`, `backlog`, `busyness`) and with the settings uWSGI's docs suggest
-  (`spare-docs`, `backlog-docs`, `busyness-docs`);
+- the static grid (`static-N`: `processes = N`), whose best is the reference;
+- each of uWSGI's cheaper algorithms (`spare`, `backlog`, `busyness`) at its defaults and at
+  the settings uWSGI's docs suggest (`-docs`), with `processes 64`, `cheaper 2`, started
+  from 64 live workers and from 2 (`spare-64`, `spare-2`, ...);
 - uwsgitune in apply mode (manual cheaper algorithm, its override included last) started
   from 64 live workers (`tuner-64`) and from 2 (`tuner-2`).
 
-Writes bench/results/tuner64.json (raw) and, through tuner_report.py, tuner64.md and one
-SVG chart per scenario. Rows of a later run replace the same rows of an earlier one.
+A scenario's rounds (3 or more) run in one sitting, in turn (`tuner_protocol.round_order`).
+Every run is one line APPENDED to bench/results/tuner64.jsonl, stamped with the protocol
+version, the git commit and the decision path's code hash; nothing earlier is rewritten.
+bench/tuner_report.py renders the file (and refuses to mix versions or hashes).
 
-    .venv/bin/python bench/tuner_bench.py [--scenarios cpu,io] [--setups grid,algos,tuner]
-        [--max 64] [--scale 1.0]
+    .venv/bin/python bench/tuner_bench.py --scenarios cpu[,io,...] [--rounds 3]
 
-`--setups` takes setup names or the groups `grid`, `algos` and `tuner`.
+A protocol run refuses to start with uncommitted changes in uwsgitune/ or in the bench's
+own files, or beside runs of another version or hash in the same file.
 
-On a VM whose speed drifts between sittings, judge the tuners in rounds run in turn: the
-grid's best count, the algorithms and the tuners, A B C C B A (`--repeat 2`). They are
-kept beside the single rows (`repeats`), which they leave as they are, and the report sets
-their means against each other:
+Smoke only, NOT protocol (plumbing checks; runs stamped `smoke`, written elsewhere by
+default, and refused by the report beside protocol runs):
 
-    .venv/bin/python bench/tuner_bench.py --scenarios drop --setups static-24,algos,tuner \
-        --repeat 2
+    .venv/bin/python bench/tuner_bench.py --smoke 0.15 --scenarios cpu \
+        --setups static-2,tuner-64,spare-2 --rounds 1
+
+Other scenarios join through bench/thirdparty_scenarios.py: a module with `SCENARIOS`, a
+dict of name to `tuner_protocol.Scenario`, loaded when the file is there.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib
 import itertools
 import json
 import math
 import os
+import platform
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from tuner_protocol import (  # noqa: E402
+    ALGOS,
+    BENCH_CODE,
+    FLOOR,
+    HIST_BASE,
+    MIN_ROUNDS,
+    OVERHEAD_S,
+    PACKAGE,
+    SCENARIO_NAMES,
+    SCENARIOS,
+    SITTING_MAX_S,
+    TOP,
+    VERSION,
+    Phase,
+    ProtocolError,
+    Scenario,
+    algo_of,
+    check_combinable,
+    code_hash,
+    round_order,
+    scaled,
+    setups_of,
+    sitting_seconds,
+    start_of,
+)
 
 from tests.uwsgi_harness import url, uwsgi_instance  # noqa: E402
 from uwsgitune.actuate.audit import AuditLog  # noqa: E402
@@ -59,89 +93,19 @@ from uwsgitune.tuner import TunerSettings  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 APP = ROOT / "bench" / "scenario_app.py"
-RAW = RESULTS / "tuner64.json"
-FLOOR = 2
+RAW = RESULTS / "tuner64.jsonl"
+SMOKE_RAW = Path("/tmp/uwt-tuner-smoke/tuner64.jsonl")
 LOADGEN_NICE = -10  # this thread only (Linux); needs root, as the bench runs here
+# What must be committed before a protocol run: the code the hash covers and the bench.
+CLEAN_PATHS = (*PACKAGE, *BENCH_CODE)
 
 
-@dataclass(frozen=True)
-class Phase:
-    path: str
-    clients: int | None  # closed loop: this many clients, each one request at a time
-    rate: float | None  # open loop: requests/s
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Scenario:
-    phases: tuple[Phase, ...]
-    grid: tuple[int, ...]
-    grid_seconds: float | None = None  # a stationary load: shorter grid runs will do
-    threads: int = 1  # threads per process: the grid and the tuner count processes
-
-    @property
-    def seconds(self) -> float:
-        return sum(p.seconds for p in self.phases)
-
-
-def _p(path: str, clients: int | None, seconds: float, rate: float | None = None) -> Phase:
-    return Phase(path, clients, rate, seconds)
-
-
-SCENARIOS: dict[str, Scenario] = {
-    # CPU-bound, 3 ms of CPU a request: the best is near the CPU count.
-    "cpu": Scenario((_p("/cpu/3", 64, 75),), (2, 3, 4, 8, 64), 40),
-    # 2 ms CPU + 12 ms IO (the mixed case of issue 12): the best lies in between.
-    "mixed": Scenario((_p("/mixed/2/12", 64, 75),), (8, 12, 16, 24, 32, 64), 40),
-    # IO-bound: 50 ms of waiting; 40 clients need about 40 workers.
-    "io": Scenario((_p("/io/50", 40, 75),), (16, 32, 40, 48, 64), 40),
-    # the load doubles, then halves
-    "step": Scenario(tuple(_p("/mixed/1/30", c, 25) for c in (16, 32, 16)), (8, 16, 24, 32, 48)),
-    # a drop to near zero and back
-    "drop": Scenario(
-        (
-            _p("/mixed/2/12", 48, 25),
-            _p("/io/5", None, 25, rate=2.0),
-            _p("/mixed/2/12", 48, 25),
-        ),
-        (8, 16, 24, 32, 64),
-    ),
-    "bursty": Scenario(
-        (_p("/mixed/1/25", 48, 10), _p("/mixed/1/25", 4, 10)) * 3, (8, 16, 32, 48, 64)
-    ),
-    # The seed's pathology: fixed work over a 32 MiB per-worker heap (bench/scenario_app.py),
-    # so 64 runnable workers thrash the caches. Noisy on a shared VM: run interleaved, 3 times.
-    "thrash": Scenario((_p("/ws/20000/32", 64, 45),), (3, 64), 45),
-    # Threads (issue 12): 4 threads a process. CPU-bound Python does not scale with threads
-    # (one GIL a process): the best is still near the CPU count, in processes.
-    "threads-cpu": Scenario((_p("/cpu/3", 64, 75),), (2, 3, 4, 8, 16), 40, threads=4),
-    # IO-bound with threads: 64 clients waiting 50 ms need about 16 processes of 4 threads.
-    "threads-io": Scenario((_p("/io/50", 64, 75),), (4, 8, 12, 16, 24), 40, threads=4),
-}
-DOCS_IN = ("cpu", "mixed", "step")  # the scenarios that also run the docs' settings
-NO_ALGOS = ("thrash",)
-
-ALGOS: dict[str, dict[str, IniValue]] = {
-    "spare": {"cheaper-algo": "spare"},
-    "backlog": {"cheaper-algo": "backlog"},
-    "busyness": {"cheaper-algo": "busyness"},
-    # The settings uWSGI's cheaper docs suggest for a large pool: spawn several workers at a
-    # time, react after a short overload, and (busyness) the backlog alert.
-    "spare-docs": {"cheaper-algo": "spare", "cheaper-step": 4, "cheaper-overload": 1},
-    "backlog-docs": {"cheaper-algo": "backlog", "cheaper-step": 4, "cheaper-overload": 4},
-    "busyness-docs": {
-        "cheaper-algo": "busyness",
-        "cheaper-step": 8,
-        "cheaper-overload": 10,
-        "busyness-min": 20,
-        "busyness-max": 70,
-        "busyness-backlog-alert": 16,
-        "busyness-backlog-step": 2,
-    },
-}
-TUNERS = {"tuner-64": 64, "tuner-2": 2}
-PHASED_WARMUP = 15.0  # seconds
-HIST_BASE = 1.05  # latency histogram buckets: 5% wide
+def _plugins() -> dict[str, Scenario]:
+    """Scenarios from bench/thirdparty_scenarios.py (`SCENARIOS`), when that file exists."""
+    if not (ROOT / "bench" / "thirdparty_scenarios.py").exists():
+        return {}
+    mod = importlib.import_module("thirdparty_scenarios")
+    return dict(getattr(mod, "SCENARIOS", {}))
 
 
 @dataclass
@@ -157,42 +121,45 @@ class Run:
     ok: int = 0
     phase_rps: list[float] = field(default_factory=list)
     per_second: list[int] = field(default_factory=list)  # requests finished in each second
-    live: list[tuple[float, int]] = field(default_factory=list)
-    worker_seconds: float = 0.0
+    live: list[tuple[float, int]] = field(default_factory=list)  # from the load's start
+    worker_seconds: float = 0.0  # the whole run's
     reloads: int = 0
     fifo_moves: int = 0
     changes: int = 0
-    steady_rps: float = 0.0
-    steady_p99_ms: float = 0.0
-    warmup_s: float = 0.0
-    decisions: list[str] = field(default_factory=list)
+    decisions: list[tuple[float, str]] = field(default_factory=list)  # the tuner's notes
     wall: tuple[float, float] = (0.0, 0.0)  # epoch seconds the run started and ended
-    # each second's latencies as {bucket: count}, bucket = round(log(ms) / log(HIST_BASE)):
-    # the p99 of any window (tuner_report.py), within HIST_BASE's 2.5%
+    loadavg: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # at its start and end
+    # each second's latencies as {bucket: count}, bucket = round(log(ms) / log(HIST_BASE))
     latency_hist: list[dict[int, int]] = field(default_factory=list)
 
 
 async def _load(u: Callable[[str], str], phases: tuple[Phase, ...]) -> list[LoadResult]:
     out = []
     for ph in phases:
-        run = LoadRun(u(ph.path), duration=ph.seconds, max_requests=200_000, timeout=30)
+        run = LoadRun(u(ph.path), duration=ph.seconds, max_requests=400_000, timeout=30)
         out.append(
             await (run.closed_loop(ph.clients) if ph.clients else run.open_loop(ph.rate or 1))
         )
     return out
 
 
-def _options(setup: str, override: Path, top: int, threads: int = 1) -> dict[str, IniValue]:
-    base: dict[str, IniValue] = {"listen": 128, "wsgi-file": str(APP)}
-    if threads > 1:
-        base["threads"] = threads
-    if setup.startswith("static-"):
+def _options(
+    setup: str, override: Path, sc: Scenario, extra: dict[str, IniValue]
+) -> dict[str, IniValue | None]:
+    """The instance's uWSGI options for a setup (None: an option the harness leaves out)."""
+    base: dict[str, IniValue | None] = {"listen": 128, "wsgi-file": sc.app or str(APP)}
+    base.update(sc.options)
+    base.update(extra)
+    if sc.threads > 1:
+        base["threads"] = sc.threads
+    start = start_of(setup)
+    if start is None:
         return {**base, "processes": int(setup.split("-")[1])}
-    pool: dict[str, IniValue] = {**base, "processes": top, "cheaper": FLOOR}
-    if setup in TUNERS:
-        start = min(TUNERS[setup], top)
-        return {**pool, "cheaper-initial": start, "cheaper-algo": "manual", "ini": str(override)}
-    return {**pool, "cheaper-initial": FLOOR, **ALGOS[setup]}
+    pool: dict[str, IniValue | None] = {**base, "processes": TOP, "cheaper": FLOOR}
+    pool["cheaper-initial"] = start
+    if setup.startswith("tuner-"):
+        return {**pool, "cheaper-algo": "manual", "ini": str(override)}
+    return {**pool, **ALGOS[algo_of(setup)]}
 
 
 def _driver(
@@ -201,7 +168,7 @@ def _driver(
     """The instance's driver, one poll a second with the rules; for a tuner setup, with the
     tuner of `uwsgitune tune --mode apply`."""
     address = parse_address(proc.stats)
-    if setup not in TUNERS:
+    if not setup.startswith("tuner-"):
         return live_driver(address, interval=1.0)
     settings = TunerSettings(min_workers=FLOOR, max_workers=top)
     tuning = TunerSetup(
@@ -229,8 +196,8 @@ def _observe(driver: InstanceDriver, run: Run, t0: float) -> None:
         result = state.tuning
         if result is not None and result is not seen[1]:
             seen[1] = result
-            at = f"{time.monotonic() - t0:5.1f}s"
-            run.decisions += [f"{at} {n.text}" for n in result.notes if n.fresh]
+            at = round(time.monotonic() - t0, 1)
+            run.decisions += [(at, n.text) for n in result.notes if n.fresh]
 
     driver.subscribe(record)
     try:
@@ -259,7 +226,9 @@ def _pct(lat: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))] * 1000
 
 
-def _measure(run: Run, results: list[LoadResult], warmup: float) -> None:
+def _measure(run: Run, results: list[LoadResult], t0: float) -> None:
+    """The run's figures from the load's results; the live polls moved onto the load's
+    clock (second 0: its start), as the per-second counts and histograms are."""
     total = _merge(results)
     run.rps, run.ok, run.failed = total.throughput, total.ok, total.errors
     run.failures = dict(total.error_kinds)
@@ -274,97 +243,144 @@ def _measure(run: Run, results: list[LoadResult], warmup: float) -> None:
         run.per_second[second] += 1
         bucket = round(math.log(max(lat * 1000, 0.01)) / math.log(HIST_BASE))
         run.latency_hist[second][bucket] = run.latency_hist[second].get(bucket, 0) + 1
-    edge = total.started + warmup
-    lat = [x for x, end in zip(total.latencies, total.finished, strict=True) if end >= edge]
-    run.steady_rps = len(lat) / max(total.ended - edge, 1e-9)
-    run.steady_p99_ms = _pct(lat, 0.99)
-    run.warmup_s = warmup
-    pts = [(t, n) for t, n in run.live if t <= run.seconds]
-    run.worker_seconds = sum(n * (b[0] - a[0]) for a, b in itertools.pairwise(pts) for n in [a[1]])
+    shift = total.started - t0
+    run.live = [(round(t - shift, 1) + 0.0, n) for t, n in run.live]
+    run.decisions = [(round(t - shift, 1) + 0.0, text) for t, text in run.decisions]
+    pts = [(t, n) for t, n in run.live if 0 <= t <= run.seconds]
+    run.worker_seconds = sum(a[1] * (b[0] - a[0]) for a, b in itertools.pairwise(pts))
 
 
-def run_setup(name: str, setup: str, sc: Scenario, top: int, scale: float) -> Run:
-    phases = sc.phases
-    if setup.startswith("static-") and sc.grid_seconds:
-        phases = (Phase(phases[0].path, phases[0].clients, phases[0].rate, sc.grid_seconds),)
-    phases = tuple(Phase(p.path, p.clients, p.rate, p.seconds * scale) for p in phases)
-    seconds = sum(p.seconds for p in phases)
-    run = Run(setup, seconds)
-    began = time.time()
+@contextlib.contextmanager
+def _service(sc: Scenario) -> Iterator[dict[str, IniValue]]:
+    """The scenario's service (a database server, say), entered once a sitting: the
+    uWSGI options its app needs. None: nothing to start."""
+    if sc.service is None:
+        yield {}
+        return
+    module, func = sc.service.split(":")
+    with getattr(importlib.import_module(module), func)() as options:
+        yield dict(options)
+
+
+def run_setup(setup: str, sc: Scenario, extra: dict[str, IniValue]) -> Run:
+    run = Run(setup, sc.seconds)
+    began, load0 = time.time(), os.getloadavg()
     override = Path(f"/tmp/uwt-bench-{setup}.ini")
     override.write_text("[uwsgi]\n")
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
     audit.path.unlink(missing_ok=True)
-    with uwsgi_instance(**_options(setup, override, top, sc.threads)) as proc:
-        driver, t0 = _driver(proc, setup, override, top, audit), time.monotonic()
+    options: dict[str, Any] = _options(setup, override, sc, extra)  # None: left out
+    with uwsgi_instance(**options) as proc:
+        driver, t0 = _driver(proc, setup, override, TOP, audit), time.monotonic()
         th = threading.Thread(target=_observe, args=(driver, run, t0))
         th.start()
         # The generator shares the 2 CPUs with uWSGI: run it ahead of the workers, so that 64
         # runnable workers starve the app, not the load that measures it.
         os.setpriority(os.PRIO_PROCESS, 0, LOADGEN_NICE)
         try:
-            results = asyncio.run(_load(lambda p: url(proc, p), phases))
+            results = asyncio.run(_load(lambda p: url(proc, p), sc.phases))
         finally:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
             driver.stop(interrupt=False)  # an apply in flight runs to its end
             th.join()
-    # Steady state: after the warm-up, or for phased loads after the start (the first
-    # PHASED_WARMUP s, where tuner-2 ramps up); the phases' changes stay in it.
-    warmup = min(30.0, seconds / 3) if len(phases) == 1 else PHASED_WARMUP * scale
-    _measure(run, results, warmup)
+    _measure(run, results, t0)
     changes = [r for r in audit.records() if r.event == "change"]
     run.changes = len(changes)
     run.reloads = sum(1 for r in changes if r.via == "reload")
     run.fifo_moves = sum(1 for r in changes if r.via == "fifo")
-    if setup not in TUNERS:  # the algorithms move through the master itself
+    if not setup.startswith("tuner-"):  # the algorithms move through the master itself
         run.fifo_moves = sum(
             1 for a, b in zip(run.live, run.live[1:], strict=False) if a[1] != b[1]
         )
     override.unlink(missing_ok=True)
     run.wall = (began, time.time())
+    run.loadavg = (load0, os.getloadavg())
     return run
 
 
-def _setups(spec: str, name: str, sc: Scenario) -> list[str]:
-    out: list[str] = []
-    for part in spec.split(","):
-        if part == "grid":
-            out += [f"static-{n}" for n in sc.grid]
-        elif part == "algos" and name not in NO_ALGOS:
-            out += [a for a in ALGOS if not a.endswith("-docs") or name in DOCS_IN]
-        elif part == "tuner":
-            out += list(TUNERS)
-        else:
-            out.append(part)
-    return out
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
-def _rounds(setups: list[str], repeat: int) -> list[str]:
-    """`repeat` rounds of the setups, every other one backwards (A B C C B A A B C ...): each
-    setup's runs then sit at the same mean time, so a drift that is linear in time over the
-    rounds moves every setup's mean alike."""
-    return [s for k in range(repeat) for s in (setups if k % 2 == 0 else setups[::-1])]
+def stamp(smoke: float | None) -> dict[str, Any]:
+    """What every run of this sitting carries: the protocol version, the commit, the
+    decision path's hash, whether the tree was clean, and the machine."""
+    dirty = _git("status", "--porcelain", "--", *CLEAN_PATHS)
+    autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    return {
+        "protocol": VERSION,
+        "smoke": smoke is not None,
+        "smoke_factor": smoke,
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(dirty),
+        "code_hash": code_hash(ROOT),
+        "package_hash": code_hash(ROOT, PACKAGE),
+        "bench_hash": code_hash(ROOT, BENCH_CODE),
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "sched_autogroup": autogroup.read_text().strip() if autogroup.exists() else None,
+        },
+    }
 
 
-def _rounds_count(text: str) -> int:
-    """`--repeat`: a whole number of rounds, 1 or more (argparse's one-line error else)."""
+def _read(raw: Path) -> list[dict[str, Any]]:
+    if not raw.exists():
+        return []
+    return [json.loads(line) for line in raw.read_text().splitlines() if line.strip()]
+
+
+def _smoke_factor(text: str) -> float:
     try:
-        n = int(text)
+        x = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of rounds, e.g. --repeat 2") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n}: rounds must be 1 or more, e.g. --repeat 2")
-    return n
+        raise argparse.ArgumentTypeError(f"{text!r}: a factor, e.g. --smoke 0.15") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"{x}: a smoke run is shorter, 0 < factor < 1")
+    return x
 
 
-def _store(entry: dict[str, Any], setup: str, r: Run, again: bool) -> None:
-    """A single run: its row, or with `--again` a measurement of that row taken again."""
-    if again and setup in entry["runs"]:
-        keep = ("rps", "p50_ms", "p99_ms", "steady_rps", "steady_p99_ms", "phase_rps", "wall")
-        runs = entry.setdefault("again", {}).setdefault(setup, [])
-        runs.append({k: getattr(r, k) for k in keep})
-    else:
-        entry["runs"][setup] = asdict(r)
+def _plan(args: argparse.Namespace) -> dict[str, Scenario]:
+    """The scenarios to run, smoke-scaled if asked (ProtocolError: an unknown name)."""
+    known = {**SCENARIOS, **_plugins()}
+    plan = {}
+    for name in (n for n in args.scenarios.split(",") if n):
+        if name not in known and name in SCENARIO_NAMES:
+            raise ProtocolError(
+                f"{name!r} is PROTOCOL.md's placeholder for a third-party app: "
+                "bench/thirdparty_scenarios.py adds it, and is not here yet"
+            )
+        if name not in known:
+            raise ProtocolError(f"no scenario {name!r}: one of {', '.join(known)}")
+        plan[name] = known[name] if args.smoke is None else scaled(known[name], args.smoke)
+    return plan
+
+
+def _preflight(args: argparse.Namespace, plan: dict[str, Scenario], base: dict[str, Any]) -> None:
+    """Refuse (ProtocolError) what the protocol does not allow, before anything runs: a
+    subset of setups, too few rounds or uncommitted code in a protocol run, and runs the
+    report could not combine with those already in the file."""
+    if args.rounds < 1:
+        raise ProtocolError(f"--rounds {args.rounds}: 1 or more (3 or more for the protocol)")
+    if args.smoke is None:
+        if args.setups:
+            raise ProtocolError("--setups is for smoke runs: a protocol round runs every setup")
+        if args.rounds < MIN_ROUNDS:
+            raise ProtocolError(f"--rounds {args.rounds}: the protocol runs {MIN_ROUNDS} or more")
+        if base["dirty"]:
+            raise ProtocolError(
+                "uncommitted changes in " + ", ".join(CLEAN_PATHS) + ": commit first, then run"
+            )
+        total = sum(sitting_seconds(sc, args.rounds) for sc in plan.values())
+        if total >= SITTING_MAX_S:
+            raise ProtocolError(
+                f"{', '.join(plan)}: {total / 3600:.1f} h, and a sitting is under "
+                f"{SITTING_MAX_S / 3600:g} h: run them in separate sittings"
+            )
+    probes = [{**base, "scenario": n, "scenario_def": sc.definition()} for n, sc in plan.items()]
+    check_combinable([*_read(args.raw), *probes])
 
 
 def main() -> None:
@@ -372,49 +388,70 @@ def main() -> None:
     # stopped on the way out, not left running without its parent.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.default_int_handler)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--setups", default="grid,algos,tuner")
-    ap.add_argument("--max", type=int, default=64)
-    ap.add_argument("--scale", type=float, default=1.0, help="multiply every phase's length")
-    ap.add_argument("--raw", type=Path, default=RAW)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenarios", required=True, help=f"of {', '.join(SCENARIOS)}")
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS)
+    ap.add_argument("--raw", type=Path, default=None, help=f"default {RAW} ({SMOKE_RAW} smoke)")
     ap.add_argument(
-        "--repeat",
-        type=_rounds_count,
-        default=1,
-        help="rounds of the setups, in turn (A B C C B A): the report judges them together",
+        "--smoke",
+        type=_smoke_factor,
+        default=None,
+        metavar="FACTOR",
+        help="NOT PROTOCOL: every length times FACTOR, any rounds and setups (plumbing only)",
     )
-    ap.add_argument(
-        "--again", action="store_true", help="measure existing rows again; the report averages"
-    )
+    ap.add_argument("--setups", default="", help="smoke only: a comma-separated subset")
     args = ap.parse_args()
-    raw: dict[str, Any] = json.loads(args.raw.read_text()) if args.raw.exists() else {}
-    for name in args.scenarios.split(","):
-        sc = SCENARIOS[name]
-        entry = raw.setdefault(name, {"runs": {}})
-        entry["phases"] = [asdict(p) for p in sc.phases]
-        entry["threads"] = sc.threads
-        if args.repeat > 1:
-            entry["repeats"] = {}
-        for setup in _rounds(_setups(args.setups, name, sc), args.repeat):
-            r = run_setup(name, setup, sc, args.max, args.scale)
-            if args.repeat > 1:
-                # Rounds in turn: the report judges them against each other, the sitting's
-                # drift met by every setup alike. The single runs are left as they are.
-                entry["repeats"].setdefault(setup, []).append(asdict(r))
-            last = r.live[-1][1] if r.live else "?"
-            print(
-                f"{name:7} {setup:14} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
-                f"steady {r.steady_rps:7.1f} phases {[round(x) for x in r.phase_rps]} "
-                f"failed {r.failed} reloads {r.reloads} fifo {r.fifo_moves} live {last} "
-                f"w-s {r.worker_seconds:.0f}"
-                + (f" failures {r.failures} at {r.failed_s} s" if r.failed else ""),
-                flush=True,
-            )
-            if args.repeat == 1:
-                _store(entry, setup, r, args.again)
-            args.raw.write_text(json.dumps(raw, indent=1))
-    print(f"raw results in {args.raw}; render them with bench/tuner_report.py")
+    args.raw = args.raw or (SMOKE_RAW if args.smoke is not None else RAW)
+    base = stamp(args.smoke)
+    try:
+        plan = _plan(args)
+        _preflight(args, plan, base)
+    except ProtocolError as e:
+        sys.exit(f"tuner_bench: {e}")
+    args.raw.parent.mkdir(parents=True, exist_ok=True)
+    counts = {
+        n: len(args.setups.split(",")) if args.setups else len(setups_of(sc))
+        for n, sc in plan.items()
+    }
+    seconds = sum(counts[n] * args.rounds * (sc.seconds + OVERHEAD_S) for n, sc in plan.items())
+    print(
+        f"protocol v{VERSION}{' SMOKE (not protocol)' if args.smoke else ''}, commit "
+        f"{base['commit'][:10]}, code hash {base['code_hash'][:12]}: "
+        f"{sum(counts.values()) * args.rounds} runs, about {seconds / 60:.0f} min",
+        flush=True,
+    )
+    for name, sc in plan.items():
+        setups = setups_of(sc)
+        if args.setups:
+            setups = [s for s in args.setups.split(",") if s]
+        sitting = f"{name}@{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        with _service(sc) as extra:
+            for k, order in enumerate(round_order(setups, args.rounds)):
+                for pos, setup in enumerate(order):
+                    r = run_setup(setup, sc, extra)
+                    record = {
+                        **base,
+                        "scenario": name,
+                        "scenario_def": sc.definition(),
+                        "sitting": sitting,
+                        "round": k + 1,
+                        "rounds": args.rounds,
+                        "position": pos,
+                        "setups": setups,
+                        "start": start_of(setup),
+                        **asdict(r),
+                    }
+                    with args.raw.open("a") as f:  # appended, one line a run
+                        f.write(json.dumps(record) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                    print(
+                        f"{name:11} r{k + 1} {setup:16} rps {r.rps:7.1f} p99 {r.p99_ms:7.1f}ms "
+                        f"failed {r.failed} reloads {r.reloads} moves {r.fifo_moves} "
+                        f"live {r.live[-1][1] if r.live else '?'} load {r.loadavg[1][0]:.2f}",
+                        flush=True,
+                    )
+    print(f"runs appended to {args.raw}; render them with bench/tuner_report.py {args.raw}")
 
 
 if __name__ == "__main__":

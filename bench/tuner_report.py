@@ -1,574 +1,567 @@
-"""Render bench/results/tuner64.json: one markdown report and one SVG chart per scenario.
+"""Render the tuner benchmark's runs (bench/results/tuner64.jsonl) under bench/PROTOCOL.md:
+one page, bench/results/tuner64.md, and one SVG chart per scenario, from the runs alone.
 
-    .venv/bin/python bench/tuner_report.py [bench/results/tuner64.json]
+    .venv/bin/python bench/tuner_report.py [RAW] [--out DIR]
 
-Targets (issue 12), checked per tuner run:
-- throughput >= 95% of the grid's best, p99 <= 1.2x the grid-best's (steady state: after
-  the warm-up for stationary loads; for phased ones after the first 15 s, phases included,
-  and for the p99 less the first 5 s after each change of load);
-- live workers <= max(1.5 x the fewest that reach 95% of the best, that count + 2);
-- from 64 live: converged within 60 s with at most 2 reloads (converged: within the live
-  workers' bound above, held for as long as the load of that moment lasted);
-- after the load doubles: within 5% of the new best within 30 s;
-- fewer worker-seconds than every cheaper algorithm, at equal or better throughput, in the
-  steady state (the same window for both: from where the tuner's starts): against each
-  algorithm that served at least 97% of the tuner's steady throughput with a p99 within the
-  bound the tuner is held to (1.2x the grid-best's, in that window). One that served less
-  saved worker-seconds by not serving, and is compared on throughput instead; one whose p99
-  broke the bound saved them by queueing requests, and is compared on p99 instead
-  (`threads-io`: `backlog` trims to 15 processes of 4 threads for 64 clients, 2.8% fewer
-  workers at a p99 1.21x the tuner's). The issue names throughput only; this reading was
-  put to its owner and, unanswered, taken as what a user of a tuner would want. The strict
-  reading (any p99) is printed beside it, as an extra check;
-- no failed request.
+The page holds the protocol version, the commit and the decision path's code hash, and per
+scenario a table of every setup and round, the means, the targets and the chart. No history:
+that is git's. It refuses (one line, exit 2) to combine runs of different protocol versions,
+code hashes or scenario definitions, smoke runs with protocol runs, or two complete sittings
+of one scenario (the protocol runs a scenario's rounds in one sitting).
 
-Extra checks, printed but not targets: throughput >= 97% of every algorithm's, and the
-worker-seconds comparison at any p99.
+The maths (windows, settle, converged, p99, peers) is bench/tuner_protocol.py's; the
+targets as judged are PROTOCOL.md's "Targets":
+- throughput (the window's, mean over rounds) >= 95% of the grid best's;
+- p99 (the window's, every request, pooled over rounds) <= 1.2x the grid best's; the
+  transient's p99 (the TRANSIENT_S seconds after each change of load) printed beside;
+- mean live workers in the window <= max(1.5 x the fewest static count at 95% of the
+  best, that count + 2);
+- tuner-64: converged within 60 s, at most 2 reloads, in every round;
+- fewer worker-seconds in the window than every peer: every algorithm run at >= 97% of
+  the tuner's window throughput, whatever its p99 (printed beside); with no peer the
+  target has nothing to compare and says so ("no peer"), it is not met;
+- a scenario's recovery targets (step: 2x step within 30 s; drop: the return within 15 s),
+  in every round;
+- no failed request, in every round.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tuner_protocol import (
+    CONVERGE_S,
+    MAX_RELOADS,
+    MIN_ROUNDS,
+    P99_BOUND,
+    PEER_RPS,
+    RPS_TARGET,
+    SCENARIO_NAMES,
+    SETTLE_HOLD,
+    TRANSIENT_S,
+    Peer,
+    ProtocolError,
+    check_combinable,
+    converged_time,
+    live_limit,
+    peers,
+    phase_ends,
+    pooled_p99,
+    recovery,
+    settle_time,
+    transient_seconds,
+    window_live,
+    window_rps,
+    window_seconds,
+)
+
 Run = dict[str, Any]
-COLORS = {
-    "tuner-64": "#d62728",
-    "tuner-2": "#ff7f0e",
+RESULTS = Path(__file__).resolve().parent / "results"
+TUNERS = ("tuner-64", "tuner-2")
+ALGO_COLORS = {
     "spare": "#2ca02c",
     "backlog": "#17becf",
     "busyness": "#9467bd",
     "spare-docs": "#98df8a",
-    "backlog-docs": "#9edae5",
+    "backlog-docs": "#1f77b4",
     "busyness-docs": "#c5b0d5",
 }
-TUNER = ("tuner-64", "tuner-2")
-TOLERANCE = 0.97  # "equal" throughput, against an algorithm: within the run-to-run noise
-P99_BOUND = 1.2  # "p99 <= 1.2x the grid-best's"
-PHASED_WARMUP = 15.0  # a phased run's live workers count from here (the start is a ramp)
-CONVERGE_S = 60.0  # "from 64 live: converged within 60 s"
-REACT = 5  # seconds after a change of load that a phased run's p99 leaves out
-
-
-def _stationary(sc: dict[str, Any]) -> bool:
-    return len(sc["phases"]) == 1
-
-
-def _steady(r: Run, sc: dict[str, Any]) -> bool:
-    """Whether the reference is the steady state: stationary loads, and phased ones measured
-    after their start (older raw rows of phased loads have only the whole run)."""
-    return _stationary(sc) or bool(r.get("warmup_s"))
-
-
-def _measures(r: Run, sc: dict[str, Any]) -> list[Run]:
-    """The run and its measurements taken again later (`--again`), for the grid's noise."""
-    return [r, *sc.get("again", {}).get(r["setup"], [])]
-
-
-def _rps(r: Run, sc: dict[str, Any]) -> float:
-    key = "steady_rps" if _steady(r, sc) else "rps"
-    return fmean(float(m[key]) for m in _measures(r, sc))
-
-
-HIST_BASE = 1.05  # tuner_bench.py's
-
-
-def _pooled(windows: list[tuple[Run, list[int]]]) -> float | None:
-    """The p99 (ms) of the requests that ended in each run's seconds, their per-second
-    histograms pooled (rounds run in turn: each round in its own window). None when a run
-    has no histogram (runs made before it) or no request ended there."""
-    counts: dict[int, int] = {}
-    for run, seconds in windows:
-        hist = run.get("latency_hist")
-        if not hist:
-            return None
-        for second in seconds:
-            for bucket, n in (hist[second] if second < len(hist) else {}).items():
-                counts[int(bucket)] = counts.get(int(bucket), 0) + n
-    total, seen = sum(counts.values()), 0
-    for bucket in sorted(counts):
-        seen += counts[bucket]
-        if seen >= 0.99 * total:
-            return float(HIST_BASE**bucket)
-    return None
-
-
-def _after(r: Run, start: float) -> list[int]:
-    """The seconds of a run from `start` on."""
-    return list(range(int(start), len(r.get("latency_hist") or [])))
-
-
-def _rounds(r: Run, sc: dict[str, Any]) -> list[Run]:
-    """The run's whole measurements: its rounds run in turn, else the run itself (`--again`
-    measurements keep no live workers, histograms or counts)."""
-    return [m for m in _measures(r, sc) if m.get("live")] or [r]
-
-
-def settled_seconds(sc: dict[str, Any], start: float) -> list[int]:
-    """The seconds of a phased run from `start` on, less the first REACT s after each
-    change of load: the steady parts of its phases. A transient is a few percent of the
-    requests, so it alone sets a p99; how fast each change is met has its own target."""
-    *changes, last = _changes(sc)
-    end = int(last)
-    return [s for s in range(int(start), end) if not any(c <= s < c + REACT for c in changes)]
-
-
-def _p99(r: Run, sc: dict[str, Any]) -> float:
-    if not _stationary(sc) and _steady(r, sc):
-        settled = _pooled([(m, settled_seconds(sc, PHASED_WARMUP)) for m in _rounds(r, sc)])
-        if settled is not None:
-            return settled
-    key = "steady_p99_ms" if _steady(r, sc) else "p99_ms"
-    return fmean(float(m[key]) for m in _measures(r, sc))
-
-
-def _grid(sc: dict[str, Any]) -> list[Run]:
-    return [r for s, r in sc["runs"].items() if s.startswith("static-")]
-
-
-def _best(sc: dict[str, Any]) -> Run:
-    return max(_grid(sc), key=lambda r: _rps(r, sc))
-
-
-def fewest(sc: dict[str, Any]) -> int:
-    """The fewest workers of the grid that reach 95% of its best throughput."""
-    top = _rps(_best(sc), sc)
-    ok = [int(r["setup"].split("-")[1]) for r in _grid(sc) if _rps(r, sc) >= 0.95 * top]
-    return min(ok)
-
-
-def live_limit(sc: dict[str, Any]) -> float:
-    if "limit" in sc:  # rounds run in turn: the whole grid's, which they have one count of
-        return float(sc["limit"])
-    n = fewest(sc)
-    return max(1.5 * n, n + 2)
-
-
-def oracle(sc: dict[str, Any]) -> float:
-    """Requests the best static count per phase would have served."""
-    grid = _grid(sc)
-    return sum(
-        max(fmean(m["phase_rps"][i] for m in _measures(r, sc)) for r in grid) * ph["seconds"]
-        for i, ph in enumerate(sc["phases"])
-    )
-
-
-def regret(r: Run, sc: dict[str, Any]) -> float:
-    """1 - requests served / the oracle's, phase by phase (a shorter grid run scales)."""
-    served = sum(x * ph["seconds"] for x, ph in zip(r["phase_rps"], sc["phases"], strict=False))
-    return 1 - served / oracle(sc) if oracle(sc) else 0.0
-
-
-def mean_live(r: Run, after: float = 0.0) -> float:
-    pts = [n for t, n in r["live"] if t >= after]
-    return fmean(pts) if pts else 0.0
-
-
-def live_of(r: Run, sc: dict[str, Any]) -> float:
-    """Mean live workers in the steady state, over the run's rounds, each from where its
-    own steady state starts."""
-    return fmean(mean_live(m, steady_from(m, sc)) for m in _rounds(r, sc))
-
-
-def settled(r: Run) -> float | None:
-    """When the live count last came within max(1, 10%) of its final value and stayed
-    there: the first poll after the last one further away (0 if none was). The table's
-    "settled s", for every setup; tuner-64's convergence target is `converged`."""
-    if not r["live"]:
-        return None
-    final = r["live"][-1][1]
-    t, away = 0.0, False
-    for ts, n in r["live"]:
-        if abs(n - final) > max(1, 0.1 * final):
-            away = True
-        elif away:
-            t, away = ts, False
-    return t
-
-
-def _changes(sc: dict[str, Any]) -> list[float]:
-    """When each phase ends (the last one: the run's end)."""
-    ends, t = [], 0.0
-    for p in sc["phases"]:
-        t += p["seconds"]
-        ends.append(t)
-    return ends
-
-
-def converged(r: Run, sc: dict[str, Any]) -> float | None:
-    """When the live count first came within the live-workers target (`live_limit`) and
-    held there for as long as the load it was sized for lasted (to the end of its phase,
-    the run's for a stationary load). None: never.
-
-    The target's own bound, not the final count: in a phased load each phase has its own
-    count, and a tuner that came down from 64 to the first phase's count in 5 s, then
-    followed the load down and back up, converged at 5 s, not at the last phase's
-    return (`drop`: 64 -> 28 at 5 s, 2 in the quiet spell, 25 on the return at 53 s).
-    One that held 64 through a phase that needed 16 had not converged in it (`step`).
-    Coming down from 64 is what the target is about; a count too low for its load is the
-    throughput target's."""
-    limit, ends = live_limit(sc), _changes(sc)
-    pts = [(t, n) for t, n in r["live"] if n is not None]
-    for i, (t, n) in enumerate(pts):
-        end = next((e for e in ends if e > t), ends[-1])
-        if n <= limit and all(m <= limit for ts, m in pts[i:] if ts < end):
-            return t
-    return None
-
-
-def recovery(r: Run, sc: dict[str, Any], phase: int) -> float | None:
-    """Seconds from the start of `phase` until 5 s of throughput reach 95% of its oracle."""
-    start = int(sum(p["seconds"] for p in sc["phases"][:phase]))
-    best = max(g["phase_rps"][phase] for g in _grid(sc))
-    per = r["per_second"]
-    end = start + int(sc["phases"][phase]["seconds"])
-    for t in range(start, max(start, end - 4)):
-        if sum(per[t : t + 5]) / 5 >= 0.95 * best:
-            return float(t - start)
-    return None
-
-
-def _algos(sc: dict[str, Any]) -> list[Run]:
-    return [r for s, r in sc["runs"].items() if s in COLORS and not s.startswith("tuner")]
-
-
-def _doubles(sc: dict[str, Any]) -> bool:
-    """A step scenario: the second phase has twice the first's clients."""
-    ph = sc["phases"]
-    return len(ph) == 3 and bool(ph[0]["clients"]) and ph[1]["clients"] == 2 * ph[0]["clients"]
-
-
-def steady_from(r: Run, sc: dict[str, Any]) -> float:
-    """Where a run's steady state starts: after the warm-up (stationary loads) or the ramp
-    (phased ones); for tuner-64, not before it converged from its 64 workers, which has its
-    own target (within 60 s), counted up to 60 s."""
-    start = r["warmup_s"] if _stationary(sc) else PHASED_WARMUP
-    if r["setup"] == "tuner-64":
-        c = converged(r, sc)
-        start = max(start, min(c if c is not None else CONVERGE_S, CONVERGE_S))
-    return float(start)
-
-
-def _in_window(r: Run, sc: dict[str, Any], starts: list[float]) -> tuple[float, float]:
-    """Mean live workers and requests a second from each round's start on (the tuner's
-    round k's start for round k), over the rounds."""
-    pairs = list(zip(_rounds(r, sc), starts, strict=False))
-    live = fmean(mean_live(m, st) for m, st in pairs)
-    rps = fmean(fmean(m["per_second"][int(st) :] or [0]) for m, st in pairs)
-    return live, rps
-
-
-def _equal_algos(
-    r: Run, sc: dict[str, Any], starts: list[float], any_p99: bool = False
-) -> list[tuple[Run, float, float]]:
-    """The algorithms that served the tuner's throughput or more (within the noise) in the
-    tuner's steady window, with their live workers and p99 (over the grid best's) there:
-    the ones "fewer worker-seconds at equal or better throughput" compares with. One that
-    served less saved its worker-seconds by not serving, and loses on throughput instead.
-    Unless `any_p99`, one whose p99 there broke the bound the tuner is held to (P99_BOUND)
-    saved them by queueing requests, and loses on p99 instead."""
-    rps = _in_window(r, sc, starts)[1]
-    out = []
-    for a in _algos(sc):
-        live, x = _in_window(a, sc, starts)
-        if x >= TOLERANCE * rps:
-            p99 = _p99_ratio(a, sc, starts, pooled=True)
-            if any_p99 or p99 <= P99_BOUND:
-                out.append((a, live, p99))
-    return out
-
-
-def _p99_ratio(r: Run, sc: dict[str, Any], starts: list[float], pooled: bool = False) -> float:
-    """A run's p99 over the grid best's, each round in the tuner's steady window (round k
-    in the tuner's round k's; the best's from its own warm-up for a stationary load); from
-    the histograms where both have them. A stationary run from 2 (tuner-2, the algorithms)
-    has the best's window, and its mean steady p99 unless `pooled`."""
-    rounds, refs = _rounds(r, sc), _rounds(_best(sc), sc)
-    own = ref = None
-    if _stationary(sc):
-        if r["setup"] == "tuner-64" or pooled:
-            own = _pooled([(m, _after(m, st)) for m, st in zip(rounds, starts, strict=False)])
-            ref = _pooled([(b, _after(b, b["warmup_s"])) for b in refs])
-    else:  # the steady parts of the phases, from where the tuner's steady state starts
-        own = _pooled([(m, settled_seconds(sc, st)) for m, st in zip(rounds, starts, strict=False)])
-        ref = _pooled([(b, settled_seconds(sc, st)) for b, st in zip(refs, starts, strict=False)])
-    if own is not None and ref:
-        return own / ref
-    return _p99(r, sc) / _p99(_best(sc), sc)
-
-
-def _fewer(r: Run, sc: dict[str, Any], starts: list[float]) -> tuple[str, bool]:
-    """Fewer live workers than each algorithm at equal throughput, in the steady state: the
-    same window for both, from where the tuner's starts (round k's for round k). The issue
-    marks only convergence and failed requests "whole run"; tuner-64 starts from 64
-    workers by design, the algorithms from 2 (`cheaper-initial`), so whole-run
-    worker-seconds would charge it for the start it is given. Throughput is compared in
-    that window too."""
-    return _fewer_than(r, sc, starts, _equal_algos(r, sc, starts), f"p99<={P99_BOUND:g}x")
-
-
-def _fewer_than(
-    r: Run, sc: dict[str, Any], starts: list[float], peers: list[tuple[Run, float, float]],
-    bound: str,
-) -> tuple[str, bool]:  # fmt: skip
-    mine = _in_window(r, sc, starts)[0]
-    fewer = all(mine < live for _, live, _ in peers)
-    label = (
-        f"fewer worker-s from {starts[0]:.0f}s than the {len(peers)} of {len(_algos(sc))} "
-        f"algos at >=its rps, {bound}"
-    )
-    if not fewer:
-        label += " (" + ", ".join(
-            f"{a['setup']} {live:.2f} live, p99 {p99:.2f}x, against {mine:.2f}"
-            for a, live, p99 in peers if mine >= live
-        ) + ")"  # fmt: skip
-    return label, fewer
-
-
-def extras(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
-    """Checks printed beside the targets, not among them: throughput >= 97% of every
-    algorithm's, and the worker-seconds comparison against every algorithm that served
-    the tuner's throughput whatever its p99."""
-    if not _algos(sc):
-        return []
-    starts = [steady_from(m, sc) for m in _rounds(r, sc)]
-    equal = all(_rps(r, sc) >= TOLERANCE * _rps(a, sc) for a in _algos(sc))
-    peers = _equal_algos(r, sc, starts, any_p99=True)
-    return [("rps >= 97% of every algo", equal), _fewer_than(r, sc, starts, peers, "any p99")]
-
-
-def marks(r: Run, sc: dict[str, Any]) -> list[tuple[str, bool]]:
-    rounds = _rounds(r, sc)
-    starts = [steady_from(m, sc) for m in rounds]
-    p99 = _p99_ratio(r, sc, starts)
-    rps = _rps(r, sc) / _rps(_best(sc), sc)
-    live = live_of(r, sc)
-    out = [
-        (f"rps>=95% ({rps:.1%})", rps >= 0.95),
-        (f"p99<={P99_BOUND:g}x ({p99:.2f}x)", p99 <= P99_BOUND),
-        (f"live<={live_limit(sc):g} ({live:.1f})", live <= live_limit(sc)),
-        ("0 failed", all(m["failed"] == 0 for m in rounds)),
+COLORS = {"tuner-64": "#d62728", "tuner-2": "#ff7f0e"}
+
+
+def load(path: Path) -> list[Run]:
+    """The runs of a JSON-lines file (ProtocolError: missing, or a line not JSON)."""
+    if not path.exists():
+        raise ProtocolError(f"{path}: no such file; run bench/tuner_bench.py first")
+    text = path.read_text()
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict) and "protocol" not in whole:
+        raise ProtocolError(
+            f"{path}: runs from before protocol v1 (superseded, see bench/PROTOCOL.md; their "
+            "page is in git); this report reads the protocol's JSON lines"
+        )
+    runs = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                runs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ProtocolError(f"{path}:{i}: not a JSON run ({e.msg})") from None
+    return runs
+
+
+def complete(runs: list[Run]) -> bool:
+    """A sitting with every setup it named run in every round it named (3 or more, unless
+    smoke)."""
+    first = runs[0]
+    need = int(first["rounds"])
+    if not first.get("smoke") and need < MIN_ROUNDS:
+        return False
+    done = {(r["setup"], r["round"]) for r in runs}
+    return all((s, k) in done for s in first["setups"] for k in range(1, need + 1))
+
+
+def pick_sitting(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """A scenario's runs to judge: its one complete sitting (ProtocolError for two), else
+    its latest sitting, and a line for each sitting left out."""
+    by: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        by[r["sitting"]].append(r)
+    done = [s for s, rs in by.items() if complete(rs)]
+    if len(done) > 1:
+        raise ProtocolError(
+            f"scenario {runs[0]['scenario']!r} has {len(done)} complete sittings "
+            f"({', '.join(done)}): the protocol runs one; a new one is a new version"
+        )
+    use = done[0] if done else max(by)
+    left = [
+        f"sitting {s}: {len(rs)} runs, incomplete, not used" for s, rs in by.items() if s != use
     ]
-    if r["setup"] == "tuner-64":  # every round: the slowest of them
-        conv = [converged(m, sc) for m in rounds]
-        c = None if None in conv else max(x for x in conv if x is not None)
-        reloads = max(m["reloads"] for m in rounds)
-        ok = c is not None and c <= CONVERGE_S and reloads <= 2
-        out.append((f"conv<=60s, <=2 reloads ({c}s, {reloads})", ok))
-    if _algos(sc):
-        out.append(_fewer(r, sc, starts))
-    if _doubles(sc):  # every round: the slowest of them
-        recs = [recovery(m, sc, 1) for m in rounds]
-        rec = None if None in recs else max(x for x in recs if x is not None)
-        out.append((f"2x step <=30s ({rec}s)", rec is not None and rec <= 30))
-    return out
+    return by[use], left
 
 
-def in_turn(sc: dict[str, Any]) -> dict[str, Any] | None:
-    """The rounds run in turn (`tuner_bench.py --repeat`), as a scenario of their own: each
-    setup's first round its run and the others its measurements taken again, so a target
-    compares means over the rounds, every setup met by the same sitting's drift. Its live
-    limit is the whole grid's. None without a static count and a tuner among the rounds
-    (or from a version that kept no whole runs)."""
-    reps = {s: rs for s, rs in (sc.get("repeats") or {}).items() if rs and "live" in rs[0]}
-    if not any(s.startswith("static-") for s in reps) or not any(s in TUNER for s in reps):
-        return None
-    return {
-        "phases": sc["phases"],
-        "threads": sc.get("threads", 1),
-        "runs": {s: rs[0] for s, rs in reps.items()},
-        "again": {s: rs[1:] for s, rs in reps.items()},
-        "limit": live_limit(sc),
+@dataclass
+class Row:
+    """One setup's runs in a scenario's sitting, measured in the scenario's window."""
+
+    setup: str
+    runs: list[Run]
+    rps: float = 0.0
+    live: float = 0.0
+    p99: float | None = None
+    p99_transient: float | None = None
+    per_round: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Judged:
+    name: str
+    definition: dict[str, Any]
+    rows: dict[str, Row]
+    best: Row
+    fewest: int
+    limit: float
+    left_out: list[str]
+    complete: bool
+
+    @property
+    def window(self) -> tuple[float, float]:
+        w = self.definition["window"]
+        return float(w[0]), float(w[1])
+
+
+def _row(setup: str, runs: list[Run], d: dict[str, Any], limit: float | None) -> Row:
+    window, phases = d["window"], d["phases"]
+    ends = phase_ends(phases)
+    secs, trans = window_seconds(window), transient_seconds(phases, window)
+    runs = sorted(runs, key=lambda r: int(r["round"]))
+    row = Row(setup, runs)
+    row.rps = fmean(window_rps(r["per_second"], window) for r in runs)
+    row.live = fmean(window_live(r["live"], window) for r in runs)
+    row.p99 = pooled_p99([r["latency_hist"] for r in runs], secs)
+    row.p99_transient = pooled_p99([r["latency_hist"] for r in runs], trans) if trans else None
+    for r in runs:
+        settled = settle_time(r["live"], ends) if r["start"] is not None else None
+        row.per_round.append(
+            {
+                "round": r["round"],
+                "rps": window_rps(r["per_second"], window),
+                "live": window_live(r["live"], window),
+                "p99": pooled_p99([r["latency_hist"]], secs),
+                "p99_transient": pooled_p99([r["latency_hist"]], trans) if trans else None,
+                "settled": settled,
+                "converged": (
+                    converged_time(r["live"], ends, limit)
+                    if limit is not None and r["start"] is not None
+                    else None
+                ),
+                "run": r,
+            }
+        )
+    return row
+
+
+def judge(name: str, runs: list[Run]) -> Judged:
+    use, left = pick_sitting(runs)
+    d = use[0]["scenario_def"]
+    by: dict[str, list[Run]] = defaultdict(list)
+    for r in use:
+        by[r["setup"]].append(r)
+    grid = {
+        int(s.split("-")[1]): _row(s, rs, d, None)
+        for s, rs in by.items()
+        if s.startswith("static-")
     }
+    if not grid:
+        raise ProtocolError(f"scenario {name!r}: no static grid run; the grid is the reference")
+    fewest, limit = live_limit({n: g.rps for n, g in grid.items()})
+    best = max(grid.values(), key=lambda g: g.rps)
+    rows = {s: (_row(s, rs, d, limit)) for s, rs in by.items()}
+    order = use[0]["setups"]
+    rows = dict(sorted(rows.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99))
+    return Judged(name, d, rows, best, fewest, limit, left, complete(use))
 
 
-def _row(r: Run, sc: dict[str, Any], best: Run) -> str:
-    c = settled(r)
-    rel = "**grid best**" if r is best else f"{_rps(r, sc) / _rps(best, sc):.0%}"
-    again = len(_measures(r, sc)) - 1
-    rel += f" ({again + 1} runs)" if again else ""
-    return (
-        f"| {r['setup']} | {r['rps']:.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | "
-        f"{r['failed']} | {mean_live(r):.1f} | {r['live'][-1][1] if r['live'] else '-'} | "
-        f"{r['worker_seconds']:.0f} | {r['reloads']} | {r['fifo_moves']} | "
-        f"{'-' if c is None else f'{c:.0f}'} | {regret(r, sc):+.1%} | "
-        f"{_rps(r, sc):.0f} | {_p99(r, sc):.0f} | {rel} |"
-    )
+def _ratio(x: float | None, ref: float | None) -> float | None:
+    return x / ref if x is not None and ref else None
 
 
-def scenario_table(name: str, sc: dict[str, Any]) -> list[str]:
-    best = _best(sc)
-    phases = ", ".join(
-        f"{p['path']} x{p['clients']}" if p["clients"] else f"{p['path']} @{p['rate']:g}/s"
-        for p in sc["phases"]
-    )
-    secs = sum(p["seconds"] for p in sc["phases"])
-    if sc.get("threads", 1) > 1:
-        phases += f"; {sc['threads']} threads a process (counts are processes)"
-    first = next(iter(sc["runs"].values()))
-    if _stationary(sc):
-        what = "steady state (after the warm-up)"
-    elif _steady(first, sc):
-        what = (
-            f"steady state: after the first {first['warmup_s']:g} s (the start), phases "
-            f"included; its p99 leaves out the first {REACT} s after each change of load"
+def _algo_peers(j: Judged, tuner: Row) -> tuple[list[Peer], int]:
+    algos = [
+        Peer(s, r.rps, r.live, _ratio(r.p99, j.best.p99))
+        for s, r in j.rows.items()
+        if not s.startswith(("static-", "tuner-"))
+    ]
+    return peers(tuner.rps, algos), len(algos)
+
+
+@dataclass(frozen=True)
+class Mark:
+    text: str
+    ok: bool | None  # None: nothing to judge (no peer)
+
+
+def marks(j: Judged, setup: str) -> list[Mark]:
+    """The targets of PROTOCOL.md for one tuner row, each with its measured figure."""
+    t = j.rows[setup]
+    rps = t.rps / j.best.rps if j.best.rps else 0.0
+    p99 = _ratio(t.p99, j.best.p99)
+    trans = _ratio(t.p99_transient, j.best.p99_transient)
+    out = [
+        Mark(f"rps>=95% ({rps:.1%})", rps >= RPS_TARGET),
+        Mark(
+            f"p99<={P99_BOUND:g}x ({'-' if p99 is None else f'{p99:.2f}x'}"
+            + (f"; transient {trans:.2f}x, not a target" if trans is not None else "")
+            + ")",
+            p99 is not None and p99 <= P99_BOUND,
+        ),
+        Mark(f"live<={j.limit:g} ({t.live:.1f})", t.live <= j.limit),
+        Mark(
+            f"0 failed ({sum(r['failed'] for r in t.runs)})", all(r["failed"] == 0 for r in t.runs)
+        ),
+    ]
+    if setup == "tuner-64" and max(p["seconds"] for p in j.definition["phases"]) < SETTLE_HOLD:
+        out.append(Mark(f"converged: no phase lasts the {SETTLE_HOLD:g} s hold", None))
+    elif setup == "tuner-64":
+        conv = [p["converged"] for p in t.per_round]
+        worst = None if None in conv else max(c for c in conv if c is not None)
+        reloads = max(r["reloads"] for r in t.runs)
+        ok = worst is not None and worst <= CONVERGE_S and reloads <= MAX_RELOADS
+        said = "never, in a round" if worst is None else f"{worst:.1f}s"
+        out.append(Mark(f"converged<=60s, <=2 reloads ({said}, {reloads})", ok))
+    found, total = _algo_peers(j, t)
+    if not found:
+        out.append(
+            Mark(f"fewer worker-s than peers: no peer (0 of {total} algos at >=97% rps)", None)
         )
     else:
-        what = "the whole run"
-    out = [
-        f"### {name}: {phases} ({secs:g} s)",
-        "",
-        f"![{name}](tuner64-{name}.svg)",
-        "",
-        f"Reference: {what}. Fewest workers at 95% of the grid's best: {fewest(sc)}; "
-        f"live-worker limit {live_limit(sc):g}.",
-        "",
-        "| setup | rps | p50 ms | p99 ms | failed | mean live | final live | worker-s | "
-        "reloads | FIFO/algo moves | settled s | regret vs oracle | ref rps | ref p99 ms | "
-        "vs grid best |",
-        "|---" * 15 + "|",
-    ]
-    out += [_row(r, sc, best) for r in sc["runs"].values()]
-    for setup in ("tuner-64", "tuner-2"):
-        r = sc["runs"].get(setup)
-        if r is not None:
-            out.append(f"\n{setup}: {_verdict(r, sc)}")
-    out += _repeats(sc)
-    return [*out, ""]
-
-
-def _repeats(sc: dict[str, Any]) -> list[str]:
-    reps = sc.get("repeats")
-    if not reps:
-        return []
-    rounds = max(len(rs) for rs in reps.values())
-    out = ["", f"Run in turn, {rounds} rounds (A B C ... C B A; mean and range):", ""]
-    short = [s for s, rs in reps.items() if len(rs) < rounds]
-    if short:  # an interrupted sitting: the drift no longer moves every setup alike
-        out += [f"**Unbalanced rounds:** fewer than {rounds} for {', '.join(short)}.", ""]
-    out += ["| setup | runs | steady rps | range | worker-s |", "|---|---|---|---|---|"]
-    for setup, rs in reps.items():
-        x = [r["steady_rps"] for r in rs]
-        ws = fmean(r["worker_seconds"] for r in rs)
-        out.append(
-            f"| {setup} | {len(rs)} | {fmean(x):.0f} | {min(x):.0f}-{max(x):.0f} | {ws:.0f} |"
+        worse = [p for p in found if t.live >= p.live]
+        detail = "; ".join(
+            f"{p.setup} {p.live:.1f} live, p99 {_f(p.p99_ratio, '.2f')}x" for p in worse
         )
-    turn = in_turn(sc)
-    if turn is None:
-        return out
-    for r in (turn["runs"][t] for t in TUNER if t in turn["runs"]):
-        out.append(f"\n{r['setup']}, in turn against {_best(turn)['setup']}: {_verdict(r, turn)}")
+        out.append(
+            Mark(
+                f"fewer worker-s than the {len(found)} of {total} peers ({t.live:.1f} live"
+                + (f"; not fewer than {detail}" if worse else "")
+                + ")",
+                not worse,
+            )
+        )
+    ends = phase_ends(j.definition["phases"])
+    for rec in j.definition.get("recover", []):
+        k = int(rec["phase"])
+        start = ends[k - 1]
+        best_phase = max(
+            fmean(r["phase_rps"][k] for r in g.runs)
+            for s, g in j.rows.items()
+            if s.startswith("static-")
+        )
+        times = [recovery(r["per_second"], start, best_phase, rec["within"]) for r in t.runs]
+        worst = None if None in times else max(x for x in times if x is not None)
+        said = f"not within {rec['within']:g}s in a round" if worst is None else f"{worst:.0f}s"
+        out.append(Mark(f"{rec['label']} <={rec['within']:g}s ({said})", worst is not None))
     return out
 
 
-def _verdict(r: Run, sc: dict[str, Any]) -> str:
-    def said(checks: list[tuple[str, bool]]) -> str:
-        return ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in checks)
-
-    extra = extras(r, sc)
-    return said(marks(r, sc)) + (f"; extra checks (not targets): {said(extra)}" if extra else "")
+def _said(ms: list[Mark]) -> str:
+    return ", ".join(f"{m.text} {'yes' if m.ok else ('NO' if m.ok is False else '-')}" for m in ms)
 
 
-def _cell(sc: dict[str, Any] | None, setup: str, checks: Any = None) -> str:
-    r = sc["runs"].get(setup) if sc else None
-    if sc is None or r is None:
-        return "-"
-    missed = [n for n, ok in (checks or marks)(r, sc) if not ok]
-    return ("all met" if checks is None else "all yes") if not missed else (
-        "missed: " + ", ".join(missed)
-    )  # fmt: skip
+def _f(x: float | None, fmt: str = ".0f") -> str:
+    return "-" if x is None else format(x, fmt)
 
 
-def summary(raw: dict[str, Any]) -> list[str]:
+def table(j: Judged) -> list[str]:
+    w0, w1 = j.window
     out = [
-        "| scenario | tuner-64 | tuner-2 | in turn: tuner-64 | in turn: tuner-2 | "
-        "in turn, extra checks (not targets): tuner-64; tuner-2 |",
-        "|---|---|---|---|---|---|",
+        "| setup | round | rps | p99 ms | transient p99 ms | mean live | worker-s | "
+        "whole-run worker-s | reloads | moves | failed | settled at s (count) | converged s | "
+        "load avg |",
+        "|---" * 14 + "|",
     ]
-    for name, sc in raw.items():
-        if _grid(sc):
-            turn = in_turn(sc)
-            cells = [_cell(sc, t) for t in TUNER] + [_cell(turn, t) for t in TUNER]
-            cells.append("; ".join(_cell(turn, t, extras) for t in TUNER))
-            out.append(f"| {name} | " + " | ".join(cells) + " |")
+    for s, row in j.rows.items():
+        for p in row.per_round:
+            r = p["run"]
+            st = p["settled"]
+            settled = (
+                "-"
+                if r["start"] is None
+                else ("not settled" if st is None else f"{st[0]:.0f} ({st[1]:g})")
+            )
+            if st is not None and r["start"] is not None and st[0] > w0:
+                settled += " **after the window's start**"
+            la = r.get("loadavg") or [[], []]
+            out.append(
+                f"| {s} | {p['round']} | {p['rps']:.0f} | {_f(p['p99'])} | "
+                f"{_f(p['p99_transient'])} | "
+                f"{p['live']:.1f} | {p['live'] * (w1 - w0):.0f} | {r['worker_seconds']:.0f} | "
+                f"{r['reloads']} | {r['fifo_moves']} | {r['failed']} | {settled} | "
+                f"{_f(p['converged'], '.1f')} | {_f(la[0][0] if la[0] else None, '.2f')} |"
+            )
     return out
 
 
-def _poly(pts: list[tuple[float, float]], x0: float, w: float, y0: float, h: float,
-          tmax: float, ymax: float, color: str) -> str:  # fmt: skip
-    coords = " ".join(
-        f"{x0 + w * t / tmax:.1f},{y0 + h * (1 - min(v / ymax, 1)):.1f}" for t, v in pts
+def means(j: Judged) -> list[str]:
+    out = [
+        "| setup | rounds | rps | vs grid best | p99 ms | p99 vs best | transient p99 ms | "
+        "mean live | peer of tuner-64 | peer of tuner-2 |",
+        "|---" * 10 + "|",
+    ]
+    tuners = {t: j.rows[t] for t in TUNERS if t in j.rows}
+    for s, row in j.rows.items():
+        peer_of = []
+        for t in TUNERS:
+            if t not in tuners or s.startswith(("static-", "tuner-")):
+                peer_of.append("-")
+            else:
+                peer_of.append("yes" if row.rps >= PEER_RPS * tuners[t].rps else "no")
+        vs = "**grid best**" if row is j.best else f"{row.rps / j.best.rps:.1%}"
+        out.append(
+            f"| {s} | {len(row.runs)} | {row.rps:.0f} | {vs} | {_f(row.p99)} | "
+            f"{_f(_ratio(row.p99, j.best.p99), '.2f')} | {_f(row.p99_transient)} | "
+            f"{row.live:.1f} | " + " | ".join(peer_of) + " |"
+        )
+    return out
+
+
+def _phases_text(d: dict[str, Any]) -> str:
+    text = ", ".join(
+        f"{p['path']} x{p['clients']}" if p["clients"] else f"{p['path']} @{p['rate']:g}/s"
+        for p in d["phases"]
     )
-    return f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>'
+    secs = sum(p["seconds"] for p in d["phases"])
+    if d.get("threads", 1) > 1:
+        text += f"; {d['threads']} threads a process (counts are processes)"
+    return f"{text} ({secs:g} s)"
 
 
-def svg(name: str, sc: dict[str, Any]) -> str:
-    """Live workers (top) and requests/s (bottom) over time, for the adaptive setups."""
-    w, h, pad = 640, 150, 40
-    runs = [r for s, r in sc["runs"].items() if s in COLORS]
-    tmax = max((t for r in runs for t, _ in r["live"]), default=1.0) or 1.0
-    lmax = max((n for r in runs for _, n in r["live"]), default=1) or 1
-    rmax = max((max(r["per_second"], default=0) for r in runs), default=1) or 1
+def section(j: Judged) -> list[str]:
+    w0, w1 = j.window
+    short = min(p["seconds"] for p in j.definition["phases"]) < SETTLE_HOLD
+    out = [
+        f"### {j.name}: {_phases_text(j.definition)}",
+        "",
+        f"![{j.name}](tuner64-{j.name}.svg)",
+        "",
+        f"Window: {w0:g}-{w1:g} s for every row. Grid {j.definition['grid']}; the fewest at 95% of "
+        f"the grid's best: {j.fewest}; live-worker limit {j.limit:g}. Grid best: {j.best.setup}.",
+    ]
+    if short:
+        out.append(
+            f"No phase lasts the {SETTLE_HOLD:g} s hold: no run can show settled or converged here."
+        )
+    if not j.complete:
+        out.append(
+            "**Incomplete sitting: not every setup ran every round. Not a protocol result.**"
+        )
+    out += [f"*{line}*" for line in j.left_out]
+    out += ["", "Means over the rounds:", "", *means(j), ""]
+    for t in TUNERS:
+        if t in j.rows:
+            out.append(f"- **{t}**: {_said(marks(j, t))}")
+    out += ["", "Every run:", "", *table(j), ""]
+    return out
+
+
+def verdict_cell(j: Judged, setup: str) -> str:
+    if setup not in j.rows:
+        return "not run"
+    ms = marks(j, setup)
+    missed = [m.text for m in ms if m.ok is False]
+    empty = [m.text for m in ms if m.ok is None]
+    if missed:
+        cell = "missed: " + "; ".join(missed)
+        return cell + ("; nothing to compare: " + "; ".join(empty) if empty else "")
+    if empty:
+        return "the rest met; nothing to compare: " + "; ".join(empty)
+    return "all met"
+
+
+def svg(j: Judged) -> str:
+    """Live workers (top) and requests a second (bottom) of every adaptive run, each round
+    a line; the window shaded; a dot where each run settled (a 30 s hold within 10%)."""
+    w, h, pad = 720, 170, 44
+    runs = [
+        (s, p) for s, row in j.rows.items() if not s.startswith("static-") for p in row.per_round
+    ]
+    tmax = float(sum(p["seconds"] for p in j.definition["phases"])) or 1.0
+    lmax = max((n for _, p in runs for _, n in p["run"]["live"]), default=1) or 1
+    rmax = max((max(p["run"]["per_second"], default=0) for _, p in runs), default=1) or 1
+    w0, w1 = j.window
+
+    def x(t: float) -> float:
+        return pad + w * min(t, tmax) / tmax
+
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 2 * pad}" height="{2 * h + 90}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 2 * pad}" height="{2 * h + 130}" '
         'font-family="sans-serif" font-size="10">',
-        f'<text x="{pad}" y="14" font-size="12">{name}: live workers (top), req/s (bottom)</text>',
+        f'<text x="{pad}" y="14" font-size="12">{j.name}: live workers (top), req/s (bottom); '
+        f"window {w0:g}-{w1:g} s shaded; dots: settled</text>",
     ]
     for i, (ymax, label) in enumerate(((lmax, "workers"), (rmax, "req/s"))):
         y0 = 24 + i * (h + 20)
+        parts.append(
+            f'<rect x="{x(w0):.1f}" y="{y0}" width="{x(w1) - x(w0):.1f}" height="{h}" fill="#eee"/>'
+        )
         parts.append(
             f'<rect x="{pad}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="#999"/>'
         )
         parts.append(f'<text x="2" y="{y0 + 10}">{ymax:.0f}</text>')
         parts.append(f'<text x="2" y="{y0 + h}">0 {label}</text>')
-        for r in runs:
+        for s, p in runs:
+            r, algo = p["run"], s.rsplit("-", 1)[0]
+            color = COLORS.get(s) or ALGO_COLORS.get(algo, "#777")
+            dash = ' stroke-dasharray="4,2"' if r["start"] == 64 and s not in COLORS else ""
             if i == 0:
-                pts = [(float(t), float(n)) for t, n in r["live"]]
+                pts = [(float(t), float(n)) for t, n in r["live"] if n is not None]
             else:
                 pts = [(t + 0.5, float(v)) for t, v in enumerate(r["per_second"])]
-            parts.append(_poly(pts, pad, w, y0, h, tmax, ymax, COLORS[r["setup"]]))
-    parts.append(f'<text x="{pad + w - 30}" y="{2 * h + 56}">{tmax:.0f} s</text>')
-    for j, r in enumerate(runs):
-        c = COLORS[r["setup"]]
-        parts.append(f'<text x="{pad + j * 80}" y="{2 * h + 80}" fill="{c}">{r["setup"]}</text>')
-    parts.append("</svg>")
+            coords = " ".join(f"{x(t):.1f},{y0 + h * (1 - min(v / ymax, 1)):.1f}" for t, v in pts)
+            parts.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.2"{dash} '
+                f'points="{coords}"/>'
+            )
+            if i == 0 and p["settled"] is not None:
+                t, n = p["settled"]
+                parts.append(
+                    f'<circle cx="{x(t):.1f}" cy="{y0 + h * (1 - min(n / ymax, 1)):.1f}" '
+                    f'r="2.5" fill="{color}"/>'
+                )
+    parts.append(f'<text x="{pad + w - 30}" y="{2 * h + 58}">{tmax:.0f} s</text>')
+    names = [*COLORS, *ALGO_COLORS]
+    for k, n in enumerate(names):
+        c = COLORS.get(n) or ALGO_COLORS[n]
+        parts.append(
+            f'<text x="{pad + (k % 4) * 170}" y="{2 * h + 80 + (k // 4) * 14}" '
+            f'fill="{c}">{n}</text>'
+        )
+    parts.append(
+        f'<text x="{pad}" y="{2 * h + 124}">algorithms from 64 dashed, from 2 solid</text></svg>'
+    )
     return "\n".join(parts)
 
 
-HEAD = [
-    "# Tuner benchmark at production scale (issue 12)",
-    "",
-    "Real uWSGI 2.0.31 on a 2-core VM (AMD EPYC, shared 32 MiB L3). The load generator",
-    "(uwsgitune.loadgen: bounded, non-keepalive, one asyncio thread, run at nice -10 so the",
-    "workers cannot starve it) shares those cores. Pools of up to 64 workers: the algorithms",
-    "run with `processes 64`, `cheaper 2`, `cheaper-initial 2`, at their defaults and (`-docs`)",
-    "with the settings uWSGI's cheaper docs suggest for large pools; uwsgitune runs in apply",
-    "mode with `cheaper-algo manual`, its override included last, min 2 / max 64, 1 s polls,",
-    "from 64 live workers (tuner-64) and from 2 (tuner-2). The static grid is the reference;",
-    "the oracle is the best grid count in each phase. Regret = 1 - requests served / the",
-    "oracle's. Worker-seconds = live workers integrated over the run (memory held).",
-    "",
-]
+def _stamps(runs: list[Run]) -> list[str]:
+    commits = sorted({r["commit"] for r in runs})
+    dirty = any(r.get("dirty") for r in runs)
+    walls = [t for r in runs for t in r["wall"]]
+    loads = [r["loadavg"][0][0] for r in runs if r.get("loadavg") and r["loadavg"][0]]
+
+    def utc(t: float) -> str:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    out = [
+        f"- Protocol: **version {runs[0]['protocol']}** ([PROTOCOL.md](../PROTOCOL.md)).",
+        f"- Commit: {', '.join(c[:10] for c in commits)}"
+        + (" (**uncommitted changes**)" if dirty else "")
+        + ".",
+        f"- Code hashes (sha256): decision path `{runs[0]['code_hash']}`; uwsgitune/ "
+        f"`{runs[0].get('package_hash')}`; bench `{runs[0].get('bench_hash')}`.",
+        f"- Runs: {len(runs)}, {utc(min(walls))} to {utc(max(walls))}; load average (1 min) at "
+        f"the runs' starts {min(loads, default=0):.2f}-{max(loads, default=0):.2f}; "
+        f"host CPUs {runs[0].get('host', {}).get('cpus')}; kernel.sched_autogroup_enabled "
+        f"{', '.join(sorted({str(r.get('host', {}).get('sched_autogroup')) for r in runs}))}.",
+    ]
+    if runs[0].get("smoke"):
+        out.insert(
+            0,
+            f"**SMOKE RUN, NOT PROTOCOL**: every length x{runs[0].get('smoke_factor')}, "
+            "setups and rounds cut. It shows the plumbing works; it judges nothing.\n",
+        )
+    return out
 
 
-def write_report(raw: dict[str, Any], out: Path, notes: list[str] | None = None) -> None:
-    body = [*HEAD, "## Targets", "", *summary(raw), "", *(notes or []), ""]
-    for name, sc in raw.items():
-        if _grid(sc):
-            body += scenario_table(name, sc)
-            (out / f"tuner64-{name}.svg").write_text(svg(name, sc))
-    (out / "tuner64.md").write_text("\n".join(body) + "\n")
+def render(runs: list[Run], names: list[str] | None = None) -> tuple[str, dict[str, str]]:
+    """The page and the charts (file name: SVG) of combinable runs."""
+    check_combinable(runs)
+    by: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        by[r["scenario"]].append(r)
+    order = names or list(by)
+    judged = {n: judge(n, by[n]) for n in order if n in by}
+    body = [
+        "# The tuner against static counts and uWSGI's cheaper algorithms",
+        "",
+        "Generated by bench/tuner_report.py from the runs alone; history is git's.",
+        "",
+        *_stamps(runs),
+        "",
+        "## Targets",
+        "",
+        "| scenario | tuner-64 | tuner-2 |",
+        "|---|---|---|",
+    ]
+    for n in order:
+        j = judged.get(n)
+        cells = [verdict_cell(j, t) if j else "not run" for t in TUNERS]
+        body.append(f"| {n} | " + " | ".join(cells) + " |")
+    body += [
+        "",
+        f"p99 is every request's in the window; the transient ({TRANSIENT_S} s after each change "
+        "of load) is its own column, never cut out. Peers: every algorithm run at >= 97% of the "
+        "tuner's window throughput, whatever its p99 (printed beside). `-`: no peer to compare.",
+        "",
+    ]
+    charts = {}
+    for n, j in judged.items():
+        body += section(j)
+        charts[f"tuner64-{n}.svg"] = svg(j)
+    return "\n".join(body) + "\n", charts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("raw", nargs="?", type=Path, default=RESULTS / "tuner64.jsonl")
+    ap.add_argument("--out", type=Path, default=None, help="default: the raw file's directory")
+    args = ap.parse_args(argv)
+    try:
+        runs = load(args.raw)
+        extra = sorted({r["scenario"] for r in runs} - set(SCENARIO_NAMES))
+        page, charts = render(runs, [*SCENARIO_NAMES, *extra])
+    except ProtocolError as e:
+        print(f"tuner_report: {e}", file=sys.stderr)
+        return 2
+    out = args.out or args.raw.parent
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tuner64.md").write_text(page)
+    for fname, text in charts.items():
+        (out / fname).write_text(text)
+    print(f"wrote {out / 'tuner64.md'} and {len(charts)} charts")
+    return 0
 
 
 if __name__ == "__main__":
-    path = (
-        Path(sys.argv[1])
-        if len(sys.argv) > 1
-        else Path(__file__).parent / "results" / "tuner64.json"
-    )
-    notes_path = path.with_suffix(".notes.md")
-    notes = notes_path.read_text().splitlines() if notes_path.exists() else None
-    write_report(json.loads(path.read_text()), path.parent, notes)
+    sys.exit(main())
