@@ -51,6 +51,9 @@ def _back(queue: float, queue_now: float, model: Estimate | None) -> Measures:
         queue_now=queue_now,
         busy_now=1.0,
         demand_peak=48.0,
+        # a queue at two of the last three polls: a load back, not a blip (`_brief`)
+        queue_polls=2,
+        recent_polls=3,
     )
 
 

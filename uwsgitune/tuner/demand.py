@@ -5,8 +5,9 @@ serve); down only to what the *maximum* L over `down_window` needs, and only by 
 a tenth, so a load on the boundary never oscillates. A load that fell and settled
 (`Measures.level`) goes down sooner, by at most half the pool, paced like a step up.
 Neither move goes past the most requests seen in the instance at once: spare workers past
-that never serve. Counts are processes; with threads, the requests the cores hold and the
-queue are counted in processes' worth (`level.at_once`).
+that never serve (a load that fell keeps one spare past those in service, too: a few polls'
+count at once can read below it). Counts are processes; with threads, the requests the
+cores hold and the queue are counted in processes' worth (`level.at_once`).
 """
 
 from __future__ import annotations
@@ -102,16 +103,23 @@ def littles_law(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | Non
 
 def load_fell(f: Measures, s: TunerSettings) -> Proposal | None:
     """The load fell and settled (`Measures.level`): go to what the level needs (never more
-    workers than one past its requests at once), but by at most half the most requests the down
-    window saw at once, paced like a step up: a halving is met in one decision, a lull
-    between bursts by half the pool at most, a load that stopped (`IDLE_DEMAND`) at once."""
+    workers than one past its requests at once or in service), but by at most half the most
+    requests the down window saw at once, paced like a step up: a halving is met in one
+    decision, a lull between bursts by half the pool at most, a load that stopped
+    (`IDLE_DEMAND`) at once."""
     lv = f.level
     if lv is None:
         return None
     threads = max(f.latest.threads, 1)
     need = max(workers_for(lv.demand, threads, s.staffing_beta), s.min_workers)
-    if lv.peak is not None:  # one spare: a worker was idle at every poll of the level
-        need = min(need, max(lv.peak + 1, workers_holding(lv.demand, threads), s.min_workers))
+    if lv.peak is not None:
+        # One spare past the requests at once, or past those in service, whichever is more:
+        # the level's few polls sample the count at once, and under random arrivals they
+        # can all read below its mean (4 polls of a load of 3 in service read at most 2, and
+        # 3 workers for it queued at once: a step up, then down again, in the fleet
+        # simulation).
+        held = max(lv.peak, workers_holding(lv.demand, threads))
+        need = min(need, max(held + 1, s.min_workers))
     # A lull keeps half the pool for the load's return; a load that stopped (less than one
     # request in the instance at every poll of the level) leaves nothing to keep it for:
     # its return is met by the saturated step up, in one decision.

@@ -4,6 +4,8 @@ The *regime* is the run of good frames at the current live count since the last 
 settled: throughput and response time are only compared between regimes, never across a
 change, a reload or a gap. Short-term means (the last few polls) decide scale-ups; the
 maximum over `down_window` decides scale-downs, so one quiet poll never shrinks the pool.
+Likewise one busy poll never grows it: a step up on a queue needs that queue at
+QUEUE_PERSIST of the recent polls, or a full backlog (`Measures.queue_persists`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from uwsgitune.tuner.tunersettings import TunerSettings
 RECENT = 3  # polls behind the short-term means
 LOAD_JUMP = 3.0  # the recent polls' throughputs this many times apart: the load is moving
 QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wobble)
+# Recent polls with a connection waiting that make a queue a shortage rather than a blip:
+# at a steady load near the workers' count (rho 0.9 on 4 workers) a queue of a few comes
+# and goes between two polls; a load past the pool queues at every poll.
+QUEUE_PERSIST = 2
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,11 @@ class Measures:
     load_moving: tuple[float, float] | None = None
     # the load fell and settled over the last polls (tuner/level.py): a quick way down
     level: Level | None = None
+    # of the recent polls (at most RECENT), how many had a connection waiting, and whether
+    # a socket's backlog was full at one of them (the kernel refusing connections)
+    queue_polls: int = 0
+    recent_polls: int = 0
+    backlog_full: bool = False
 
     @property
     def saturated(self) -> bool:
@@ -75,6 +86,21 @@ class Measures:
     @property
     def queued(self) -> bool:
         return self.queue is not None and self.queue >= self.queue_min
+
+    @property
+    def queue_persists(self) -> bool:
+        """The queue is a shortage, not a blip: a connection waited at QUEUE_PERSIST of the
+        recent polls, a backlog filled at one of them (connections refused: no time to
+        wait), or the latest poll's queue alone says the pool is far too small."""
+        return self.queue_polls >= QUEUE_PERSIST or self.backlog_full or self.far_too_small
+
+    @property
+    def far_too_small(self) -> bool:
+        """The latest poll's queue alone says the pool is far too small: its backlog full, or
+        more than twice as many waiting as the workers can hold (a closed loop of 48 clients
+        on 24 workers always queues 24; a load back from a quiet spell, 46 on 2)."""
+        slots = self.live * max(self.latest.threads, 1)
+        return self.latest.queue_full or (self.queue_now or 0.0) > 2 * slots
 
     @property
     def all_busy(self) -> bool:
@@ -218,5 +244,8 @@ def gather(
         level=settled_level(regime, frames, edge, settings.measure_frames),
         queue_min=settings.queue_min,
         busy_full=settings.busy_full,
+        queue_polls=sum(1 for f in regime[-RECENT:] if (_waiting(f) or 0.0) >= 1),
+        recent_polls=len(regime[-RECENT:]),
+        backlog_full=any(f.queue_full for f in regime[-RECENT:]) or latest.queue_full,
         **_recent(regime[-RECENT:], latest),
     )

@@ -14,7 +14,9 @@ Not saturated (no queue, not every worker busy): Little's law up at once; down o
 the *maximum* L over `down_window` needs, and only by more than the band, so a load on the
 boundary never oscillates; a load that fell and settled, sooner (demand.py).
 
-Saturated (a queue, or every worker busy): the queue hides the demand. Below the capacity
+Saturated (a queue, or every worker busy): the queue hides the demand. A queue seen at one
+poll is not yet a shortage: a step up waits until it persists (QUEUE_PERSIST of the recent
+polls, `Measures.queue_persists`) or a backlog fills (`_brief`). Below the capacity
 the tuner moves to it (or to the demand, if smaller) in one step. At the capacity, with the
 CPUs still not saturated, the model was wrong or uncertain: it probes up by `probe_step`.
 Each step is a *probe*: throughput X before it is compared with X after `measure_frames`
@@ -56,7 +58,7 @@ from dataclasses import replace
 from uwsgitune.core.staffing import workers_for
 from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
-from uwsgitune.tuner.measures import Measures
+from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the process is the limit
@@ -142,7 +144,7 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
 def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated or all_served(f):
         return None
-    held = _load_moving(f) or _held(f, st, s)
+    held = _load_moving(f) or _held(f, st, s) or _brief(f)
     if held is not None:
         return held
     threads = max(f.latest.threads, 1)
@@ -192,6 +194,26 @@ def _held(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     return None
 
 
+def _brief(f: Measures) -> Proposal | None:
+    """A queue that did not persist: seen at fewer than QUEUE_PERSIST of the recent polls at
+    this count, no backlog full (None: it persists, a step up may). At a steady load near
+    the workers' count a queue of a few comes and goes: stepping up on one poll's queue sent
+    a pool 4 -> 13 at rho 0.9, and Little's law 20-30 s later took it back (the fleet
+    simulation: two turns per load change in 2-3 pods of 8-16). A load past the pool queues
+    at every poll, so waiting for a second one costs one poll; a backlog that fills costs
+    refused connections, and a queue of more than twice the workers' slots says the pool is
+    far too small (a load back from a quiet spell), so neither is waited for."""
+    if f.queue_persists:
+        return None
+    q = f.queue_now or 0.0
+    why = (
+        f"a queue at {f.queue_polls} of the last {f.recent_polls} polls ({q:.0f} now, busy "
+        f"{f.busy_ratio or 0:.0%}): a step up waits for one at {QUEUE_PERSIST} polls, a full "
+        "backlog, or one past twice the workers"
+    )
+    return Proposal(f.live, "queue-brief", why)
+
+
 def _queued(f: Measures, cap: int | None) -> float:
     """The connections a step up may take: the recent polls' mean queue and, where the model
     bounds the step (`cap`), the latest poll's. A load back from a quiet spell has its means
@@ -219,10 +241,8 @@ def _load_moving(f: Measures) -> Proposal | None:
     queue beside a CPU that looks idle): measure the new one for a few polls before sizing
     on it. Not when the queue alone says the pool is far too small: the backlog full, or
     more than twice as many waiting as the workers can hold (a closed loop of 48 clients
-    on 24 workers always queues 24)."""
-    if f.load_moving is None:
-        return None
-    if f.latest.queue_full or (f.queue_now or 0.0) > 2 * f.live * max(f.latest.threads, 1):
+    on 24 workers always queues 24: `Measures.far_too_small`)."""
+    if f.load_moving is None or f.far_too_small:
         return None
     lo, hi = f.load_moving
     why = f"the load is moving ({lo:.0f} to {hi:.0f} req/s over the last polls): measuring it"
