@@ -172,6 +172,44 @@ def test_a_line_the_batch_cannot_read_sends_the_batch_to_the_per_line_parser() -
     assert parse_batch([]) is None
 
 
+@pytest.mark.parametrize(
+    ("field", "inside", "outside"),
+    [
+        ("pid", b"4194304", b"4194305"),  # 2**22
+        ("pid", b"1", b"0"),
+        ("start", b"1000000000000000", b"999999999999999"),
+        ("start", b"99999999999999999", b"100000000000000000"),
+        ("service", b"9999999999", b"86400000001"),
+        ("wid", b"9999", b"65536"),
+        ("status", b"999", b"1000"),
+    ],
+)
+def test_numbers_at_the_edges_of_their_ranges(field: str, inside: bytes, outside: bytes) -> None:
+    good = PREFIX + b" " + tail()
+    line = PREFIX + b" " + tail(**{field: inside})
+    rows = parse_batch([good, line])
+    assert rows is not None
+    assert as_raw(rows[1]) == same_fields(parse_raw(line))  # type: ignore[arg-type]
+    assert parse_batch([good, PREFIX + b" " + tail(**{field: outside})]) is None
+
+
+def test_the_rest_of_the_routes_is_capped_by_its_own_maximum() -> None:
+    # 11 routes, 10 shown: the 11th, one request of 1 ms, is "other"; its p99 (its only
+    # request) is its own maximum, not the slowest route's
+    rec = LatencyRecorder(top=10)
+    lines = [
+        PREFIX + b" " + tail(service=b"%d" % (10**6 if r == 0 else 50_000), uri=b"/r%d" % r)
+        for r in range(10)
+        for _ in range(3)
+    ]
+    lines.append(PREFIX + b" " + tail(service=b"1000", uri=b"/last"))
+    rec.ingest(lines, 5.0)
+    for seconds in (10, 30):
+        routes = rec.window(5.0, seconds).routes
+        assert routes[-1].route == latency.OTHER and routes[-1].count == 1
+        assert routes[-1].p99_ms == 1.0
+
+
 def mixed(n: int, seed: int) -> list[bytes]:
     """Lines over 8 workers and 30 paths, with every kind of stamp: nginx, other formats,
     waits negative and absurd, none, bad."""
@@ -180,7 +218,10 @@ def mixed(n: int, seed: int) -> list[bytes]:
     for i in range(n):
         start = T0 + i * 1000
         kind = rng.random()
-        if kind < 0.5:
+        if kind < 0.05:  # nginx's clock ahead: a negative wait
+            ms = (start + rng.randint(1000, 9000)) // 1000
+            stamp = f"t={ms // 1000}.{ms % 1000:03d}"
+        elif kind < 0.5:
             ms = (start - int(rng.lognormvariate(7, 1))) // 1000
             stamp = f"t={ms // 1000}.{ms % 1000:03d}"
         elif kind < 0.6:
@@ -210,7 +251,7 @@ def test_a_batch_is_recorded_as_its_lines_one_by_one(
 ) -> None:
     monkeypatch.setattr(latency, "MAX_PENDING", pending)
     lines = mixed(6000, seed=38)
-    if only_nginx:  # every batch's waits at once
+    if only_nginx:  # every batch's waits at once (but for those with a negative wait)
         lines = [x for x in lines if b"[t=" in x]
     batched, alone = LatencyRecorder(), LatencyRecorder()
     now = 100.0
