@@ -22,7 +22,7 @@ import pytest
 from tests.support.frames import frame, tcp
 from tests.support.latency import log_line
 from uwsgitune.core.frame import Frame
-from uwsgitune.pipeline.latencystage import BATCH_MAX, LatencyStage, _little_ms
+from uwsgitune.pipeline.latencystage import BATCH_MAX, BURST_RATE, LatencyStage, _little_ms
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import Drained, Receiver
 
@@ -197,19 +197,15 @@ def test_the_reader_takes_the_lines_in_batches_not_a_wake_per_datagram(
 
 
 def test_the_rest_after_a_small_drain_lets_in_at_most_a_quarter_of_the_buffer() -> None:
-    """The reader rests `batch_every` at least, longer while a quarter of the buffer would
-    take longer to fill at the last drain's rate, and `BATCH_MAX` at most."""
+    """The reader rests `batch_every`, or longer when even a burst of `BURST_RATE` lines/s
+    would fill at most a quarter of its buffer meanwhile, and `BATCH_MAX` at most."""
     rx = CountingReceiver()
     stage = LatencyStage(rx.address, receiver=rx, batch_every=0.02)
     try:
-        quarter = 2500
-        assert stage._rest(0, 0.05, quarter) == 0.02  # nothing came: the shortest rest
-        assert stage._rest(100, None, quarter) == 0.02  # the first drain: no rate yet
-        # 10k lines/s (500 in 50 ms): a quarter fills in 0.25 s: the longest rest
-        assert stage._rest(500, 0.05, quarter) == BATCH_MAX
-        # 50k lines/s: a quarter fills in 50 ms
-        assert stage._rest(2000, 0.04, quarter) == pytest.approx(0.05)
-        # 200k lines/s: 12.5 ms, below the shortest rest
-        assert stage._rest(2000, 0.01, quarter) == 0.02
+        assert stage._rest(128) == 0.02  # the common 416 KiB buffer: the shortest rest
+        # an 8 MiB buffer (~2,500 lines a quarter): what a burst fills a quarter in
+        assert stage._rest(2500) == pytest.approx(2500 / BURST_RATE)
+        assert 0.02 < stage._rest(2500) < BATCH_MAX
+        assert stage._rest(10**6) == BATCH_MAX
     finally:
         stage.close()
