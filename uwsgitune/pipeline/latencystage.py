@@ -14,8 +14,9 @@
   source's lines are recorded only when their sender is proved to be the master's; lines
   from a sender proved foreign are refused and counted; lines whose sender could not be
   proved (uwsgitune not root and the master another user's) are recorded but mark the
-  view untrusted for `SLICES` seconds, so they are shown and never drive an apply. Nothing is drained before the first good poll names
-  the master's pid: lines wait in the kernel's queue (its drops are counted).
+  view untrusted for `SLICES` seconds, so they are shown and never drive an apply.
+  Nothing is drained before the first good poll names the master's pid: lines wait in the
+  kernel's queue (its drops are counted).
 - **Out, once per poll.** `view(frame, frames)` reads the recorder under the lock (the 10 s
   and 60 s windows, the p99 series, the Prometheus totals) and adds what only the stats
   know: coverage (lines recorded ÷ requests counted over the last 60 s) and the mean queue
