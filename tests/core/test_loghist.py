@@ -3,6 +3,7 @@ Prometheus buckets derived from it against `histogram_quantile`."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import random
@@ -166,3 +167,52 @@ def test_a_frozen_histogram_answers_as_the_live_one(values: list[int]) -> None:
     assert loghist.quantiles(frozen, QS) == loghist.quantiles(hist, QS)
     assert loghist.cumulative(frozen) == loghist.cumulative(hist)
     assert loghist.merged([frozen, hist]) == loghist.merged([hist, hist])
+
+
+# -- the C-loop helpers answer as the obvious loops ----------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10**12), max_size=50))
+def test_buckets_are_each_value_s_bucket(values: list[int]) -> None:
+    assert loghist.buckets(values) == [loghist.bucket(v) for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.integers(-5, 60), st.integers(1, 9), max_size=30),
+    st.dictionaries(st.integers(-5, 60), st.integers(1, 9), max_size=30),
+    st.booleans(),
+)
+def test_merge_adds_the_counts_and_unmerge_takes_them_out(
+    a: dict[int, int], b: dict[int, int], frozen: bool
+) -> None:
+    other: loghist.Counts = loghist.FrozenHist(b) if frozen else b
+    got = dict(a)
+    loghist.merge(got, other)
+    assert got == {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+    loghist.unmerge(got, other)
+    assert got == a  # a bucket left at 0 is gone
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.one_of(st.just(loghist.ZERO), st.integers(0, 2300)), st.integers(0, 50), max_size=40
+    ),
+    st.lists(st.floats(0.0, 200.0), max_size=8).map(sorted),
+)
+def test_ranks_and_cumulative_counts_are_those_of_the_sorted_buckets(
+    hist: dict[int, int], bounds: list[float]
+) -> None:
+    # buckets counted 0 (a running sum's) never answer a rank
+    n = sum(hist.values())
+    ordered = [i for i, c in sorted(hist.items()) for _ in range(c)]
+    ranks = sorted({1, n, (n + 1) // 2}) if n else []
+    assert loghist.at_ranks(hist, ranks) == [loghist.answer(ordered[r - 1]) for r in ranks]
+    for bs in (loghist.PROM_BOUNDS, tuple(bounds)):
+        per = [0] * (len(bs) + 1)
+        for index, count in hist.items():
+            per[bisect.bisect_left(bs, loghist.answer(index) / 1e6)] += count
+        assert loghist.cumulative(hist, bs) == list(itertools.accumulate(per))
+        assert loghist.cumulative(loghist.FrozenHist(hist), bs) == list(itertools.accumulate(per))

@@ -22,7 +22,7 @@ import pytest
 from tests.support.frames import frame, tcp
 from tests.support.latency import log_line
 from uwsgitune.core.frame import Frame
-from uwsgitune.pipeline.latencystage import LatencyStage, _little_ms
+from uwsgitune.pipeline.latencystage import BATCH_MAX, BURST_RATE, LatencyStage, _little_ms
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import Drained, Receiver
 
@@ -194,3 +194,18 @@ def test_the_reader_takes_the_lines_in_batches_not_a_wake_per_datagram(
         stage.close()
     assert stage.recorder.recorded == 500
     assert rx.drains <= 60, rx.drains  # ~0.6 s / 0.05 s; a drain per datagram: hundreds
+
+
+def test_the_rest_after_a_small_drain_lets_in_at_most_a_quarter_of_the_buffer() -> None:
+    """The reader rests `batch_every`, or longer when even a burst of `BURST_RATE` lines/s
+    would fill at most a quarter of its buffer meanwhile, and `BATCH_MAX` at most."""
+    rx = CountingReceiver()
+    stage = LatencyStage(rx.address, receiver=rx, batch_every=0.02)
+    try:
+        assert stage._rest(128) == 0.02  # the common 416 KiB buffer: the shortest rest
+        # an 8 MiB buffer (~2,500 lines a quarter): what a burst fills a quarter in
+        assert stage._rest(2500) == pytest.approx(2500 / BURST_RATE)
+        assert 0.02 < stage._rest(2500) < BATCH_MAX
+        assert stage._rest(10**6) == BATCH_MAX
+    finally:
+        stage.close()

@@ -150,8 +150,8 @@ def test_a_flood_is_bounded_in_work_and_memory_and_the_kernel_drops_are_counted(
     tx: socket.socket,
 ) -> None:
     """A foreign sender floods the port while the receiver is not read: the kernel's queue
-    is bounded by the receive buffer, what overflows is counted from SO_RXQ_OVFL, and each
-    drain keeps at most its bound."""
+    is bounded by the receive buffer, what overflows is counted from the socket's drop
+    count (SO_MEMINFO), and each drain keeps at most its bound."""
     with Receiver("127.0.0.1:0", rcvbuf=1024 * 1024) as rx:
         big = b"z" * 1000 + b"\n"
         for _ in range(5000):  # ~5 MB (~11 MiB of truesize) into a 2 MiB buffer

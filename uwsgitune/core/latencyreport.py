@@ -100,8 +100,13 @@ def percentiles_of(hist: Counts, total_us: int, top_us: int) -> Percentiles | No
     n = sum(hist.values())
     if n == 0:
         return None
-    p50, p95, p99 = loghist.quantiles(hist, (0.5, 0.95, 0.99), top=top_us)
-    (low,) = loghist.at_ranks(hist, (1,))
+    # one pass over the sorted buckets for the lowest bucket and the three percentiles,
+    # these capped by the exact maximum (the last rank's answer is the maximum itself)
+    ranks = [loghist.rank(q, n) for q in (0.5, 0.95, 0.99)]
+    low, *values = loghist.at_ranks(hist, [1, *ranks])
+    p50, p95, p99 = (
+        top_us if r == n else min(v, top_us) for r, v in zip(ranks, values, strict=True)
+    )
     return Percentiles(
         n, p50 / 1e3, p95 / 1e3, p99 / 1e3, top_us / 1e3, total_us / n / 1e3, low / 1e3
     )

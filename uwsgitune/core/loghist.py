@@ -20,6 +20,13 @@ from 1 µs to 1000 s uses at most `log(1e9) / log(GAMMA)` ≈ 2100 buckets, a re
 hundred. A histogram is a plain `dict[int, int]` (index -> count) so that recording is one
 dict update; the functions here read and merge such dicts.
 
+**Loops in C.** Recording and reading run on the request log's hot path (10k lines/s;
+bench/results/latency_overhead.md), so the functions here do their per-bucket and per-value
+work through C-level builtins (`map`, `dict.update` over `zip`, `itertools.accumulate`,
+`bisect`, `Counter`) rather than Python loops: `buckets` maps many values at once with the
+very expression of `bucket` (so both agree to the bit); `merge`, `at_ranks` and
+`cumulative` give the same answers as the obvious loops, at a fraction of their cost.
+
 **Prometheus.** `PROM_BOUNDS` are the exported `le` bounds in seconds, log-spaced from 1 ms
 to 30 s (the R10 preferred numbers: ten per decade, a ratio of about 1.26, so that
 `histogram_quantile`'s linear interpolation inside a bucket stays within a few percent on a
@@ -30,10 +37,13 @@ fine bucket is counted under the first bound at or above its answer, so a sample
 
 from __future__ import annotations
 
+import collections
 import math
 from array import array
-from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from itertools import accumulate, compress, repeat
+from operator import add, itemgetter, mul, not_, sub
 
 ALPHA = 0.005  # the relative error of an answer
 GAMMA = (1 + ALPHA) / (1 - ALPHA)  # the ratio of a bucket's upper bound to its lower
@@ -94,9 +104,54 @@ def record(hist: Hist, value: int) -> None:
     hist[index] = hist.get(index, 0) + 1
 
 
+def buckets(values: Sequence[int]) -> list[int]:
+    """`bucket(v)` for each value (µs, >= 0), in order: the same expression, in C loops."""
+    if not values or min(values) <= 0:
+        return [bucket(v) for v in values]
+    return list(map(math.ceil, map(mul, map(math.log, values), repeat(_INV_LOG_GAMMA))))
+
+
+def count(hist: Hist, indexes: Iterable[int]) -> None:
+    """Count each bucket index of `indexes` once into `hist` (C's loop: the helper
+    `Counter.update` itself runs, without building a Counter)."""
+    _count_elements(hist, indexes)
+
+
+def _count_in_python(mapping: Hist, elements: Iterable[int]) -> None:
+    for element in elements:
+        mapping[element] = mapping.get(element, 0) + 1
+
+
+# `collections._count_elements`: the C loop behind `Counter.update` (CPython since 3.2),
+# counting into any dict; the same loop in Python where it is missing.
+_count_elements: Callable[[Hist, Iterable[int]], None] = getattr(
+    collections, "_count_elements", _count_in_python
+)
+
+
 def merge(into: MutableMapping[int, int], other: Counts) -> None:
-    for index, count in other.items():
-        into[index] = into.get(index, 0) + count
+    """Add `other`'s counts into `into` (one `dict.update` over C iterators)."""
+    if isinstance(other, FrozenHist):
+        keys: Iterable[int] = other.keys
+        counts: Iterable[int] = other.counts
+    else:
+        keys, counts = other.keys(), other.values()
+    if not into:
+        into.update(zip(keys, counts, strict=True))
+        return
+    into.update(zip(keys, map(add, map(into.get, keys, repeat(0)), counts), strict=True))
+
+
+def unmerge(into: Hist, other: Counts) -> None:
+    """Take `other`'s counts out of `into` (which holds them), deleting buckets left at 0."""
+    if isinstance(other, FrozenHist):
+        keys: Iterable[int] = other.keys
+        counts: Iterable[int] = other.counts
+    else:
+        keys, counts = other.keys(), other.values()
+    into.update(zip(keys, map(sub, map(into.__getitem__, keys), counts), strict=True))
+    for index in list(compress(keys, map(not_, map(into.__getitem__, keys)))):
+        del into[index]
 
 
 def merged(hists: Iterable[Counts]) -> Hist:
@@ -124,26 +179,54 @@ def quantiles(hist: Counts, qs: Sequence[float], top: float | None = None) -> li
 
 def at_ranks(hist: Counts, ranks: Sequence[int]) -> list[float]:
     """The values at `ranks` (ascending, 1 <= rank <= the count) of the counted samples."""
-    out: list[float] = []
-    seen = 0
-    buckets = iter(sorted(hist.items()))
-    index = ZERO
-    for want in ranks:
-        while seen < want:
-            index, count = next(buckets)
-            seen += count
-        out.append(answer(index))
-    return out
+    keys, running = _running(hist)
+    return [answer(keys[bisect_left(running, want)]) for want in ranks]
+
+
+def _running(hist: Counts) -> tuple[Sequence[int], list[int]]:
+    """The bucket indexes in order, and the running count up to each (a bucket counted 0
+    is never the first to reach a rank: `bisect_left` skips it)."""
+    if isinstance(hist, dict):
+        keys: Sequence[int] = sorted(hist)
+        return keys, list(accumulate(map(hist.__getitem__, keys)))
+    items = sorted(hist.items())
+    return list(map(itemgetter(0), items)), list(accumulate(map(itemgetter(1), items)))
 
 
 def cumulative(hist: Counts, bounds: Sequence[float] = PROM_BOUNDS) -> list[int]:
-    """Prometheus's cumulative bucket counts for `bounds` (seconds), then +Inf: len + 1."""
-    per = [0] * (len(bounds) + 1)
-    for index, count in hist.items():
-        per[bisect_left(bounds, answer(index) / 1e6)] += count
-    total = 0
-    out = []
-    for count in per:
-        total += count
-        out.append(total)
-    return out
+    """Prometheus's cumulative bucket counts for `bounds` (seconds), then +Inf: len + 1.
+
+    A fine bucket counts under the first bound at or above its answer, so the count at a
+    bound is that of every fine bucket up to the last whose answer is within it (`_last`).
+    """
+    if not len(hist):
+        return [0] * (len(bounds) + 1)
+    keys, running = _running(hist)
+    ends = map(bisect_right, repeat(keys), _last_under(tuple(bounds)))
+    return [running[e - 1] if e else 0 for e in ends] + [running[-1]]
+
+
+_lasts: dict[tuple[float, ...], list[int]] = {}
+
+
+def _last_under(bounds: tuple[float, ...]) -> list[int]:
+    """For each bound, the highest bucket index whose answer (in s) is within it."""
+    got = _lasts.get(bounds)
+    if got is None:
+
+        def within(index: int, bound: float) -> bool:
+            return answer(index) / 1e6 <= bound
+
+        got = []
+        for bound in bounds:
+            if not within(0, bound):  # below every bucket but the zero one (value 0)
+                got.append(ZERO if bound >= 0 else ZERO - 1)
+                continue
+            i = max(0, math.floor(math.log(bound * 1e6) * _INV_LOG_GAMMA))
+            while within(i + 1, bound):
+                i += 1
+            while not within(i, bound):
+                i -= 1
+            got.append(i)
+        _lasts[bounds] = got
+    return got

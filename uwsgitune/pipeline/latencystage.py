@@ -6,13 +6,17 @@
 - **In, on readiness.** A thread of its own (`reqlog:<address>`) waits on the receiver's
   socket (at most `DRAIN_EVERY` seconds) and drains it: at 10k requests/s a drain once per
   poll would overflow the kernel's buffer, so the lines never wait for a poll. After a
-  small drain it rests `BATCH_EVERY` (20 ms), so that each drain takes a batch of lines
-  instead of waking for every burst. Each source's lines are recorded only when their
-  sender is proved to be the master's; lines from a sender proved foreign are refused and
-  counted; lines whose sender could not be proved (uwsgitune not root and the master
-  another user's) are recorded but mark the view untrusted for `SLICES` seconds, so they
-  are shown and never drive an apply. Nothing is drained before the first good poll names
-  the master's pid: lines wait in the kernel's queue (its drops are counted).
+  small drain it rests, so that each drain takes a batch of lines instead of waking for
+  every burst: `BATCH_EVERY` (20 ms), or longer when the socket's buffer is large enough
+  that even a burst of `BURST_RATE` lines/s fills no more than a quarter of it meanwhile
+  (at most `BATCH_MAX`, 100 ms; 50 ms with an 8 MiB buffer). A batch costs less per line
+  the larger it is (the parser and the recorder work on a whole drain at once). Each
+  source's lines are recorded only when their sender is proved to be the master's; lines
+  from a sender proved foreign are refused and counted; lines whose sender could not be
+  proved (uwsgitune not root and the master another user's) are recorded but mark the
+  view untrusted for `SLICES` seconds, so they are shown and never drive an apply.
+  Nothing is drained before the first good poll names the master's pid: lines wait in the
+  kernel's queue (its drops are counted).
 - **Out, once per poll.** `view(frame, frames)` reads the recorder under the lock (the 10 s
   and 60 s windows, the p99 series, the Prometheus totals) and adds what only the stats
   know: coverage (lines recorded ÷ requests counted over the last 60 s) and the mean queue
@@ -49,6 +53,12 @@ DRAIN_EVERY = 0.05  # seconds: the longest a line waits in the socket when other
 # the socket's buffer holds (`LINE_TRUESIZE` a line), so the rest never fills the buffer
 # (the kernel would drop).
 BATCH_EVERY = 0.02
+# A longer rest where the buffer allows it: the time a quarter of the buffer takes to fill
+# at BURST_RATE lines/s (a rate set for the buffer, not measured: traffic that comes back
+# after a lull must not find the reader asleep for longer than its buffer lasts), and no
+# longer than BATCH_MAX, so that a line waits at most ~0.1 s before a poll can see it.
+BURST_RATE = 50_000
+BATCH_MAX = 0.1
 LINE_TRUESIZE = 832  # bytes the kernel charges a queued 100-byte line (sources/reqlog.py)
 SHORT, LONG = 10, 60  # the windows shown (seconds)
 LITTLE_SECONDS = 10.0  # the span of the Little's-law estimate
@@ -121,7 +131,13 @@ class LatencyStage:
                     self.drain_error = f"request log reader failed: {exc!r}"
                     self._stop.wait(1.0)
                 if self.receiver.totals.received - before < quarter:
-                    self._stop.wait(self._batch_every)
+                    self._stop.wait(self._rest(quarter))
+
+    def _rest(self, quarter: int) -> float:
+        """How long to rest after a small drain, with a buffer whose quarter holds `quarter`
+        lines: `batch_every`, or the time a quarter takes to fill at `BURST_RATE` when that
+        is longer (`BATCH_MAX` at most)."""
+        return max(self._batch_every, min(BATCH_MAX, quarter / BURST_RATE))
 
     def drain_once(self) -> int:
         """Drain what is queued now and record it; the lines recorded. (The reader thread's

@@ -20,9 +20,11 @@ Rules, and why:
 - **Bounded memory and work.** `drain(max_datagrams, max_bytes)` reads at most that many
   datagrams, and stops once the lines kept reach `max_bytes`; what is left waits in the
   kernel's queue for the next call (`Drained.more`), and the kernel drops what overflows its
-  receive buffer. Those drops are the socket's own count, read from the SO_RXQ_OVFL
-  ancillary data the kernel attaches to each datagram (`Drained.kernel_drops`, the increase
-  since the last datagram read before). A datagram longer than `max_size` is read, counted
+  receive buffer. Those drops are the socket's own count (`sk_drops`), read once per drain
+  with `getsockopt(SO_MEMINFO)` (Linux 4.6 and later; `Drained.kernel_drops`, the increase
+  since the last drain; None where the kernel does not say). (SO_RXQ_OVFL attaches the same
+  count to every datagram, but only `recvmsg` reads it, which costs more per datagram than
+  `recvfrom`.) A datagram longer than `max_size` is read, counted
   as oversized and discarded (it is read into `max_size + 1` bytes: one that fills them did
   not fit). Reading to discard costs what reading to keep costs, so datagrams over the bound
   are left queued rather than read and thrown away: a caller that catches up loses none, and
@@ -39,7 +41,10 @@ Rules, and why:
   length, without the newline: such a line is returned as it is and counted as `cut`. An
   empty datagram is counted and dropped. Nothing is decoded here: bytes in, bytes out.
 - **Cost.** The drain loop is the cost per line (bench/reqlog_bench.py: 2.5-2.9 µs at 10k
-  lines/s, about 2 µs of it the `recvmsg` itself), so it does no lookups.
+  lines/s with `recvmsg`), so it does no lookups: one `recvfrom` a datagram (there is no
+  `recvmmsg` in Python; ~1 µs, most of it the system call and the source address), a
+  length and newline check, and an append to the list of the last datagram's source
+  (sources change only at a reload, so the dict is looked up only when it changes).
 - **Who sent it.** Lines are grouped by their source (address, port). uWSGI's master sends
   from one socket whose port changes only when the master re-executes (a reload);
   sources/logsender.py proves a source is the master's. Nothing here trusts a source.
@@ -86,11 +91,10 @@ MEMORY_REPORT_FORMAT = (
     "{address space usage: %(vsz) bytes/%(vszM)MB} {rss usage: %(rss) bytes/%(rssM)MB} "
 )
 
-# Linux: the kernel's count of datagrams it dropped on this socket, attached to each one read.
-SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
-_OVFL = struct.Struct("=I")
-_ANC_SIZE = socket.CMSG_SPACE(_OVFL.size)
-_SOL_SOCKET = int(socket.SOL_SOCKET)
+# Linux: the socket's memory counters (`SK_MEMINFO_*`, u32 each); the ninth (Linux 4.6 and
+# later) counts the datagrams the kernel dropped on this socket.
+SO_MEMINFO = getattr(socket, "SO_MEMINFO", 55)
+_MEMINFO = struct.Struct("=9I")
 
 Source = tuple[str, int]
 
@@ -184,18 +188,12 @@ class Receiver:
             parse_reqlog_address(f"{host}:{port}")
         self.max_size = max_size
         self.totals = Totals()
-        self._last_ovfl: int | None = None
-        self._ovfl = sys.platform.startswith("linux")
+        self._last_drops = 0
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             sock.setblocking(False)
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-            if self._ovfl:
-                try:
-                    sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
-                except OSError:
-                    self._ovfl = False
             try:
                 sock.bind((host, port))
             except OSError as exc:
@@ -214,6 +212,7 @@ class Receiver:
         bound = sock.getsockname()
         self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
         self.rcvbuf = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        self._meminfo = sys.platform.startswith("linux") and self._sk_drops() is not None
 
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
@@ -227,22 +226,19 @@ class Receiver:
         sock = self._sock
         lines: dict[Source, list[bytes]] = {}
         received = oversized = empty = cut = kept = 0
-        ovfl: int | None = None
         more = False
         if sock is None:
             return Drained()
         max_size = self.max_size
         bufsize = max_size + 1  # a longer datagram arrives cut to this: oversized
-        recvmsg = sock.recvmsg  # the loop is the cost per line: no lookups in it
+        recvfrom = sock.recvfrom  # the loop is the cost per line: no lookups in it
+        last: Source | None = None  # the last datagram's source, and its list
+        got: list[bytes] = []
         for _ in range(max_datagrams):
             try:
-                data, anc, _flags, src = recvmsg(bufsize, _ANC_SIZE)
+                data, src = recvfrom(bufsize)
             except OSError:  # BlockingIOError: nothing more queued; nothing else a sender causes
                 break
-            if anc:
-                for level, kind, payload in anc:
-                    if level == _SOL_SOCKET and kind == SO_RXQ_OVFL and len(payload) >= 4:
-                        (ovfl,) = _OVFL.unpack_from(payload)
             n = len(data)
             if n > max_size:
                 oversized += 1
@@ -257,17 +253,16 @@ class Receiver:
                 cut += 1
             received += 1
             kept += n
-            got = lines.get(src)  # (address, port): a tuple already
-            if got is None:
-                lines[src] = [data]
-            else:
-                got.append(data)
+            if src != last:  # (address, port): a tuple already
+                last = src
+                got = lines.setdefault(src, [])
+            got.append(data)
             if kept >= max_bytes:
                 more = self._pending(sock)
                 break
         else:
             more = self._pending(sock)
-        drops = self._drops(ovfl)
+        drops = self._drops()
         t = self.totals
         t.received += received
         t.oversized += oversized
@@ -285,16 +280,28 @@ class Receiver:
             return False
         return True
 
-    def _drops(self, ovfl: int | None) -> int | None:
-        """The kernel's drops since the last datagram read before, from SO_RXQ_OVFL (the
-        socket's drop count when each datagram was queued; absent while it is 0)."""
-        if not self._ovfl:
+    def _drops(self) -> int | None:
+        """The kernel's drops on this socket since the last drain (SO_MEMINFO's count,
+        read once a drain); None where the kernel does not say."""
+        if not self._meminfo:
             return None
-        if ovfl is None:
-            return 0
-        last = self._last_ovfl if self._last_ovfl is not None else 0
-        self._last_ovfl = ovfl
-        return (ovfl - last) & 0xFFFFFFFF
+        now = self._sk_drops()
+        if now is None:
+            return None
+        drops, self._last_drops = (now - self._last_drops) & 0xFFFFFFFF, now
+        return drops
+
+    def _sk_drops(self) -> int | None:
+        sock = self._sock
+        if sock is None:
+            return None
+        try:
+            info = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, _MEMINFO.size)
+        except OSError:
+            return None
+        if len(info) < _MEMINFO.size:  # before Linux 4.6: no drop count
+            return None
+        return int(_MEMINFO.unpack_from(info)[8])
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
