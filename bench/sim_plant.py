@@ -115,8 +115,9 @@ def route(path: str) -> Work | None:
 class Phase:
     work: Work
     clients: int | None  # closed loop: this many clients
-    rate: float | None  # open loop: requests/s, evenly spaced
+    rate: float | None  # open loop: requests/s, evenly spaced (the load generator's)
     seconds: float
+    poisson: bool = False  # open loop: exponential gaps instead (the queueing tests)
 
 
 @dataclass
@@ -135,6 +136,7 @@ class Result:
     seconds: float
     per_second: list[int]
     hist: list[dict[int, int]]
+    sum_ms: list[float]  # each second's latencies summed: the exact mean of a window
     live: list[tuple[float, int]] = field(default_factory=list)
     reloads: int = 0
     fifo_moves: int = 0
@@ -154,6 +156,11 @@ class Result:
             for b, n in h.items():
                 counts[b] = counts.get(b, 0) + n
         return quantile(counts, q)
+
+    def mean_ms(self, start: float = 0.0, end: float | None = None) -> float:
+        end = self.seconds if end is None else end
+        n = sum(self.per_second[int(start) : int(end)])
+        return sum(self.sum_ms[int(start) : int(end)]) / n if n else 0.0
 
     def mean_live(self, start: float = 0.0) -> float:
         pts = [n for t, n in self.live if t >= start]
@@ -202,7 +209,7 @@ class Box:
         c, C, T = self.costs, self.cpus, self.threads
         seconds = sum(p.seconds for p in phases)
         span = math.ceil(seconds) + 2
-        res = Result(seconds, [0] * span, [{} for _ in range(span)])
+        res = Result(seconds, [0] * span, [{} for _ in range(span)], [0.0] * span)
         ev: list[tuple[float, int, int, Any]] = []
         seq = 0
         procs: list[Proc] = []
@@ -324,6 +331,7 @@ class Box:
             sec = int(t)
             res.per_second[sec] += 1
             ms = (t - req[0] + client_s) * 1000
+            res.sum_ms[sec] += ms
             b = round(math.log(ms) / log_base)
             h = res.hist[sec]
             h[b] = h.get(b, 0) + 1
@@ -406,6 +414,7 @@ class Box:
         last = (0.0, 0.0, 0.0, 0.0, 0, 0)  # t, ins, busy, wait, done, overflows
         reload_flag = False
         open_rate: float | None = None
+        poisson = False
         pending_apply: int | None = None
         phase_start_done = [0] * len(phases)
         cur_phase = 0
@@ -449,13 +458,14 @@ class Box:
                 slope = c.heap_switch if work.heap_mib else c.switch
                 set_rate()
                 start_clients(ph.clients or 0)
-                open_rate = ph.rate
+                open_rate, poisson = ph.rate, ph.poisson
                 if open_rate:
                     push(t, APPLY + 100, data)  # the open loop's first arrival
             elif kind == APPLY + 100:  # an open-loop arrival
                 if cur_phase == data and open_rate:
                     arrive([t, -1, work, -1, 0.0])
-                    push(t + 1.0 / open_rate, APPLY + 100, data)
+                    gap = 1.0 / open_rate
+                    push(t - gap * log(1.0 - rand()) if poisson else t + gap, APPLY + 100, data)
             elif kind == APPLY:
                 if pending_apply is not None:
                     set_workers(pending_apply)
