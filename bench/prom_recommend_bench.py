@@ -5,7 +5,8 @@
 
 What is measured (defined before any run; issue 40, part 1, "Scale"):
 - The series: N generated instances, each as `uwsgitune daemon` exports it (uwsgi_exporter's
-  families with `stats_uri`, plus `uwsgitune_*`), `--workers` workers each, one sample a
+  families with `stats_uri`, plus `uwsgitune_*`, among them the per-instance sums of the
+  per-worker families, `uwsgitune_worker_sum_*`), `--workers` workers each, one sample a
   minute over the last 24 h and 10 minutes. Loads follow a daily curve; a tenth of the
   instances are over-provisioned (idle), a tenth short of workers (their queue full at the
   peak), one in twenty reloads once (counters reset). Written as OpenMetrics and backfilled
@@ -140,11 +141,23 @@ def generate(path: Path, fleet: list[Plan], end: int) -> int:
             out.append(total)
         return out
 
-    def emit(name: str, label_text: str, values: list[float]) -> None:
+    def emit(name: str, label_text: str, values: list[float], digits: int = 6) -> list[float]:
+        """Writes the series; returns its values as written (rounded to `digits`)."""
         nonlocal samples
-        lines = [f"{name}{label_text} {v:.6g} {t}\n" for t, v in zip(times, values, strict=True)]
+        texts = [f"{v:.{digits}g}" for v in values]
+        lines = [f"{name}{label_text} {v} {t}\n" for t, v in zip(times, texts, strict=True)]
         w.f.write("".join(lines))
         samples += len(lines)
+        return [float(v) for v in texts]
+
+    # the daemon's per-instance sums of the per-worker families (`uwsgitune_worker_sum_*`,
+    # exporter/metrics.py `add_fleet_inputs`): the sums of the values written per worker
+    sums: dict[str, dict[int, list[float]]] = {}
+
+    def add_up(family: str, p: Plan, values: list[float]) -> None:
+        mine = sums.setdefault(family, {})
+        got = mine.get(p.index)
+        mine[p.index] = values if got is None else [a + b for a, b in zip(got, values, strict=True)]
 
     per_worker = {
         "uwsgi_worker_requests": (
@@ -186,7 +199,26 @@ def generate(path: Path, fleet: list[Plan], end: int) -> int:
                     values = [1.0] * steps
                 else:
                     values = [float(60 * MIB + wid * MIB)] * steps
-                emit(family + suffix, lt, values)
+                add_up(family, p, emit(family + suffix, lt, values))
+                if family.endswith("rss_bytes"):
+                    add_up("rss_reporting", p, [float(v > 0) for v in values])
+    summed = {
+        "uwsgi_worker_requests": ("counter", "requests_total"),
+        "uwsgi_worker_exceptions": ("counter", "exceptions_total"),
+        "uwsgi_worker_running_time_seconds": ("counter", "running_time_seconds_total"),
+        "uwsgi_worker_harakiri_count": ("counter", "harakiri_total"),
+        "uwsgi_worker_respawn_count": ("counter", "spawns_total"),
+        "uwsgi_worker_busy": ("gauge", "busy"),
+        "uwsgi_worker_cheap": ("gauge", "cheap"),
+        "uwsgi_worker_rss_bytes": ("gauge", "rss_bytes"),
+        "rss_reporting": ("gauge", ""),
+    }
+    for family, (kind, name) in summed.items():
+        full = f"uwsgitune_worker_sum_{name}" if name else "uwsgitune_worker_rss_reporting"
+        w.family(full.removesuffix("_total"), kind)
+        for p in fleet:
+            emit(full, labels(p), sums[family][p.index], digits=12)
+    sums.clear()
     per_instance: dict[str, tuple[str, object]] = {
         "uwsgi_up": ("gauge", 1.0),
         "uwsgi_signal_queue_length": ("gauge", 0.0),
@@ -199,6 +231,10 @@ def generate(path: Path, fleet: list[Plan], end: int) -> int:
         "uwsgitune_somaxconn": ("gauge", 4096.0),
         "uwsgitune_reloads_seen": ("counter", "reloads"),
         "uwsgitune_host_listen_overflows": ("counter", 0.0),
+        "uwsgitune_worker_slots": ("gauge", "workers"),
+        "uwsgitune_worker_max_cores": ("gauge", 1.0),
+        "uwsgitune_runq_cores": ("gauge", "runq"),
+        "uwsgitune_host_nice_ratio": ("gauge", 0.02),
     }
     for family, (kind, what) in per_instance.items():
         w.family(family, kind)
@@ -209,6 +245,10 @@ def generate(path: Path, fleet: list[Plan], end: int) -> int:
                 values = [c for _, _, c in s]
             elif what == "host":
                 values = [min(c / 8 + 0.1, 1.0) for _, _, c in s]
+            elif what == "runq":  # a twentieth of the CPU time waits for a CPU
+                values = [c * 0.05 for _, _, c in s]
+            elif what == "workers":
+                values = [float(p.workers)] * steps
             elif what == "reloads":
                 values = [float(p.reload_at is not None and k >= p.reload_at) for k in range(steps)]
             else:
@@ -375,6 +415,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="keep the TSDB here (reused when present)")
     ap.add_argument("--write", type=Path)
     ap.add_argument("--chunk", type=int, default=200, help="instances backfilled at a time")
+    ap.add_argument("--backfill-only", action="store_true", help="make the series, measure none")
     args = ap.parse_args()
     sizes = [int(x) for x in args.instances.split(",")]
     fleet = plans(max(sizes), args.workers)
@@ -382,6 +423,9 @@ def main() -> int:
     tsdb = args.keep or workdir / "tsdb"
     gen_note, end = ensure_series(tsdb, fleet, args.workers, args.chunk, workdir)
     print(gen_note, flush=True)
+    if args.backfill_only:
+        shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     proc, url = start_prometheus(tsdb, workdir)
     runs = []
     try:
