@@ -42,6 +42,7 @@ from uwsgitune.core.promframes import (
     SeriesSet,
     instance_labels,
     is_unknown,
+    needs_worker_series,
     rebuild,
     stats_kind,
     unknown_rules,
@@ -271,7 +272,8 @@ def fetch(
 ) -> SeriesSet:
     """Every signal of one batch (its `instances`), on the grid: the signals' queries run
     side by side on `pool` (Prometheus evaluates them on its cores), each answer added to
-    the grid as it is decoded and then dropped."""
+    the grid as it is decoded and then dropped. The per-worker aggregations are asked only
+    when an instance of the batch lacks the daemon's per-instance sums."""
     out = SeriesSet(grid.start, grid.step, grid.n, instances)
     sel = ",".join(p for p in (matchers(selector), extra) if p)
     lock = threading.Lock()
@@ -281,8 +283,12 @@ def fetch(
             with lock:
                 out.add(signal.name, s.labels, s.points)
 
-    for done in [pool.submit(one, signal) for signal in SIGNALS]:
+    for done in [pool.submit(one, signal) for signal in SIGNALS if not signal.per_worker]:
         done.result()  # the first failure, as raised
+    # the per-worker sums only where the daemon's per-instance ones are not (uwsgi_exporter)
+    if any(needs_worker_series(inst) for inst in out.instances.values()):
+        for done in [pool.submit(one, signal) for signal in SIGNALS if signal.per_worker]:
+            done.result()
     return out
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame, FrameKind, SocketView
 from uwsgitune.core.model import Socket
-from uwsgitune.core.promsignals import BY_NAME, DAEMON_MARK, SOCKET_LABELS, WORKER
+from uwsgitune.core.promsignals import BY_NAME, DAEMON_MARK, SOCKET_LABELS, SUMS, WORKER
 from uwsgitune.core.signals import fullest_fill, requests_waiting
 
 NAN = math.nan
@@ -216,6 +216,15 @@ class _Fold:
         self.name = inst.name
         self._none: Column = [None] * inst.n
         self._cols = {k: [None if x != x else x for x in v] for k, v in inst.values.items()}
+        for name, own in SUMS.items():  # the daemon's per-instance series where it has them
+            got = self._cols.pop(own, None)
+            if got is not None:
+                pw = self._cols.get(name)
+                self._cols[name] = (
+                    got
+                    if pw is None
+                    else [a if a is not None else b for a, b in zip(got, pw, strict=True)]
+                )
         self.resets = 0
         self.exporter = not inst.daemon
         self._sockets: tuple[tuple[float | None, ...], tuple[SocketView, ...]] | None = None
@@ -271,6 +280,7 @@ class _Fold:
             col(k) for k in ("host_cpus", "effective_cpus", "host_cpu", "cpu_cores")
         )
         maxconn, avail, limit = col("somaxconn"), col("mem_available"), col("mem_limit")
+        nice, runq, gil = col("host_nice"), col("runq_cores"), col("gil_busy")
         over, drops = col("overflows"), col("drops")
         exporter, name, step, start = self.exporter, self.name, inst.step, inst.start
         out: list[Frame] = []
@@ -288,7 +298,7 @@ class _Fold:
             live, n_threads = n_slots - n_cheap, max(int(threads[i] or 1), 1)
             r, rn = rss[i], int(rss_n[i] or 0)
             spawned = resp[i]
-            h = host[i]
+            h, hn = host[i], nice[i]
             rated: dict[str, Any] = {}
             if kind == "ok" and p is not None:
                 dt = (i - p) * step
@@ -331,7 +341,10 @@ class _Fold:
                     cpu_count=_int(cpus[i]),
                     effective_cpus=eff[i],
                     host_cpu_pct=None if h is None else h * 100,
+                    host_nice_pct=None if hn is None else hn * 100,
                     instance_cpu_cores=cores[i],
+                    runq_cores=runq[i],
+                    gil_busy=gil[i],
                     somaxconn=_int(maxconn[i]),
                     mem_total_rss=int(r) if r and rn else None,
                     mem_per_worker=int(r // rn) if r and rn else None,
@@ -343,6 +356,18 @@ class _Fold:
                 )
             )
         return out
+
+
+def needs_worker_series(inst: InstanceSeries) -> bool:
+    """Some step of the instance is up without the daemon's per-instance sums
+    (`uwsgitune_worker_sum_*`): its per-worker series must be summed instead."""
+    up = inst.values.get("up")
+    if up is None:
+        return False
+    own = inst.values.get("requests_sum")
+    if own is None:
+        return any(u == u and u for u in up)  # NaN != NaN: no sample
+    return any(u == u and u and o != o for u, o in zip(up, own, strict=True))
 
 
 def rebuild(inst: InstanceSeries) -> Rebuilt:
