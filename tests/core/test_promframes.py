@@ -25,8 +25,8 @@ EXPORTER = {"job": "uwsgi", "instance": "10.0.0.1:9117"}
 DAEMON = {"job": "tuned", "instance": "10.0.0.2:9117", "stats_uri": "unix:///run/s.sock"}
 
 
-def _points(values: Sequence[float], start: float = 0.0) -> list[tuple[float, str]]:
-    return [(start + i * STEP, repr(v)) for i, v in enumerate(values) if not math.isnan(v)]
+def _points(values: Sequence[float], start: float = 0.0) -> list[tuple[float, float]]:
+    return [(start + i * STEP, v) for i, v in enumerate(values) if not math.isnan(v)]
 
 
 def instance(

@@ -112,7 +112,7 @@ class SeriesSet:
         return inst
 
     def add(
-        self, signal: str, labels: Mapping[str, str], points: Iterable[tuple[float, str]]
+        self, signal: str, labels: Mapping[str, str], points: Iterable[tuple[float, float]]
     ) -> int:
         """One answer series of `signal`; returns how many of its points fell on the grid
         (0 for a series of no listed instance)."""
@@ -133,12 +133,12 @@ class SeriesSet:
             first = round((points[0][0] - start) / step)
             last = first + len(points) - 1
             if first >= 0 and last < n and round((points[-1][0] - start) / step) == last:
-                grid[first : last + 1] = array("d", [float(v) for _, v in points])
+                grid[first : last + 1] = array("d", [v for _, v in points])
                 return len(points)
         for t, v in points:
             i = round((t - start) / step)
             if 0 <= i < n:
-                grid[i] = float(v)
+                grid[i] = v
                 placed += 1
         return placed
 
