@@ -31,7 +31,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame, FrameKind, SocketView
@@ -227,7 +227,7 @@ class _Fold:
                 )
         self.resets = 0
         self.exporter = not inst.daemon
-        self._sockets: tuple[tuple[float | None, ...], tuple[SocketView, ...]] | None = None
+        self._counters: list[Column] = []
 
     def col(self, name: str) -> Column:
         got: Column | None = self._cols.get(name)
@@ -243,32 +243,35 @@ class _Fold:
         ]
 
     def reset(self, i: int, p: int) -> bool:
-        for name in COUNTERS:
-            col = self.col(name)
+        """A counter went down (uWSGI reset its slots), or the daemon saw a reload."""
+        for col in self._counters:
             cur, before = col[i], col[p]
             if cur is not None and before is not None and cur < before:
                 return True
         col = self.col("reloads")
         return col[i] is not None and col[p] is not None and col[i] > col[p]  # type: ignore[operator]
 
-    def sockets(self, i: int) -> tuple[SocketView, ...]:
+    def socket_views(self) -> Callable[[int], tuple[SocketView, ...]]:
         """The step's socket views; the previous step's tuple when every value is the same."""
         inst = self.inst
         if not inst.sockets:
-            return ()
-        key = tuple(
-            None if x != x else x
-            for grids in inst.sockets.values()
-            for x in (g[i] for g in grids.values())
-        )
-        if self._sockets is not None and self._sockets[0] == key:
-            return self._sockets[1]
-        views = _socket_views(inst, i)
-        self._sockets = (key, views)
+            return lambda i: ()
+        grids = [g for per in inst.sockets.values() for g in per.values()]
+        keys = list(zip(*([None if x != x else x for x in g] for g in grids), strict=True))
+        last: list[Any] = [None, ()]
+
+        def views(i: int) -> tuple[SocketView, ...]:
+            key = keys[i]
+            if last[0] != key:
+                last[0], last[1] = key, _socket_views(inst, i)
+            got: tuple[SocketView, ...] = last[1]
+            return got
+
         return views
 
     def frames(self) -> list[Frame]:
         col, inst = self.col, self.inst
+        self._counters = [self._cols[k] for k in COUNTERS if k in self._cols]
         up, req, run, slots, cheap, busy = (
             col(k) for k in ("up", "requests", "running", "slots", "cheap", "busy")
         )
@@ -282,7 +285,9 @@ class _Fold:
         maxconn, avail, limit = col("somaxconn"), col("mem_available"), col("mem_limit")
         nice, runq, gil = col("host_nice"), col("runq_cores"), col("gil_busy")
         over, drops = col("overflows"), col("drops")
+        sockets = self.socket_views()
         exporter, name, step, start = self.exporter, self.name, inst.step, inst.start
+        mem_source: Literal["stats", "psutil"] = "stats" if exporter else "psutil"
         out: list[Frame] = []
         p: int | None = None
         for i in self.present():
@@ -298,26 +303,21 @@ class _Fold:
             live, n_threads = n_slots - n_cheap, max(int(threads[i] or 1), 1)
             r, rn = rss[i], int(rss_n[i] or 0)
             spawned = resp[i]
-            h, hn = host[i], nice[i]
-            rated: dict[str, Any] = {}
+            h, hn, c, mc, a, lim = host[i], nice[i], cpus[i], maxconn[i], avail[i], limit[i]
+            dt = rps = eps = mean_rt = littles = ratio = None
+            d_hara = d_resp = d_over = d_drops = None
             if kind == "ok" and p is not None:
                 dt = (i - p) * step
                 d_req = (req[i] or 0.0) - (req[p] or 0.0)
                 d_run = (run[i] or 0.0) - (run[p] or 0.0)
                 littles = max(d_run, 0.0) / dt
                 capacity = live * n_threads
-                rated = {
-                    "dt": dt,
-                    "rps": d_req / dt,
-                    "eps": (_delta(exc[i], exc[p]) or 0) / dt,
-                    "mean_rt_ms": d_run * 1000 / d_req if d_req >= 1 else None,
-                    "littles_l": littles,
-                    "busy_ratio": min(littles / capacity, 1.0) if capacity else None,
-                    "harakiri_delta": _delta(hara[i], hara[p]),
-                    "respawns_delta": _delta(resp[i], resp[p]),
-                    "listen_overflows_delta": _delta(over[i], over[p]),
-                    "listen_drops_delta": _delta(drops[i], drops[p]),
-                }
+                rps = d_req / dt
+                eps = (_delta(exc[i], exc[p]) or 0) / dt
+                mean_rt = d_run * 1000 / d_req if d_req >= 1 else None
+                ratio = min(littles / capacity, 1.0) if capacity else None
+                d_hara, d_resp = _delta(hara[i], hara[p]), _delta(resp[i], resp[p])
+                d_over, d_drops = _delta(over[i], over[p]), _delta(drops[i], drops[p])
             p = i
             out.append(
                 Frame(
@@ -325,6 +325,7 @@ class _Fold:
                     t=t,
                     mono=t,
                     kind=kind,
+                    dt=dt,
                     reloads_seen=self.resets,
                     workers_max=n_slots,
                     live=live,
@@ -334,25 +335,33 @@ class _Fold:
                     threads=n_threads,
                     requests_total=int(req[i] or 0),
                     exceptions_total=int(exc[i] or 0),
-                    harakiri_total=int(hara[i] or 0),
-                    respawns_total=max(int(spawned - n_slots), 0) if spawned is not None else 0,
-                    signal_queue=int(sigq[i] or 0),
-                    sockets=self.sockets(i),
-                    cpu_count=_int(cpus[i]),
+                    rps=rps,
+                    eps=eps,
+                    mean_rt_ms=mean_rt,
+                    littles_l=littles,
+                    busy_ratio=ratio,
+                    sockets=sockets(i),
+                    listen_overflows_delta=d_over,
+                    listen_drops_delta=d_drops,
+                    cpu_count=None if c is None else int(c),
                     effective_cpus=eff[i],
                     host_cpu_pct=None if h is None else h * 100,
                     host_nice_pct=None if hn is None else hn * 100,
                     instance_cpu_cores=cores[i],
                     runq_cores=runq[i],
                     gil_busy=gil[i],
-                    somaxconn=_int(maxconn[i]),
+                    somaxconn=None if mc is None else int(mc),
                     mem_total_rss=int(r) if r and rn else None,
                     mem_per_worker=int(r // rn) if r and rn else None,
-                    mem_source=("stats" if exporter else "psutil") if rn else "none",
+                    mem_source=mem_source if rn else "none",
+                    mem_available=None if a is None else int(a),
+                    mem_limit=None if lim is None else int(lim),
                     memory_report=exporter and rn > 0,
-                    mem_available=_int(avail[i]),
-                    mem_limit=_int(limit[i]),
-                    **rated,
+                    harakiri_total=int(hara[i] or 0),
+                    respawns_total=max(int(spawned - n_slots), 0) if spawned is not None else 0,
+                    harakiri_delta=d_hara,
+                    respawns_delta=d_resp,
+                    signal_queue=int(sigq[i] or 0),
                 )
             )
         return out
