@@ -14,6 +14,7 @@ from uwsgitune.core.promframes import (
     SeriesSet,
     instance_labels,
     is_unknown,
+    make_frame,
     needs_worker_series,
     rebuild,
     unknown_rules,
@@ -223,3 +224,24 @@ def test_the_cpu_waits_and_niced_cpu_are_read_and_unknown_without_their_series()
     assert (f.runq_cores, f.host_nice_pct, f.gil_busy) == (0.5, 25.0, 0.4)
     bare = rebuild(instance(n, DAEMON)).frames[-1]
     assert (bare.runq_cores, bare.host_nice_pct, bare.gil_busy) == (None, None, None)
+
+
+def test_the_fast_frame_maker_makes_the_frame_the_dataclass_makes() -> None:
+    """Every field given a value that is not its default, and every field left at it."""
+    from dataclasses import fields
+
+    from uwsgitune.core.frame import Frame
+
+    given: dict[str, object] = {}
+    for i, f in enumerate(fields(Frame)):
+        d = f.default
+        given[f.name] = (
+            ("x" * i if isinstance(d, str) else (not d) if isinstance(d, bool) else float(i))
+            if not isinstance(d, tuple)
+            else ()
+        )
+    given["kind"], given["mem_source"] = "ok", "stats"
+    made, want = make_frame(**given), Frame(**given)  # type: ignore[arg-type]
+    assert type(made) is Frame and made == want
+    assert all(getattr(made, f.name) == given[f.name] for f in fields(Frame))
+    assert make_frame(source="a", t=1.0, mono=1.0, kind="first") == Frame("a", 1.0, 1.0, "first")
