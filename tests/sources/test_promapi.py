@@ -169,3 +169,16 @@ def test_values_are_floats_go_spellings_included_and_a_bad_one_is_one_line(
         values[0][1] = "many"
         with pytest.raises(PrometheusError, match="a sample value Prometheus's API does not"):
             list(c.query_range("x", 0.0, 120.0, 60.0))
+
+
+def test_answers_are_asked_uncompressed_unless_gzip_is_asked_for(server: Server) -> None:
+    """gzip costs Prometheus about nine times the query's CPU: only on request."""
+
+    def answer(form: dict[str, str]) -> tuple[int, bytes]:
+        return 200, matrix([])
+
+    where, seen = server(answer)
+    for gzip in (False, True):
+        with PromClient(PromOptions(where, gzip=gzip)) as c:
+            list(c.query_range("x", 0.0, 60.0, 60.0))
+    assert [f["_encoding"] for f in seen] == ["identity", "gzip"]

@@ -140,6 +140,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         help="do not verify the server's TLS certificate",
     )
     g.add_argument(
+        "--prometheus-gzip",
+        action="store_true",
+        help="ask for compressed answers (a fifth of the bytes, ~9x Prometheus's CPU): "
+        "for a slow link",
+    )
+    g.add_argument(
         "--prometheus-max-mib",
         type=int,
         default=512,
@@ -159,6 +165,7 @@ def options(args: argparse.Namespace) -> PromOptions:
         key_file=args.prometheus_key_file,
         insecure_skip_verify=args.prometheus_insecure_skip_verify,
         max_bytes=args.prometheus_max_mib * MIB,
+        gzip=args.prometheus_gzip,
     )
 
 
