@@ -227,21 +227,20 @@ def test_the_cpu_waits_and_niced_cpu_are_read_and_unknown_without_their_series()
 
 
 def test_the_fast_frame_maker_makes_the_frame_the_dataclass_makes() -> None:
-    """Every field given a value that is not its default, and every field left at it."""
+    """Real frames (the Tracker's, through the dataclass's `__init__`) rebuilt from their
+    fields, every field set; and one from the required fields alone, the rest defaults."""
     from dataclasses import fields
 
-    from uwsgitune.core.frame import Frame
+    from tests.support.frames import failed, series
+    from uwsgitune.core.frame import FIELD_NAMES, field_values
 
-    given: dict[str, object] = {}
-    for i, f in enumerate(fields(Frame)):
-        d = f.default
-        given[f.name] = (
-            ("x" * i if isinstance(d, str) else (not d) if isinstance(d, bool) else float(i))
-            if not isinstance(d, tuple)
-            else ()
-        )
-    given["kind"], given["mem_source"] = "ok", "stats"
-    made, want = make_frame(**given), Frame(**given)  # type: ignore[arg-type]
-    assert type(made) is Frame and made == want
-    assert all(getattr(made, f.name) == given[f.name] for f in fields(Frame))
-    assert make_frame(source="a", t=1.0, mono=1.0, kind="first") == Frame("a", 1.0, 1.0, "first")
+    for real in [*series(3, host_cpu_pct=40.0, threads=2), failed(3)]:
+        given = dict(zip(FIELD_NAMES, field_values(real), strict=True))
+        made = make_frame(**given)
+        assert type(made) is type(real) and made == real
+        assert all(getattr(made, f.name) == given[f.name] for f in fields(real))
+    bare = make_frame(source="a", t=1.0, mono=1.0, kind="first")
+    defaults = {
+        f.name: f.default for f in fields(bare) if f.name not in ("source", "t", "mono", "kind")
+    }
+    assert all(getattr(bare, k) == v for k, v in defaults.items())
