@@ -5,13 +5,15 @@ non-zero exit, never a part of the fleet printed as the whole."""
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.support.fakeprom import answering, matrix, success
 from uwsgitune.cli.main import main
-from uwsgitune.cli.recommend_prom import batches, duration
+from uwsgitune.cli.recommend_prom import Grid, batches, duration, fetch
 from uwsgitune.core.promframes import instance_labels
+from uwsgitune.sources.promapi import PromClient, PromOptions
 
 
 def _instances(n: int) -> list[tuple[tuple[str, str], ...]]:
@@ -78,3 +80,33 @@ def test_flags_for_one_instance_are_refused_with_prometheus(
     code = main(["recommend", "--prometheus", "http://127.0.0.1:1", "--window", "60"])
     assert code == 2
     assert "with --prometheus use --range" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("daemon", [True, False])
+def test_workers_series_are_summed_only_for_instances_without_the_daemons_sums(
+    daemon: bool,
+) -> None:
+    """The daemon's `uwsgitune_worker_sum_*` spare Prometheus the per-worker aggregations;
+    uwsgi_exporter's instances get them."""
+    labels = {"job": "uwsgi", "instance": "a:1"}
+
+    def answer(form: dict[str, str]) -> tuple[int, bytes]:
+        q = form["query"]
+        values = [[float(form["start"]) + 60 * i, str(i)] for i in range(3)]
+        if "uwsgi_up" in q or (daemon and "uwsgitune_worker_sum_" in q):
+            return 200, matrix([{"metric": labels, "values": values}])
+        return 200, matrix([])
+
+    grid = Grid(0.0, 120.0, 60.0)
+    with answering() as start, ThreadPoolExecutor(2) as pool:
+        url, seen = start(answer)
+        with PromClient(PromOptions(url)) as client:
+            got = fetch(client, "", "", [instance_labels(labels, False)], grid, pool)
+    asked = [f["query"] for f in seen]
+    per_worker = [q for q in asked if "without (worker_id)" in q]
+    assert bool(per_worker) is not daemon
+    assert not daemon or list(next(iter(got.instances.values())).values["requests_sum"]) == [
+        0.0,
+        1.0,
+        2.0,
+    ]

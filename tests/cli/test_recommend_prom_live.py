@@ -18,6 +18,7 @@ from tests.support.promstack import PromStack, go_exporter, prom_stack, promethe
 from tests.uwsgi_harness import url, uwsgi_instance
 from uwsgitune.cli.main import main
 from uwsgitune.loadgen import run_open
+from uwsgitune.sources.promapi import PromClient, PromOptions
 
 # one stack for the module (`stack` is module-scoped): its tests on one xdist worker
 pytestmark = [pytest.mark.uwsgi, pytest.mark.slow, pytest.mark.xdist_group("prom_live")]
@@ -57,6 +58,23 @@ def test_each_instance_is_judged_from_its_own_series(
     assert "oversubscribed_cpu" not in daemon["unknown"]  # the daemon has the CPU series
     assert "threads_gil" in daemon["unknown"]  # no series has per-worker CPU
     assert doc["fleet"]["observed"] == len(doc["instances"])
+    # the daemon's per-instance sums are what summing its per-worker series gives
+    sel = '{job="uwsgitune"}'
+    pairs = [
+        ("uwsgitune_worker_sum_requests_total", f"sum(uwsgi_worker_requests_total{sel})"),
+        (
+            "uwsgitune_worker_sum_running_time_seconds_total",
+            f"sum(uwsgi_worker_running_time_seconds{sel})",
+        ),
+        ("uwsgitune_worker_slots", f"count(uwsgi_worker_busy{sel})"),
+        ("uwsgitune_worker_rss_reporting", f"count(uwsgi_worker_rss_bytes{sel} > 0)"),
+    ]
+    with PromClient(PromOptions(stack.url)) as client:
+        at = time.time()
+        for own, summed in pairs:
+            mine = client.instant(f"sum({own}{sel})", at)
+            assert [s.points for s in mine] == [s.points for s in client.instant(summed, at)]
+            assert mine and mine[0].points, own
     if go_exporter() is None:
         assert set(by_job) == {"uwsgitune"}
         return

@@ -14,6 +14,8 @@ from uwsgitune.core.promframes import (
     SeriesSet,
     instance_labels,
     is_unknown,
+    make_frame,
+    needs_worker_series,
     rebuild,
     unknown_rules,
 )
@@ -24,8 +26,8 @@ EXPORTER = {"job": "uwsgi", "instance": "10.0.0.1:9117"}
 DAEMON = {"job": "tuned", "instance": "10.0.0.2:9117", "stats_uri": "unix:///run/s.sock"}
 
 
-def _points(values: Sequence[float], start: float = 0.0) -> list[tuple[float, str]]:
-    return [(start + i * STEP, repr(v)) for i, v in enumerate(values) if not math.isnan(v)]
+def _points(values: Sequence[float], start: float = 0.0) -> list[tuple[float, float]]:
+    return [(start + i * STEP, v) for i, v in enumerate(values) if not math.isnan(v)]
 
 
 def instance(
@@ -169,3 +171,76 @@ def test_an_exporter_series_with_stats_uri_joins_its_instance_and_strangers_are_
 def test_the_tuners_last_wish_is_kept() -> None:
     built = rebuild(instance(labels=DAEMON, extra={"tuner": [4.0, 4.0, 6.0, NAN, NAN, NAN]}))
     assert built.tuner_desired == 6
+
+
+def _daemon_sums(n: int) -> dict[str, Sequence[float]]:
+    """The daemon's per-instance sums (`uwsgitune_worker_sum_*`), other figures than the
+    workers' so that which one a frame read shows."""
+    return {
+        "requests_sum": [300.0 * i for i in range(n)],
+        "running_sum": [120.0 * i for i in range(n)],
+        "slots_sum": [8.0] * n,
+        "busy_sum": [6.0] * n,
+        "cheap_sum": [2.0] * n,
+        "threads_sum": [2.0] * n,
+    }
+
+
+def _daemon_only(n: int, extra: dict[str, Sequence[float]]) -> InstanceSeries:
+    key = instance_labels(DAEMON, False)
+    grid = SeriesSet(0.0, STEP, n, [key])
+    for name, values in {"up": [1.0] * n, **extra}.items():
+        grid.add(name, DAEMON, _points(values))
+    return grid.instances[key]
+
+
+def test_the_daemons_per_instance_sums_stand_for_the_workers_series() -> None:
+    n = 6
+    inst = _daemon_only(n, _daemon_sums(n))
+    assert not needs_worker_series(inst)  # nothing per worker to ask
+    f = rebuild(inst).frames[-1]
+    assert (f.workers_max, f.live, f.busy, f.threads) == (8, 6, 6, 2)
+    assert f.rps == pytest.approx(5.0) and f.mean_rt_ms == pytest.approx(400.0)
+
+
+def test_a_step_without_the_daemons_sums_reads_the_workers_sum() -> None:
+    n = 6
+    sums = {k: [*v[:3], NAN, NAN, NAN] for k, v in _daemon_sums(n).items()}
+    inst = instance(n, DAEMON, requests=[300.0 * i for i in range(n)], extra=sums)
+    assert needs_worker_series(inst)  # three steps up without the sums
+    frames = rebuild(inst).frames
+    assert len(frames) == n and [f.workers_max for f in frames] == [8, 8, 8, 4, 4, 4]
+    assert all(f.kind in ("first", "ok") for f in frames)  # no reset between the two
+    assert needs_worker_series(_daemon_only(n, {}))  # up, no sums: uwsgi_exporter's
+    down = SeriesSet(0.0, STEP, n, [instance_labels(DAEMON, False)])
+    down.add("up", DAEMON, _points([0.0] * n))  # uWSGI down: no worker series to ask for
+    assert not needs_worker_series(next(iter(down.instances.values())))
+
+
+def test_the_cpu_waits_and_niced_cpu_are_read_and_unknown_without_their_series() -> None:
+    n = 4
+    extra = {"runq_cores": [0.5] * n, "host_nice": [0.25] * n, "gil_busy": [0.4] * n}
+    f = rebuild(instance(n, DAEMON, extra=extra)).frames[-1]
+    assert (f.runq_cores, f.host_nice_pct, f.gil_busy) == (0.5, 25.0, 0.4)
+    bare = rebuild(instance(n, DAEMON)).frames[-1]
+    assert (bare.runq_cores, bare.host_nice_pct, bare.gil_busy) == (None, None, None)
+
+
+def test_the_fast_frame_maker_makes_the_frame_the_dataclass_makes() -> None:
+    """Real frames (the Tracker's, through the dataclass's `__init__`) rebuilt from their
+    fields, every field set; and one from the required fields alone, the rest defaults."""
+    from dataclasses import fields
+
+    from tests.support.frames import failed, series
+    from uwsgitune.core.frame import FIELD_NAMES, field_values
+
+    for real in [*series(3, host_cpu_pct=40.0, threads=2), failed(3)]:
+        given = dict(zip(FIELD_NAMES, field_values(real), strict=True))
+        made = make_frame(**given)
+        assert type(made) is type(real) and made == real
+        assert all(getattr(made, f.name) == given[f.name] for f in fields(real))
+    bare = make_frame(source="a", t=1.0, mono=1.0, kind="first")
+    defaults = {
+        f.name: f.default for f in fields(bare) if f.name not in ("source", "t", "mono", "kind")
+    }
+    assert all(getattr(bare, k) == v for k, v in defaults.items())

@@ -4,6 +4,7 @@ with its exit code; a long range is paged; a partial answer (warnings) is refuse
 
 from __future__ import annotations
 
+import math
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -145,3 +146,39 @@ def test_tls_is_verified_against_the_ca_given_and_refused_without_it(certs: Cert
         err = _error(where)
     assert "TLS: the server's certificate is not trusted" in str(err)
     assert "--prometheus-ca-file" in str(err) and err.code == 2
+
+
+def test_values_are_floats_go_spellings_included_and_a_bad_one_is_one_line(
+    server: Server,
+) -> None:
+    """Values are read as floats in one pass; "NaN" and "+Inf", which that pass refuses,
+    are read too, and a value that is no number is one line, not a traceback."""
+    values: list[list[object]] = [[0, "0.25"], [60, "2e3"]]
+
+    def answer(form: dict[str, str]) -> tuple[int, bytes]:
+        return 200, matrix([{"metric": {"job": "a"}, "values": values}])
+
+    where, _ = server(answer)
+    with PromClient(PromOptions(where)) as c:
+        (first,) = [p.points for p in c.query_range("x", 0.0, 60.0, 60.0)]
+        assert first == [(0.0, 0.25), (60.0, 2000.0)]
+        values[1][1] = "NaN"
+        values.append([120, "+Inf"])
+        (got,) = [p.points for p in c.query_range("x", 0.0, 120.0, 60.0)]
+        assert got[0] == (0.0, 0.25) and got[1][1] != got[1][1] and got[2] == (120.0, math.inf)
+        values[0][1] = "many"
+        with pytest.raises(PrometheusError, match="a sample value Prometheus's API does not"):
+            list(c.query_range("x", 0.0, 120.0, 60.0))
+
+
+def test_answers_are_asked_uncompressed_unless_gzip_is_asked_for(server: Server) -> None:
+    """gzip costs Prometheus about nine times the query's CPU: only on request."""
+
+    def answer(form: dict[str, str]) -> tuple[int, bytes]:
+        return 200, matrix([])
+
+    where, seen = server(answer)
+    for gzip in (False, True):
+        with PromClient(PromOptions(where, gzip=gzip)) as c:
+            list(c.query_range("x", 0.0, 60.0, 60.0))
+    assert [f["_encoding"] for f in seen] == ["identity", "gzip"]

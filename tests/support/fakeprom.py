@@ -1,6 +1,6 @@
 """A real HTTP server on loopback that answers as a Prometheus server would, or as a broken
 one: each test gives the answer (status, body) to each POSTed form. The forms are kept, with
-the path (`_path`) and the Authorization header (`_auth`)."""
+the path (`_path`), the Authorization header (`_auth`) and Accept-Encoding (`_encoding`)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def answering(
                 form = dict(urllib.parse.parse_qsl(self.rfile.read(n).decode()))
                 form["_path"] = self.path
                 form["_auth"] = self.headers.get("Authorization", "")
+                form["_encoding"] = self.headers.get("Accept-Encoding", "")
                 seen.append(form)
                 status, body = answer(form)
                 self.send_response(status)

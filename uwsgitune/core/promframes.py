@@ -30,13 +30,13 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Literal
 
 from uwsgitune.core.address import AddressError, parse_address
 from uwsgitune.core.frame import Frame, FrameKind, SocketView
 from uwsgitune.core.model import Socket
-from uwsgitune.core.promsignals import BY_NAME, DAEMON_MARK, SOCKET_LABELS, WORKER
+from uwsgitune.core.promsignals import BY_NAME, DAEMON_MARK, SOCKET_LABELS, SUMS, WORKER
 from uwsgitune.core.signals import fullest_fill, requests_waiting
 
 NAN = math.nan
@@ -112,7 +112,7 @@ class SeriesSet:
         return inst
 
     def add(
-        self, signal: str, labels: Mapping[str, str], points: Iterable[tuple[float, str]]
+        self, signal: str, labels: Mapping[str, str], points: Iterable[tuple[float, float]]
     ) -> int:
         """One answer series of `signal`; returns how many of its points fell on the grid
         (0 for a series of no listed instance)."""
@@ -133,12 +133,12 @@ class SeriesSet:
             first = round((points[0][0] - start) / step)
             last = first + len(points) - 1
             if first >= 0 and last < n and round((points[-1][0] - start) / step) == last:
-                grid[first : last + 1] = array("d", [float(v) for _, v in points])
+                grid[first : last + 1] = array("d", [v for _, v in points])
                 return len(points)
         for t, v in points:
             i = round((t - start) / step)
             if 0 <= i < n:
-                grid[i] = float(v)
+                grid[i] = v
                 placed += 1
         return placed
 
@@ -207,6 +207,35 @@ def _int(x: float | None) -> int | None:
     return None if x is None else int(x)
 
 
+def _frame_maker() -> Callable[..., Frame]:
+    """`Frame(**fields)` at two thirds of the cost (a fleet's day is 1,441 frames an instance):
+    the frozen dataclass's `__init__` sets each of its 60 slots through `object.__setattr__`;
+    this sets them through the slots' own descriptors, in code generated once, as
+    `dataclasses` generates `__init__`. Only for a Frame with no `__post_init__` and no
+    default factory (checked here, and tests/core/test_promframes.py compares the two)."""
+    if hasattr(Frame, "__post_init__"):
+        return Frame
+    namespace: dict[str, Any] = {"_new": object.__new__, "_Frame": Frame}
+    params, body = [], []
+    for f in fields(Frame):
+        if f.default is MISSING:
+            if f.default_factory is not MISSING:
+                return Frame
+            params.append(f.name)
+        else:
+            namespace[f"_d_{f.name}"] = f.default
+            params.append(f"{f.name}=_d_{f.name}")
+        namespace[f"_s_{f.name}"] = getattr(Frame, f.name).__set__
+        body.append(f"    _s_{f.name}(frame, {f.name})")
+    code = f"def make(*, {', '.join(params)}):\n    frame = _new(_Frame)\n"
+    exec(code + "\n".join(body) + "\n    return frame\n", namespace)
+    made: Callable[..., Frame] = namespace["make"]
+    return made
+
+
+make_frame = _frame_maker()
+
+
 class _Fold:
     """The fold over one instance's steps (the Tracker's, for a grid). Each signal is read
     as a column (a list, None where NaN) once; a step reads its values by index."""
@@ -216,9 +245,18 @@ class _Fold:
         self.name = inst.name
         self._none: Column = [None] * inst.n
         self._cols = {k: [None if x != x else x for x in v] for k, v in inst.values.items()}
+        for name, own in SUMS.items():  # the daemon's per-instance series where it has them
+            got = self._cols.pop(own, None)
+            if got is not None:
+                pw = self._cols.get(name)
+                self._cols[name] = (
+                    got
+                    if pw is None
+                    else [a if a is not None else b for a, b in zip(got, pw, strict=True)]
+                )
         self.resets = 0
         self.exporter = not inst.daemon
-        self._sockets: tuple[tuple[float | None, ...], tuple[SocketView, ...]] | None = None
+        self._counters: list[Column] = []
 
     def col(self, name: str) -> Column:
         got: Column | None = self._cols.get(name)
@@ -234,32 +272,35 @@ class _Fold:
         ]
 
     def reset(self, i: int, p: int) -> bool:
-        for name in COUNTERS:
-            col = self.col(name)
+        """A counter went down (uWSGI reset its slots), or the daemon saw a reload."""
+        for col in self._counters:
             cur, before = col[i], col[p]
             if cur is not None and before is not None and cur < before:
                 return True
         col = self.col("reloads")
         return col[i] is not None and col[p] is not None and col[i] > col[p]  # type: ignore[operator]
 
-    def sockets(self, i: int) -> tuple[SocketView, ...]:
+    def socket_views(self) -> Callable[[int], tuple[SocketView, ...]]:
         """The step's socket views; the previous step's tuple when every value is the same."""
         inst = self.inst
         if not inst.sockets:
-            return ()
-        key = tuple(
-            None if x != x else x
-            for grids in inst.sockets.values()
-            for x in (g[i] for g in grids.values())
-        )
-        if self._sockets is not None and self._sockets[0] == key:
-            return self._sockets[1]
-        views = _socket_views(inst, i)
-        self._sockets = (key, views)
+            return lambda i: ()
+        grids = [g for per in inst.sockets.values() for g in per.values()]
+        keys = list(zip(*([None if x != x else x for x in g] for g in grids), strict=True))
+        last: list[Any] = [None, ()]
+
+        def views(i: int) -> tuple[SocketView, ...]:
+            key = keys[i]
+            if last[0] != key:
+                last[0], last[1] = key, _socket_views(inst, i)
+            got: tuple[SocketView, ...] = last[1]
+            return got
+
         return views
 
     def frames(self) -> list[Frame]:
         col, inst = self.col, self.inst
+        self._counters = [self._cols[k] for k in COUNTERS if k in self._cols]
         up, req, run, slots, cheap, busy = (
             col(k) for k in ("up", "requests", "running", "slots", "cheap", "busy")
         )
@@ -271,9 +312,13 @@ class _Fold:
             col(k) for k in ("host_cpus", "effective_cpus", "host_cpu", "cpu_cores")
         )
         maxconn, avail, limit = col("somaxconn"), col("mem_available"), col("mem_limit")
+        nice, runq, gil = col("host_nice"), col("runq_cores"), col("gil_busy")
         over, drops = col("overflows"), col("drops")
+        sockets = self.socket_views()
         exporter, name, step, start = self.exporter, self.name, inst.step, inst.start
+        mem_source: Literal["stats", "psutil"] = "stats" if exporter else "psutil"
         out: list[Frame] = []
+        make = make_frame
         p: int | None = None
         for i in self.present():
             t = start + i * step
@@ -288,33 +333,29 @@ class _Fold:
             live, n_threads = n_slots - n_cheap, max(int(threads[i] or 1), 1)
             r, rn = rss[i], int(rss_n[i] or 0)
             spawned = resp[i]
-            h = host[i]
-            rated: dict[str, Any] = {}
+            h, hn, c, mc, a, lim = host[i], nice[i], cpus[i], maxconn[i], avail[i], limit[i]
+            dt = rps = eps = mean_rt = littles = ratio = None
+            d_hara = d_resp = d_over = d_drops = None
             if kind == "ok" and p is not None:
                 dt = (i - p) * step
                 d_req = (req[i] or 0.0) - (req[p] or 0.0)
                 d_run = (run[i] or 0.0) - (run[p] or 0.0)
                 littles = max(d_run, 0.0) / dt
                 capacity = live * n_threads
-                rated = {
-                    "dt": dt,
-                    "rps": d_req / dt,
-                    "eps": (_delta(exc[i], exc[p]) or 0) / dt,
-                    "mean_rt_ms": d_run * 1000 / d_req if d_req >= 1 else None,
-                    "littles_l": littles,
-                    "busy_ratio": min(littles / capacity, 1.0) if capacity else None,
-                    "harakiri_delta": _delta(hara[i], hara[p]),
-                    "respawns_delta": _delta(resp[i], resp[p]),
-                    "listen_overflows_delta": _delta(over[i], over[p]),
-                    "listen_drops_delta": _delta(drops[i], drops[p]),
-                }
+                rps = d_req / dt
+                eps = (_delta(exc[i], exc[p]) or 0) / dt
+                mean_rt = d_run * 1000 / d_req if d_req >= 1 else None
+                ratio = min(littles / capacity, 1.0) if capacity else None
+                d_hara, d_resp = _delta(hara[i], hara[p]), _delta(resp[i], resp[p])
+                d_over, d_drops = _delta(over[i], over[p]), _delta(drops[i], drops[p])
             p = i
             out.append(
-                Frame(
+                make(
                     source=name,
                     t=t,
                     mono=t,
                     kind=kind,
+                    dt=dt,
                     reloads_seen=self.resets,
                     workers_max=n_slots,
                     live=live,
@@ -324,25 +365,48 @@ class _Fold:
                     threads=n_threads,
                     requests_total=int(req[i] or 0),
                     exceptions_total=int(exc[i] or 0),
-                    harakiri_total=int(hara[i] or 0),
-                    respawns_total=max(int(spawned - n_slots), 0) if spawned is not None else 0,
-                    signal_queue=int(sigq[i] or 0),
-                    sockets=self.sockets(i),
-                    cpu_count=_int(cpus[i]),
+                    rps=rps,
+                    eps=eps,
+                    mean_rt_ms=mean_rt,
+                    littles_l=littles,
+                    busy_ratio=ratio,
+                    sockets=sockets(i),
+                    listen_overflows_delta=d_over,
+                    listen_drops_delta=d_drops,
+                    cpu_count=None if c is None else int(c),
                     effective_cpus=eff[i],
                     host_cpu_pct=None if h is None else h * 100,
+                    host_nice_pct=None if hn is None else hn * 100,
                     instance_cpu_cores=cores[i],
-                    somaxconn=_int(maxconn[i]),
+                    runq_cores=runq[i],
+                    gil_busy=gil[i],
+                    somaxconn=None if mc is None else int(mc),
                     mem_total_rss=int(r) if r and rn else None,
                     mem_per_worker=int(r // rn) if r and rn else None,
-                    mem_source=("stats" if exporter else "psutil") if rn else "none",
+                    mem_source=mem_source if rn else "none",
+                    mem_available=None if a is None else int(a),
+                    mem_limit=None if lim is None else int(lim),
                     memory_report=exporter and rn > 0,
-                    mem_available=_int(avail[i]),
-                    mem_limit=_int(limit[i]),
-                    **rated,
+                    harakiri_total=int(hara[i] or 0),
+                    respawns_total=max(int(spawned - n_slots), 0) if spawned is not None else 0,
+                    harakiri_delta=d_hara,
+                    respawns_delta=d_resp,
+                    signal_queue=int(sigq[i] or 0),
                 )
             )
         return out
+
+
+def needs_worker_series(inst: InstanceSeries) -> bool:
+    """Some step of the instance is up without the daemon's per-instance sums
+    (`uwsgitune_worker_sum_*`): its per-worker series must be summed instead."""
+    up = inst.values.get("up")
+    if up is None:
+        return False
+    own = inst.values.get("requests_sum")
+    if own is None:
+        return any(u == u and u for u in up)  # NaN != NaN: no sample
+    return any(u == u and u and o != o for u, o in zip(up, own, strict=True))
 
 
 def rebuild(inst: InstanceSeries) -> Rebuilt:

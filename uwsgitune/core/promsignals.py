@@ -51,39 +51,58 @@ class Signal:
     source: SignalSource
     kind: Literal["counter", "gauge"] = "gauge"
     socket: bool = False
+    # a per-worker aggregation: asked only for the instances whose daemon does not export
+    # the same figure per instance (`SUMS`)
+    per_worker: bool = False
 
 
 def _per_worker(agg: str, metric: str) -> str:
     return f"{agg} without ({WORKER}) ({metric}{{sel}})"
 
 
+def _pw(name: str, agg: str, metric: str, kind: Literal["counter", "gauge"] = "gauge") -> Signal:
+    return Signal(name, _per_worker(agg, metric), "exporter", kind, per_worker=True)
+
+
 SIGNALS: tuple[Signal, ...] = (
-    # a step whose last scrape is older than `{stale}` reads as a gap, not as that scrape
-    Signal("up", "uwsgi_up{sel} unless (time() - timestamp(uwsgi_up{sel}) > {stale})", "exporter"),
-    Signal("requests", _per_worker("sum", "uwsgi_worker_requests_total"), "exporter", "counter"),
-    Signal(
-        "exceptions", _per_worker("sum", "uwsgi_worker_exceptions_total"), "exporter", "counter"
-    ),
-    Signal(
-        "running", _per_worker("sum", "uwsgi_worker_running_time_seconds"), "exporter", "counter"
-    ),
-    Signal(
-        "harakiri", _per_worker("sum", "uwsgi_worker_harakiri_count_total"), "exporter", "counter"
-    ),
-    Signal(
-        "respawns", _per_worker("sum", "uwsgi_worker_respawn_count_total"), "exporter", "counter"
-    ),
-    Signal("slots", _per_worker("count", "uwsgi_worker_busy"), "exporter"),
-    Signal("busy", _per_worker("sum", "uwsgi_worker_busy"), "exporter"),
-    Signal("cheap", _per_worker("sum", "uwsgi_worker_cheap"), "exporter"),
-    Signal("threads", _per_worker("max", "uwsgi_worker_cores"), "exporter"),
+    # a step whose last scrape is older than `{stale}` reads as a gap, not as that scrape (the
+    # last sample within it: a tenth of the cost of `uwsgi_up unless (time() - timestamp(...)
+    # > stale)`, whose vector matching Prometheus does again at every step)
+    Signal("up", "last_over_time(uwsgi_up{sel}[{stale}])", "exporter"),
+    _pw("requests", "sum", "uwsgi_worker_requests_total", "counter"),
+    _pw("exceptions", "sum", "uwsgi_worker_exceptions_total", "counter"),
+    _pw("running", "sum", "uwsgi_worker_running_time_seconds", "counter"),
+    _pw("harakiri", "sum", "uwsgi_worker_harakiri_count_total", "counter"),
+    _pw("respawns", "sum", "uwsgi_worker_respawn_count_total", "counter"),
+    _pw("slots", "count", "uwsgi_worker_busy"),
+    _pw("busy", "sum", "uwsgi_worker_busy"),
+    _pw("cheap", "sum", "uwsgi_worker_cheap"),
+    _pw("threads", "max", "uwsgi_worker_cores"),
     # RSS of the workers that report one (uwsgi_exporter: 0 without --memory-report). A
     # join with `uwsgi_worker_cheap` would leave out a cheaped slot's last RSS, at five times
     # the query's cost: a cheap slot reports 0 (uWSGI) or no process (the daemon's /proc).
-    Signal("rss", _per_worker("sum", "uwsgi_worker_rss_bytes"), "exporter"),
+    _pw("rss", "sum", "uwsgi_worker_rss_bytes"),
     Signal(
-        "rss_workers", f"count without ({WORKER}) (uwsgi_worker_rss_bytes{{sel}} > 0)", "exporter"
+        "rss_workers",
+        f"count without ({WORKER}) (uwsgi_worker_rss_bytes{{sel}} > 0)",
+        "exporter",
+        per_worker=True,
     ),
+    # the same figures as the daemon exports them per instance (exporter/metrics.py
+    # `add_fleet_inputs`): one series an instance instead of one a worker
+    Signal("requests_sum", "uwsgitune_worker_sum_requests_total{sel}", "daemon", "counter"),
+    Signal("exceptions_sum", "uwsgitune_worker_sum_exceptions_total{sel}", "daemon", "counter"),
+    Signal(
+        "running_sum", "uwsgitune_worker_sum_running_time_seconds_total{sel}", "daemon", "counter"
+    ),
+    Signal("harakiri_sum", "uwsgitune_worker_sum_harakiri_total{sel}", "daemon", "counter"),
+    Signal("respawns_sum", "uwsgitune_worker_sum_spawns_total{sel}", "daemon", "counter"),
+    Signal("slots_sum", "uwsgitune_worker_slots{sel}", "daemon"),
+    Signal("busy_sum", "uwsgitune_worker_sum_busy{sel}", "daemon"),
+    Signal("cheap_sum", "uwsgitune_worker_sum_cheap{sel}", "daemon"),
+    Signal("threads_sum", "uwsgitune_worker_max_cores{sel}", "daemon"),
+    Signal("rss_sum", "uwsgitune_worker_sum_rss_bytes{sel}", "daemon"),
+    Signal("rss_workers_sum", "uwsgitune_worker_rss_reporting{sel}", "daemon"),
     Signal("signal_queue", "uwsgi_signal_queue_length{sel}", "exporter"),
     Signal("queue", "uwsgi_socket_queue_length{sel}", "exporter", socket=True),
     Signal("max_queue", "uwsgi_socket_max_queue_length{sel}", "exporter", socket=True),
@@ -92,6 +111,9 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("k_backlog", "uwsgitune_socket_backlog{sel}", "daemon", socket=True),
     Signal("cpu_cores", "avg_over_time(uwsgitune_instance_cpu_cores{sel}[{step}])", "daemon"),
     Signal("host_cpu", "avg_over_time(uwsgitune_host_cpu_ratio{sel}[{step}])", "daemon"),
+    Signal("host_nice", "avg_over_time(uwsgitune_host_nice_ratio{sel}[{step}])", "daemon"),
+    Signal("runq_cores", "avg_over_time(uwsgitune_runq_cores{sel}[{step}])", "daemon"),
+    Signal("gil_busy", "avg_over_time(uwsgitune_gil_busy_ratio{sel}[{step}])", "daemon"),
     Signal("effective_cpus", "uwsgitune_effective_cpus{sel}", "daemon"),
     Signal("host_cpus", "uwsgitune_host_cpus{sel}", "daemon"),
     Signal("mem_available", "uwsgitune_memory_available_bytes{sel}", "daemon"),
@@ -103,6 +125,9 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("tuner", "max without (action, code) (uwsgitune_tuner_desired_workers{sel})", "daemon"),
 )
 BY_NAME = {s.name: s for s in SIGNALS}
+# A per-worker signal and the daemon's per-instance series of the same figure: a step reads
+# the daemon's where it has one, the workers' sum elsewhere.
+SUMS: dict[str, str] = {s.name: f"{s.name}_sum" for s in SIGNALS if s.per_worker}
 
 # The daemon's series that mark an instance as uwsgitune's (the rest are optional: the tuner's
 # wish exists only where a tuner runs).
@@ -135,4 +160,4 @@ def query(signal: Signal, selector: str, step: float) -> str:
     inside = matchers(selector)
     sel = "{" + inside + "}" if inside else ""
     text = signal.expr.replace("{sel}", sel).replace("{step}", promql_duration(step))
-    return text.replace("{stale}", f"{stale_after(step):g}")
+    return text.replace("{stale}", promql_duration(stale_after(step)))

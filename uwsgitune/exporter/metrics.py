@@ -209,6 +209,7 @@ def add_snapshot(out: Families, snap: InstanceState, options: ExportOptions | No
     add_caches(out, uri, doc)
     add_uwsgi_metrics(out, uri, doc, options.uwsgi_metrics_max_series)
     add_frame(out, uri, frame)
+    add_fleet_inputs(out, uri, doc, frame)
     add_host(out, snap)
 
 
@@ -524,6 +525,61 @@ def add_own(out: Families, snap: InstanceState) -> None:
         out.summary("uwsgitune_poll_duration_seconds", doc, uri, counts.polls, counts.seconds)
         doc = "Unix time of the last poll done, good or failed: a stale value is stalled polling."
         out.gauge("uwsgitune_last_poll_timestamp_seconds", doc, uri, counts.last_t)
+
+
+# Fleet readers' inputs (`recommend --prometheus`) -------------------------------------------
+
+# The per-instance sums of uwsgi_exporter's per-worker families: (name, help, the per-worker
+# family it sums, kind). Equal to `sum without (worker_id) (uwsgi_worker_...)` of the same
+# scrape, so a fleet reader asks Prometheus for one series an instance instead of summing
+# every worker's at every step.
+WORKER_SUMS: tuple[tuple[str, str, str, str], ...] = (
+    ("requests_total", "Requests of every worker slot.", "requests_total", "counter"),
+    ("exceptions_total", "Exceptions of every worker slot.", "exceptions_total", "counter"),
+    (
+        "running_time_seconds_total",
+        "Running time of every worker slot, in seconds.",
+        "running_time_seconds",
+        "counter",
+    ),
+    ("harakiri_total", "Harakiris of every worker slot.", "harakiri_count_total", "counter"),
+    (
+        "spawns_total",
+        "uWSGI's respawn_count of every worker slot.",
+        "respawn_count_total",
+        "counter",
+    ),
+    ("busy", "Worker slots busy (uwsgi_worker_busy).", "busy", "gauge"),
+    ("cheap", "Worker slots cheap (uwsgi_worker_cheap).", "cheap", "gauge"),
+    ("rss_bytes", "RSS of every worker that reports one.", "rss_bytes", "gauge"),
+)
+
+
+def add_fleet_inputs(out: Families, uri: str, doc: StatsDoc, frame: Frame) -> None:
+    """`uwsgitune_worker_sum_*` (see `WORKER_SUMS`), the slot count, and the CPU waits the
+    staffing model reads (the run queue, the GIL) and the host's niced CPU: what a reader
+    of Prometheus needs to rebuild the frame the rules judge."""
+    fns = {name: fn for name, _, fn in (*WORKER_GAUGES, *WORKER_COUNTERS)}
+    views = frame.workers
+    slots = [(w, views[i] if i < len(views) else None) for i, w in enumerate(doc.workers) if w.id]
+    for name, doc_, of, kind in WORKER_SUMS:
+        total = sum((float(fns[of](w, v)) for w, v in slots), 0.0)
+        add = out.counter if kind == "counter" else out.gauge
+        add(f"uwsgitune_worker_sum_{name}", doc_, uri, total)
+    rss = fns["rss_bytes"]
+    out.gauge("uwsgitune_worker_slots", "Spawned worker slots.", uri, len(slots))
+    doc_ = "Worker slots that report an RSS (above 0)."
+    out.gauge("uwsgitune_worker_rss_reporting", doc_, uri, sum(rss(w, v) > 0 for w, v in slots))
+    doc_ = "Threads (cores) of the worker with the most."
+    out.gauge(
+        "uwsgitune_worker_max_cores", doc_, uri, max((len(w.cores) for w, _ in slots), default=None)
+    )
+    doc_ = "Mean requests waiting for a CPU (the workers' run-queue wait / the poll)."
+    out.gauge("uwsgitune_runq_cores", doc_, uri, frame.runq_cores)
+    doc_ = "Host CPU busy at a positive nice, of all host CPUs, 0-1 (part of host_cpu_ratio)."
+    out.gauge("uwsgitune_host_nice_ratio", doc_, uri, _ratio(frame.host_nice_pct))
+    doc_ = "With threads: the mean share of the poll each process's GIL was held or wanted."
+    out.gauge("uwsgitune_gil_busy_ratio", doc_, uri, frame.gil_busy)
 
 
 # The request log (`--latency`) ------------------------------------------------------------
