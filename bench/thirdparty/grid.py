@@ -15,7 +15,9 @@ Definitions, fixed before the runs (also written at the top of bench/results/thi
   CPU-heavy: the worker is runnable ≥ 80% of the wall and its CPU is ≥ 5× the database's.
   IO-heavy: the worker is blocked ≥ 2/3 of the wall. Else mixed.
 - The grid: `processes = N` for N in GRID, static, each GRID_S seconds measured after WARMUP_S
-  seconds of the same load unmeasured; the load: uwsgitune's loadgen, closed loop, CLIENTS
+  seconds of the same load unmeasured, in ROUNDS rounds run in turn (1 2 … 16 16 … 2 1: a
+  drift of the shared machine's load that is linear in time meets every count alike; a
+  count's figure is the mean of its rounds); the load: uwsgitune's loadgen, closed loop, CLIENTS
   clients, one connection per request (as tuner_bench), loopback, at most MAX_REQUESTS, its
   thread at nice LOADGEN_NICE (as tuner_bench: the generator shares the 2 CPUs). A run counts
   only if every response is 200 (a lost session would be fast 302s). Throughput = 200s / s;
@@ -24,7 +26,9 @@ Definitions, fixed before the runs (also written at the top of bench/results/thi
 - The tuner (`tune`, django-cpu only): `uwsgitune tune --mode apply` from 64 live workers
   (`processes = 64`, `cheaper = 2`, `cheaper-initial = 64`, `cheaper-algo = manual`, the
   override ini included last), the same load for TUNE_S seconds. Where it settles = the live
-  count over the last SETTLE_S seconds; its throughput there, against the grid's best.
+  count over the last SETTLE_S seconds; its throughput there (requests finished in those
+  seconds / SETTLE_S), against the grid's best mean and against a reference: the grid's best
+  count, static, run (as a grid point) just before and just after the tuner.
 
     .venv/bin/python bench/thirdparty/grid.py [--pages django-cpu,django-io]
         [--parts profile,grid,tune] [--out bench/results/thirdparty.json]
@@ -64,7 +68,8 @@ PAGES = {"django-cpu": CPU_PATH, "django-io": IO_PATH}
 GRID = (1, 2, 3, 4, 6, 8, 16)
 CLIENTS = 64
 WARMUP_S = 5.0
-GRID_S = 25.0
+GRID_S = 20.0
+ROUNDS = 2
 PROFILE_S = 15.0
 TUNE_S = 120.0
 SETTLE_S = 40.0
@@ -265,12 +270,33 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
     }
 
 
-def _best(grid: list[dict[str, Any]]) -> tuple[int, int]:
-    """The count of the highest throughput, and the fewest within 95% of it."""
-    ok = [g for g in grid if set(g["statuses"]) == {"200"}]
+def _means(grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per count, over its rounds: mean req/s and p99, each round's req/s, the worst load."""
+    counts = sorted({g["processes"] for g in grid})
+    out = []
+    for n in counts:
+        rows = [g for g in grid if g["processes"] == n]
+        out.append(
+            {
+                "processes": n,
+                "rps": sum(g["rps"] for g in rows) / len(rows),
+                "rounds": [g["rps"] for g in rows],
+                "p50_ms": sum(g["p50_ms"] for g in rows) / len(rows),
+                "p99_ms": sum(g["p99_ms"] for g in rows) / len(rows),
+                "all_200": all(set(g["statuses"]) == {"200"} and not g["errors"] for g in rows),
+                "statuses": [g["statuses"] for g in rows],
+                "load1": [g["loadavg"][0] for g in rows],
+            }
+        )
+    return out
+
+
+def _best(grid: list[dict[str, Any]]) -> tuple[int, int, float]:
+    """The count of the highest mean throughput, the fewest within 95% of it, that rate."""
+    ok = [g for g in _means(grid) if g["all_200"]]
     best = max(ok, key=lambda g: g["rps"])
     near = min(g["processes"] for g in ok if g["rps"] >= 0.95 * best["rps"])
-    return best["processes"], near
+    return best["processes"], near, best["rps"]
 
 
 def report(raw: dict[str, Any]) -> str:
@@ -300,35 +326,50 @@ def report(raw: dict[str, Any]) -> str:
             ]
         if e.get("grid"):
             lines += [
-                "| processes | req/s | p50 ms | p99 ms | responses | load avg (1, 5, 15 min) |"
+                "| processes | req/s (mean) | each round | p50 ms | p99 ms | all 200 |"
+                " load avg (1 min) before each |"
             ]
-            lines += ["|---:|---:|---:|---:|---|---|"]
-            for g in e["grid"]:
-                st = ", ".join(f"{k}: {v}" for k, v in g["statuses"].items())
-                err = f"; errors {g['errors']}" if g["errors"] else ""
-                load = " ".join(f"{x:.2f}" for x in g["loadavg"])
+            lines += ["|---:|---:|---|---:|---:|---|---|"]
+            for g in _means(e["grid"]):
+                rounds = ", ".join(f"{x:.1f}" for x in g["rounds"])
+                loads = ", ".join(f"{x:.1f}" for x in g["load1"])
                 lines += [
-                    f"| {g['processes']} | {g['rps']:.1f} | {g['p50_ms']:.0f} | "
-                    f"{g['p99_ms']:.0f} | {st}{err} | {load} |"
+                    f"| {g['processes']} | {g['rps']:.1f} | {rounds} | {g['p50_ms']:.0f} | "
+                    f"{g['p99_ms']:.0f} | {'yes' if g['all_200'] else g['statuses']} | {loads} |"
                 ]
-            best, near = _best(e["grid"])
+            best, near, top = _best(e["grid"])
             lines += ["", f"Best count: **{best}**; the fewest within 95% of it: **{near}**", ""]
             if "tune" in e:
                 t = e["tune"]
-                top = max(g["rps"] for g in e["grid"])
-                moves = " → ".join(str(c.get("workers", c.get("after", "?"))) for c in t["changes"])
+                moves = " → ".join(
+                    ["64"] + [f"{c.get('after', '?')} ({c.get('via')})" for c in t["changes"]]
+                )
+                refs = t.get("reference", [])
+                ref = sum(r["rps"] for r in refs) / len(refs) if refs else top
+                each = ", ".join(f"{r['rps']:.1f}" for r in refs)
+                lines += [
+                    f"Reference: static-{t.get('reference_count', best)} run just before and "
+                    f"just after the tuner ({each} req/s;"
+                    f" mean {ref:.1f}), the machine's drift met alike.",
+                    "",
+                ]
                 lines += [
                     f"`uwsgitune tune --mode apply` from 64 ({TUNE_S:.0f} s, load avg before "
                     f"{' '.join(f'{x:.2f}' for x in t['loadavg'])}): changes {moves or 'none'};"
                     f" live over the last {SETTLE_S:.0f} s: {t['settled_live']}; throughput "
                     f"there {t['settle_rps']:.1f} req/s = {t['settle_rps'] / top:.2f} of the "
-                    f"grid's best, p99 {t['settle_p99_ms']:.0f} ms.",
+                    f"grid's best mean, {t['settle_rps'] / ref:.2f} of the reference, "
+                    f"p99 {t['settle_p99_ms']:.0f} ms.",
                     "",
                 ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
+    # SIGINT, SIGTERM and a closed terminal stop the bench as Ctrl-C does, even when started
+    # in the background (SIGINT ignored there): uWSGI and PostgreSQL are stopped on the way out
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", default=",".join(PAGES))
     ap.add_argument("--parts", default="profile,grid,tune")
@@ -356,14 +397,20 @@ def main() -> None:
                 print(page, "profile", entry["profile"], flush=True)
             if "grid" in parts:
                 entry["grid"] = []
-                for n in map(int, args.grid.split(",")):
-                    row = grid_point(db, path, n)
+                counts = list(map(int, args.grid.split(",")))
+                turns = [(k, n) for k in range(ROUNDS) for n in counts[:: 1 if k % 2 == 0 else -1]]
+                for k, n in turns:
+                    row = {"round": k + 1, **grid_point(db, path, n)}
                     entry["grid"].append(row)
                     print(page, row, flush=True)
                     args.out.write_text(json.dumps(raw, indent=1))
             if "tune" in parts and page == "django-cpu":
-                entry["tune"] = tune(db, path)
-                t = entry["tune"]
+                best = _best(entry["grid"])[0] if entry.get("grid") else 2
+                before = grid_point(db, path, best)
+                t = tune(db, path)
+                t["reference_count"] = best
+                t["reference"] = [before, grid_point(db, path, best)]
+                entry["tune"] = t
                 print(page, "tune", {k: v for k, v in t.items() if k != "live"}, flush=True)
             entry["commit"] = raw["commit"]
             args.out.write_text(json.dumps(raw, indent=1))
