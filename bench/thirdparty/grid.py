@@ -273,7 +273,9 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
     edge = r.started + TUNE_S - SETTLE_S
     tail = [x for x, end in zip(r.latencies, r.finished, strict=True) if end >= edge]
     settled = [n for t, n in live if t >= TUNE_S - SETTLE_S]
-    changes = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+    (work / "tune.log").write_text(log)
+    text = audit.read_text() if audit.exists() else ""  # no change, no intent: no file
+    changes = [json.loads(line) for line in text.splitlines() if line.strip()]
     return {
         "loadavg": [round(x, 2) for x in load],
         **_summary(r),
@@ -283,6 +285,8 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
         "live": live,
         "changes": [c for c in changes if c.get("event") == "change"],
         "log_tail": [ln for ln in log.splitlines() if "Cookie" not in ln][-12:],
+        "log_head": [ln for ln in log.splitlines() if "Cookie" not in ln][:12],
+        "tuner_exit": tuner.returncode,
     }
 
 
@@ -376,7 +380,8 @@ def report(raw: dict[str, Any]) -> str:
                     "",
                 ]
                 lines += [
-                    f"`uwsgitune tune --mode apply` from 64 ({TUNE_S:.0f} s, load avg before "
+                    f"`uwsgitune tune --mode apply` from 64 (commit `{t.get('commit', '?')}`, "
+                    f"{TUNE_S:.0f} s, load avg before "
                     f"{' '.join(f'{x:.2f}' for x in t['loadavg'])}): changes {moves or 'none'};"
                     f" live over the last {SETTLE_S:.0f} s: {t['settled_live']}; throughput "
                     f"there {t['settle_rps']:.1f} req/s = {t['settle_rps'] / top:.2f} of the "
@@ -434,9 +439,11 @@ def main() -> None:
                 t = tune(db, path)
                 t["reference_count"] = best
                 t["reference"] = [before, grid_point(db, path, best)]
+                t["commit"] = raw["commit"]
                 entry["tune"] = t
                 print(page, "tune", {k: v for k, v in t.items() if k != "live"}, flush=True)
-            entry["commit"] = raw["commit"]
+            if "grid" in parts or "profile" in parts:
+                entry["commit"] = raw["commit"]
             args.out.write_text(json.dumps(raw, indent=1))
     REPORT.write_text(report(raw))
     print(f"raw results in {args.out}, the report in {REPORT}")
