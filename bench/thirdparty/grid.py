@@ -86,7 +86,18 @@ def _commit() -> str:
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
     dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        # the results this script writes are not its code
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!bench/results",
+        ],
         capture_output=True,
         text=True,
     ).stdout.strip()
