@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -62,16 +62,25 @@ def proxy_stamp(now: float | None = None) -> str:
     return f"t={ms // 1000}.{ms % 1000:03d}"
 
 
-def _target(url: str) -> tuple[str, int, bytes, h11.Request]:
-    """Host, port, the request on its own connection (HTTP/1.0), and on a kept one."""
+def _target(
+    url: str, headers: Sequence[tuple[str, str]] = ()
+) -> tuple[str, int, bytes, h11.Request]:
+    """Host, port, the request on its own connection (HTTP/1.0), and on a kept one; `headers`
+    are sent with both (a session cookie, say: they are never logged or shown)."""
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"{url}: only http://HOST:PORT/PATH URLs are supported")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.hostname
     port = parts.port or 80
-    request = f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n\r\n"
-    return host, port, request.encode(), get(path, f"{host}:{port}")
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    request = (
+        f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: uwsgitune-load\r\n{extra}\r\n"
+    )
+    kept = get(path, f"{host}:{port}")
+    if headers:
+        kept = h11.Request(method="GET", target=path, headers=[*kept.headers, *headers])
+    return host, port, request.encode(), kept
 
 
 async def one_request(
@@ -112,12 +121,14 @@ class LoadRun:
         unix_socket: str | None = None,
         keepalive: bool = False,
         stamp: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.keepalive = keepalive
         # stamp each request as a front proxy does (nginx: `t=${msec}`), when it is sent: the
         # request log then splits its time into queue wait and service (docs/latency.md)
         self.stamp = stamp
-        self.host, self.port, self.request, self.kept_request = _target(url)
+        self.headers = tuple(headers)
+        self.host, self.port, self.request, self.kept_request = _target(url, self.headers)
         # An `http-socket = /path.sock`: connect there, send `url`'s path and Host header.
         self.unix_socket = unix_socket
         self.duration = duration
@@ -128,7 +139,7 @@ class LoadRun:
         self._stop = asyncio.Event()
 
     def set_url(self, url: str) -> None:
-        self.host, self.port, self.request, self.kept_request = _target(url)
+        self.host, self.port, self.request, self.kept_request = _target(url, self.headers)
 
     def stop(self) -> None:
         self._stop.set()

@@ -178,3 +178,47 @@ def test_production_looking_targets() -> None:
     remote = parse_address("10.0.0.5:9191")
     assert "not on this host" in (production_looking("http://127.0.0.1/", remote, None) or "")
     assert "other traffic" in (production_looking("http://127.0.0.1/", local, 40.0) or "")
+
+
+async def _heads(keepalive: bool) -> list[bytes]:
+    heads: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                heads.append(await reader.readuntil(b"\r\n\r\n"))
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n" + BODY)
+                await writer.drain()
+                if not keepalive:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        run = LoadRun(
+            f"http://127.0.0.1:{port}/admin/?q=1",
+            duration=30,
+            max_requests=4,
+            keepalive=keepalive,
+            stamp=True,
+            headers=[("Cookie", "sessionid=abc123")],
+        )
+        run.set_url(f"http://127.0.0.1:{port}/admin/x/")  # a phase's new path keeps them
+        r = await run.closed_loop(2)
+    assert (r.ok, r.errors) == (4, 0)
+    return heads
+
+
+@pytest.mark.parametrize("keepalive", [False, True])
+def test_headers_go_with_every_request(keepalive: bool) -> None:
+    """A session cookie (bench/thirdparty's admin) rides every request, on fresh connections
+    and kept ones, after a path change, beside the proxy stamp."""
+    heads = asyncio.run(_heads(keepalive))
+    assert len(heads) == 4
+    for head in heads:
+        assert head.startswith(b"GET /admin/x/ HTTP/1.")
+        assert b"\r\ncookie: sessionid=abc123\r\n" in head.lower()  # h11 lowercases
+        assert b"\r\nx-request-start: t=" in head.lower()
