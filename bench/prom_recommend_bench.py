@@ -14,7 +14,10 @@ What is measured (defined before any run; issue 40, part 1, "Scale"):
   served by a real Prometheus started from here on loopback (its own TSDB, no scraping).
 - The run: `uwsgitune recommend --prometheus URL --selector 'bench="1",group=~"..."'
   --range 24h --step 60s --json` as a subprocess, for the first N instances (groups of 100):
-  its wall time, and its peak RSS (`ru_maxrss` of the child, from wait4). Prometheus's own
+  its wall time, and its peak RSS (`ru_maxrss` of the child, from wait4; since it judges in
+  processes of its own, the larger of that and the peak of its process tree's summed RSS,
+  sampled every 50 ms) and CPU (the child's, plus each judging process's when last seen).
+  Prometheus's own
   time is inside the wall time (it answers the queries); its RSS is not in the figure.
 - Checks: every instance is observed, and the JSON's fleet counts match what was generated
   (over- and under-provisioned instances): a fast wrong answer is not a result.
@@ -35,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -43,6 +47,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
 
 from uwsgitune.launch import free_port  # noqa: E402
 
@@ -332,6 +338,52 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class TreeSampler(threading.Thread):
+    """The command's process tree, sampled every `every` s while it runs: the peak of the
+    sum of its processes' RSS (shared pages counted in each: an upper bound), and each
+    descendant's own CPU seconds when last seen. `recommend --prometheus` judges in
+    processes started from a fork server, which this process does not reap, so wait4's
+    figures hold the command's own process only; a descendant's CPU after its last sample
+    (at most `every` s each) is not counted."""
+
+    def __init__(self, pid: int, every: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.peak_rss = 0
+        self._cpu: dict[int, float] = {}
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self._done.is_set():
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                return
+            total = 0
+            for p in procs:
+                try:
+                    with p.oneshot():
+                        total += p.memory_info().rss
+                        t = p.cpu_times()
+                except psutil.Error:
+                    continue
+                if p.pid != self.pid:
+                    self._cpu[p.pid] = t.user + t.system
+            self.peak_rss = max(self.peak_rss, total)
+            self._done.wait(self.every)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def descendants_cpu(self) -> float:
+        return sum(self._cpu.values())
+
+
 @dataclass(frozen=True)
 class Run:
     n: int
@@ -357,14 +409,17 @@ def measure(url: str, n: int, fleet: list[Plan], end: int, prom_pid: int) -> Run
         prom0 = cpu_seconds(prom_pid)
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f)
+        tree = TreeSampler(proc.pid)
+        tree.start()
         _, status, usage = os.wait4(proc.pid, 0)  # reaped here: its own peak RSS
         seconds = time.monotonic() - t0
+        tree.stop()
         prom = cpu_seconds(prom_pid) - prom0
         proc.returncode = os.waitstatus_to_exitcode(status)
         out_f.seek(0)
         err_f.seek(0)
         out, err = out_f.read(), err_f.read()
-    rss = usage.ru_maxrss / 1024
+    rss = max(usage.ru_maxrss / 1024, tree.peak_rss / MIB)
     if not out:
         raise SystemExit(f"recommend failed at N={n}: {err.decode()[-500:]}")
     doc = json.loads(out)
@@ -373,7 +428,7 @@ def measure(url: str, n: int, fleet: list[Plan], end: int, prom_pid: int) -> Run
         n,
         seconds,
         rss,
-        usage.ru_utime + usage.ru_stime,
+        usage.ru_utime + usage.ru_stime + tree.descendants_cpu(),
         prom,
         os.getloadavg()[0],
         sum(1 for i in doc["instances"] if i["observed"]),

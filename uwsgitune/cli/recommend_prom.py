@@ -25,11 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
+import os
 import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,7 @@ from uwsgitune.sources.promapi import MIB, PromClient, PromOptions
 BATCH_POINTS = 150_000  # instances x steps per batch: a batch's arrays stay ~40 MB
 DEFAULT_MAX_INSTANCES = 5_000
 QUERIES_AT_ONCE = 4  # a batch's signal queries in flight together
+MAX_JOBS = 4  # judging processes at most (--jobs)
 _DAY = re.compile(r"^(\d+(?:\.\d*)?)d(.*)$")
 
 
@@ -138,6 +141,13 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "--prometheus-insecure-skip-verify",
         action="store_true",
         help="do not verify the server's TLS certificate",
+    )
+    g.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"processes judging instances (default: one a CPU, at most {MAX_JOBS}; 1: none)",
     )
     g.add_argument(
         "--prometheus-gzip",
@@ -340,26 +350,80 @@ def verdict(inst: InstanceSeries) -> InstanceVerdict:
     )
 
 
+def _verdicts(series: Sequence[InstanceSeries]) -> list[InstanceVerdict] | tuple[str, int]:
+    """`verdict` of each, in a judging process: an error comes back as (message, code)."""
+    try:
+        return [verdict(inst) for inst in series]
+    except UserError as exc:
+        return str(exc), exc.code
+
+
+def _judges(jobs: int) -> ProcessPoolExecutor | None:
+    """Processes that judge instances while this one reads the next batch: the rules are
+    pure Python, one core each. Started from a fork server (never a fork of this process,
+    whose threads may hold locks), which imports the rules once."""
+    if jobs < 2:
+        return None
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+    except ValueError:  # no fork server on this platform: judge here
+        return None
+    ctx.set_forkserver_preload([__name__])
+    return ProcessPoolExecutor(jobs, mp_context=ctx)
+
+
+def _judge(
+    series: list[InstanceSeries], judges: ProcessPoolExecutor | None, jobs: int
+) -> list[InstanceVerdict]:
+    """The batch's verdicts, in its order: shared among the judging processes in chunks."""
+    if judges is None:
+        return [verdict(inst) for inst in series]
+    size = max(1, math.ceil(len(series) / (4 * jobs)))  # a few chunks a process: even ends
+    chunks = [series[i : i + size] for i in range(0, len(series), size)]
+    out: list[InstanceVerdict] = []
+    for got in [judges.submit(_verdicts, chunk) for chunk in chunks]:
+        done = got.result()
+        if isinstance(done, tuple):
+            raise UserError(done[0], code=done[1])
+        out.extend(done)
+    return out
+
+
+def default_jobs() -> int:
+    """Judging processes: one a CPU this process may use, at most `MAX_JOBS`."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, MAX_JOBS))
+
+
 def judge_fleet(
     client: PromClient,
     selector: str,
     grid: Grid,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     points: int = BATCH_POINTS,
+    jobs: int = 1,
 ) -> list[InstanceVerdict]:
     """Every instance `selector` matches, judged batch by batch; the next batch is read
-    while this one is judged (two batches in memory at most)."""
+    while this one is judged (two batches in memory at most), by `jobs` processes."""
     instances = discover(client, selector, grid, max_instances)
     out: list[InstanceVerdict] = []
-    with ThreadPoolExecutor(QUERIES_AT_ONCE) as queries, ThreadPoolExecutor(1) as ahead:
-        todo = list(batches(instances, grid.n, points))
-        pending = [ahead.submit(fetch, client, selector, *todo[0], grid, queries)] if todo else []
-        for k, (_, batch) in enumerate(todo):
-            got = pending.pop().result()
-            if k + 1 < len(todo):
-                pending.append(ahead.submit(fetch, client, selector, *todo[k + 1], grid, queries))
-            out.extend(verdict(got.instances[labels]) for labels in batch)
-            del got
+    judges = _judges(jobs)
+    try:
+        with ThreadPoolExecutor(QUERIES_AT_ONCE) as queries, ThreadPoolExecutor(1) as ahead:
+            todo = list(batches(instances, grid.n, points))
+            pending = (
+                [ahead.submit(fetch, client, selector, *todo[0], grid, queries)] if todo else []
+            )
+            for k, (_, batch) in enumerate(todo):
+                got = pending.pop().result()
+                if k + 1 < len(todo):
+                    nxt = ahead.submit(fetch, client, selector, *todo[k + 1], grid, queries)
+                    pending.append(nxt)
+                out.extend(_judge([got.instances[labels] for labels in batch], judges, jobs))
+                del got
+    finally:
+        if judges is not None:
+            judges.shutdown(cancel_futures=True)
     return out
 
 
@@ -418,7 +482,8 @@ def run_prometheus(args: argparse.Namespace) -> Judged:
         raise UserError("--step is longer than --range; e.g. --range 24h --step 60s", code=2)
     grid = Grid.of(args.end, args.range, args.step)
     with PromClient(options(args)) as client:
-        verdicts = judge_fleet(client, args.selector, grid, args.max_instances)
+        jobs = args.jobs or default_jobs()
+        verdicts = judge_fleet(client, args.selector, grid, args.max_instances, jobs=jobs)
     summary = summarise(verdicts, args.by)
     if args.json:
         doc = {
