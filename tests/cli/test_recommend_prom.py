@@ -4,6 +4,7 @@ non-zero exit, never a part of the fleet printed as the whole."""
 
 from __future__ import annotations
 
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -110,3 +111,41 @@ def test_workers_series_are_summed_only_for_instances_without_the_daemons_sums(
         1.0,
         2.0,
     ]
+
+
+def test_judging_in_processes_gives_what_judging_here_gives(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--jobs 3` shares the instances among processes started from a fork server; the
+    verdicts come back in the instances' order, the same as judged in this process."""
+    names = [f"i{k}:1" for k in range(7)]
+
+    def answer(form: dict[str, str]) -> tuple[int, bytes]:
+        path = form["_path"]
+        if path.endswith("/query"):  # the count
+            n = str(len(names))
+            return 200, success(
+                {"resultType": "vector", "result": [{"metric": {}, "value": [0, n]}]}
+            )
+        if path.endswith("/series"):
+            return 200, success(
+                [{"__name__": "uwsgi_up", "job": "uwsgi", "instance": i} for i in names]
+            )
+        start = float(form["start"])
+        rows = []
+        for k, inst in enumerate(names):  # each instance its own numbers: an order shows
+            values = [[start + 60 * s, str((k + 1) * (s + 1))] for s in range(30)]
+            rows.append({"metric": {"job": "uwsgi", "instance": inst}, "values": values})
+        return 200, matrix(rows)
+
+    outs = []
+    with answering() as start:
+        url, _ = start(answer)
+        for jobs in ("1", "3"):
+            argv = ["recommend", "--prometheus", url, "--range", "30m", "--end", "7200"]
+            code = main([*argv, "--json", "--jobs", jobs])
+            out, err = capsys.readouterr()
+            assert code in (0, 1, 2, 3), err
+            outs.append(json.loads(out))
+    assert [i["labels"]["instance"] for i in outs[1]["instances"]] == names
+    assert outs[0] == outs[1]
