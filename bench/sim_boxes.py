@@ -1,6 +1,6 @@
 """The tuner on bigger boxes, by simulation (issue 39, section 2): the pure `decide` through
 the discrete-event plant (bench/sim_plant.py) at 4, 16 and 64 CPUs, in the scenarios of
-bench/tuner_bench.py, and the plant itself checked against the real 2-CPU runs.
+the real 2-CPU runs (bench/tuner_bench.py's before protocol v1, frozen below), and the plant itself checked against the real 2-CPU runs.
 
     .venv/bin/python bench/sim_boxes.py [--boxes 4,16,64] [--scenarios cpu,io] [--seeds 1]
         [--no-validate] [--jobs 2]
@@ -12,7 +12,6 @@ the first run and are copied into the results as they are.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -24,7 +23,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,15 +125,49 @@ DEFINITIONS = f"""\
 """
 
 
-def _load_bench() -> ModuleType:
-    """bench/tuner_bench.py, for its SCENARIOS (read, not changed)."""
-    path = ROOT / "bench" / "tuner_bench.py"
-    spec = importlib.util.spec_from_file_location("tuner_bench", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["tuner_bench"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+@dataclass(frozen=True)
+class _Phase:
+    path: str
+    clients: int | None
+    seconds: float
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
+class _Scenario:
+    phases: tuple[_Phase, ...]
+    grid: tuple[int, ...]
+    grid_seconds: float | None = None
+    threads: int = 1
+
+
+def _mixed(c: int, s: float) -> _Phase:
+    return _Phase("/mixed/2/12", c, s)
+
+
+# The scenarios of the real 2-CPU runs this plant is validated against (bench/results/
+# tuner64.json, measured before bench/PROTOCOL.md v1 changed their lengths and grids), as
+# bench/tuner_bench.py defined them then: frozen here, so that the validation compares the
+# plant with the runs it predicts. The boxes run the same table; moving them to v1's
+# scenarios (bench/tuner_protocol.py) comes with the protocol's own runs.
+SCENARIOS: dict[str, _Scenario] = {
+    "cpu": _Scenario((_Phase("/cpu/3", 64, 75),), (2, 3, 4, 8, 64), 40),
+    "mixed": _Scenario((_mixed(64, 75),), (8, 12, 16, 24, 32, 64), 40),
+    "io": _Scenario((_Phase("/io/50", 40, 75),), (16, 32, 40, 48, 64), 40),
+    "step": _Scenario(
+        tuple(_Phase("/mixed/1/30", c, 25) for c in (16, 32, 16)), (8, 16, 24, 32, 48)
+    ),
+    "drop": _Scenario(
+        (_mixed(48, 25), _Phase("/io/5", None, 25, rate=2.0), _mixed(48, 25)),
+        (8, 16, 24, 32, 64),
+    ),
+    "bursty": _Scenario(
+        (_Phase("/mixed/1/25", 48, 10), _Phase("/mixed/1/25", 4, 10)) * 3, (8, 16, 32, 48, 64)
+    ),
+    "thrash": _Scenario((_Phase("/ws/20000/32", 64, 45),), (3, 64), 45),
+    "threads-cpu": _Scenario((_Phase("/cpu/3", 64, 75),), (2, 3, 4, 8, 16), 40, threads=4),
+    "threads-io": _Scenario((_Phase("/io/50", 64, 75),), (4, 8, 12, 16, 24), 40, threads=4),
+}
 
 
 @dataclass(frozen=True)
@@ -388,8 +420,7 @@ def box_rows(p: Plan, seeds: int) -> dict[str, Any]:
 def _job(args: tuple[str, int, int]) -> tuple[str, int, dict[str, Any] | None]:
     name, cpus, seeds = args
     os.nice(10) if os.nice(0) < 10 else None
-    bench = _load_bench()
-    p = plan(name, bench.SCENARIOS[name], cpus)
+    p = plan(name, SCENARIOS[name], cpus)
     return name, cpus, None if p is None else box_rows(p, seeds)
 
 
@@ -521,10 +552,9 @@ def summary(boxes: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    bench = _load_bench()
     ap = argparse.ArgumentParser()
     ap.add_argument("--boxes", default=",".join(map(str, BOXES)))
-    ap.add_argument("--scenarios", default=",".join(bench.SCENARIOS))
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--no-validate", action="store_true")
     ap.add_argument("--jobs", type=int, default=2)
