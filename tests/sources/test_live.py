@@ -54,7 +54,9 @@ def raw_doc(address: str) -> StatsDoc:
     return parse_stats(read_stats(parse_address(address), timeout=2.0))
 
 
-def wait_for(address: str, cond: Callable[[StatsDoc], bool], timeout: float = 8.0) -> StatsDoc:
+def wait_for(address: str, cond: Callable[[StatsDoc], bool], timeout: float = 30.0) -> StatsDoc:
+    """`cond` on the stats, polled until it holds; `timeout` is wide: a respawn or a reload
+    of two workers took over 8 s on a 2-core machine running the suite with -n 3."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         with contextlib.suppress(Exception):
