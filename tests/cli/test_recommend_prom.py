@@ -149,3 +149,13 @@ def test_judging_in_processes_gives_what_judging_here_gives(
             outs.append(json.loads(out))
     assert [i["labels"]["instance"] for i in outs[1]["instances"]] == names
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("jobs", ["-3", "0", "abc", "65"])
+def test_a_bad_jobs_count_is_one_line_and_exit_2(
+    jobs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["recommend", "--prometheus", "http://127.0.0.1:1", "--jobs", jobs])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "--jobs" in err[0], err

@@ -93,6 +93,12 @@ def _end(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r}: give unix seconds or now") from None
 
 
+def _jobs(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a whole number of processes, 1 to 64")
+    return int(text)
+
+
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("from Prometheus (--prometheus URL: every instance it holds)")
     g.add_argument("--prometheus", metavar="URL", help="a Prometheus server's base URL")
@@ -144,7 +150,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--jobs",
-        type=int,
+        type=_jobs,
         default=0,
         metavar="N",
         help=f"processes judging instances (default: one a CPU, at most {MAX_JOBS}; 1: none)",
