@@ -1,6 +1,7 @@
 """The tuner on bigger boxes, by simulation (issue 39, section 2): the pure `decide` through
 the discrete-event plant (bench/sim_plant.py) at 4, 16 and 64 CPUs, in the scenarios of
-the real 2-CPU runs (bench/tuner_bench.py's before protocol v1, frozen below), and the plant itself checked against the real 2-CPU runs.
+the real 2-CPU runs (bench/tuner_bench.py's before protocol v1, frozen below), and the
+plant itself checked against the real 2-CPU runs.
 
     .venv/bin/python bench/sim_boxes.py [--boxes 4,16,64] [--scenarios cpu,io] [--seeds 1]
         [--no-validate] [--jobs 2]
