@@ -248,8 +248,8 @@ def _plant_frames(clients: int) -> list[Frame]:
 def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
     """The throughput tuner steps up on a short queue (`saturated`); with the target met, the
     target decides: hold, with room and within 20% of it alike (the bench's pool went 5 → 7
-    at p99 75% of its target, and 5 → 6 at 80%). A backlog past the workers' count still
-    grows, and so does a miss from queue wait."""
+    at p99 75% of its target, and 5 → 6 at 80%). A queue past twice the workers at every
+    poll still grows, and so does a miss from queue wait."""
     frames = _plant_frames(6)  # 4 workers, all busy, 2 queued
     plain = decide(frames, TunerState(), PLAIN, now=29.0)
     assert (plain.action, plain.code) == ("up", "saturated")
@@ -257,9 +257,9 @@ def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
     assert (met.action, met.code, met.desired) == ("hold", "latency-met", 4)
     assert "met" in met.reason and "saturated" in met.reason
     backlog = decide(
-        _plant_frames(12), TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST)
+        _plant_frames(14), TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST)
     )
-    assert backlog.action == "up"  # 8 waiting on 4 workers
+    assert backlog.action == "up"  # 10 waiting on 4 workers, at every poll
     near = lognormal_view(median_us=110_000, sigma=0.3)  # p99 ~220 ms: within 20% of 250
     held = decide(frames, TunerState(), TARGET, now=29.0, latency=near)
     assert (held.action, held.code) == ("hold", "latency-met")
@@ -270,7 +270,7 @@ def test_a_short_queue_that_costs_the_target_nothing_grows_nothing() -> None:
 def test_a_count_just_probed_down_is_judged_by_its_own_window() -> None:
     """The bench's pool was probed 5 → 4, and 8 s later, before the 10 s window at 4 was
     whole, the throughput tuner's `saturated` took it to 6 (then 5 → 7): with a target,
-    growth waits for the count's own window unless a backlog past the workers waits."""
+    growth waits for the count's own window unless a backlog grows."""
     plant = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
     frames = [plant.frame(float(t)) for t in range(25)]
     plant.live = 4  # probed down 5 s ago
@@ -296,3 +296,17 @@ def test_one_polls_queue_past_the_workers_is_no_backlog() -> None:
     assert decide(frames, TunerState(), PLAIN, now=29.0).action == "up"
     d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
     assert (d.action, d.code) == ("hold", "latency-met")
+
+
+def test_a_steady_queue_of_a_few_per_worker_is_no_backlog() -> None:
+    """Run 5 of the target bench (quiet machine): at 4 workers and rho 0.9 the queue read 4-6
+    at every poll, the target met, and the throughput tuner's `saturated` took the pool to 11
+    and 15 workers through the backlog rule, then back: a cycle of 150 s. A level is not a
+    backlog; one past twice the workers at every poll, or a full one, is."""
+    for clients, want in ((9, "hold"), (12, "hold"), (13, "up")):  # 5, 8, 9 waiting on 4
+        frames = _plant_frames(clients)
+        assert decide(frames, TunerState(), PLAIN, now=29.0).code == "saturated"
+        d = decide(frames, TunerState(), TARGET, now=29.0, latency=lognormal_view(**FAST))
+        assert d.action == want, (clients, d.line())
+        if want == "hold":
+            assert d.code == "latency-met"

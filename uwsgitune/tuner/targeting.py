@@ -24,7 +24,8 @@ The rules, in order (`RULES`):
    target). Such data never drives a change. One exception: a count just changed (no
    window at it yet) is judged by its own window, so the throughput tuner's growth waits
    for it too (a short queue in the seconds after a probe down is no verdict on the
-   count), unless more connections wait than there are workers.
+   count), unless a backlog grows (`_backlog`: a backlog full, or a queue at every recent
+   poll past twice the workers).
 3. **A miss from queue wait** (service time alone under the target, the wait on top past
    it): grow by `probe_step` of the pool (at least one), or as far as the throughput tuner
    wanted (`latency-queue`); fewer workers than that missed it, so latency-driven shrinks
@@ -39,15 +40,14 @@ The rules, in order (`RULES`):
    service time includes each request's wait for a CPU, which fewer workers shorten.
 5. **Within 20% of the target** (`NEAR`): no shrink, for throughput or latency
    (`latency-near`); no growth either while the target is met (`latency-met`: the target
-   decides, and only a miss from queue wait grows), unless more connections wait than
-   there are workers (a backlog the next window will show).
+   decides, and only a miss from queue wait grows), unless a backlog grows (`_backlog`).
 6. **Room** (under 80% of the target): a steady, unsaturated pool (no listen queue) steps
    down by `probe_step` (at least one; `latency-room`), never below the requests in service
    (Little's L over the down window), the floor, or the latency floor; the throughput
    tuner's growth is held (`latency-met`): Little's law's spare workers, and a short queue
-   that costs the target nothing (`saturated`), unless more connections wait than there are
-   workers (a backlog the next window will show). Throughput shrinks pass, but Little's
-   law's and a fallen load's stop at the latency floor (`latency-floor`).
+   that costs the target nothing (`saturated`), unless a backlog grows (`_backlog`).
+   Throughput shrinks pass, but Little's law's and a fallen load's stop at the latency
+   floor (`latency-floor`).
 
 **The latency floor** (`TunerState.latency_floor`): one above a count that missed the target
 by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`)
@@ -167,11 +167,15 @@ def _idle(f: Measures) -> bool:
 
 
 def _backlog(f: Measures) -> bool:
-    """More connections waiting in the listen queue than there are live workers, on the mean
-    of the recent polls: a backlog the next window's percentiles will show, grown out of
-    now. (Not one poll's queue: near the fewest workers a queue of a few is common and
-    brief, and the bench's pool was sent from 4 to 10 and 13 workers on one.)"""
-    return (f.queue or 0.0) > f.live
+    """A backlog the next window's percentiles will show, grown out of now: a socket's
+    backlog full (the kernel refusing connections), or a queue at every recent poll and, at
+    the latest, more than twice the workers can hold (`Measures.far_too_small`). Not a level
+    of a few per worker: at rho 0.9 on 4 workers a mean queue of 4-6 over three polls is the
+    steady state of the queue the target was met with (the bench's pool was sent from 4 to
+    11 and 15 workers on one, and cycled back), and a load past the pool that is not yet
+    this far gone shows as a miss from queue wait within one window."""
+    grown = f.far_too_small and f.queue_polls >= max(f.recent_polls, 2)
+    return f.backlog_full or grown
 
 
 def _stride(live: int, s: TunerSettings) -> int:
@@ -245,8 +249,8 @@ def _room(
     p: Proposal, f: Measures, st: TunerState, s: TunerSettings, r: LatencyReading
 ) -> Proposal:
     if p.desired > f.live and (p.code in GROW_CODES or not _backlog(f)):
-        # the target, met with room, decides: a short queue that costs it nothing is no
-        # reason for more workers (only a queue past the workers' count is: it grows)
+        # the target, met with room, decides: a queue that costs it nothing is no reason
+        # for more workers (only a growing backlog is: the next window will show it)
         return Proposal(f.live, "latency-met", f"{_qualify(r)}: met; {p.reason}, not needed")
     floor = st.latency_floor
     if p.code in FLOORED and floor is not None and p.desired < min(floor, f.live):
