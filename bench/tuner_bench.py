@@ -98,6 +98,7 @@ SMOKE_RAW = Path("/tmp/uwt-tuner-smoke/tuner64.jsonl")
 LOADGEN_NICE = -10  # this thread only (Linux); needs root, as the bench runs here
 # What must be committed before a protocol run: the code the hash covers and the bench.
 CLEAN_PATHS = (*PACKAGE, *BENCH_CODE)
+Headers = tuple[tuple[str, str], ...]
 
 
 def _plugins() -> dict[str, Scenario]:
@@ -131,12 +132,19 @@ class Run:
     loadavg: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # at its start and end
     # each second's latencies as {bucket: count}, bucket = round(log(ms) / log(HIST_BASE))
     latency_hist: list[dict[int, int]] = field(default_factory=list)
+    # answers by HTTP status; the load counts a 3xx as served, and a third-party app that
+    # lost its session answers fast 302s: the report counts anything but 200 as failed
+    statuses: dict[int, int] = field(default_factory=dict)
 
 
-async def _load(u: Callable[[str], str], phases: tuple[Phase, ...]) -> list[LoadResult]:
+async def _load(
+    u: Callable[[str], str], phases: tuple[Phase, ...], headers: Headers = ()
+) -> list[LoadResult]:
     out = []
     for ph in phases:
-        run = LoadRun(u(ph.path), duration=ph.seconds, max_requests=400_000, timeout=30)
+        run = LoadRun(
+            u(ph.path), duration=ph.seconds, max_requests=400_000, timeout=30, headers=headers
+        )
         out.append(
             await (run.closed_loop(ph.clients) if ph.clients else run.open_loop(ph.rate or 1))
         )
@@ -231,6 +239,9 @@ def _measure(run: Run, results: list[LoadResult], t0: float) -> None:
     clock (second 0: its start), as the per-second counts and histograms are."""
     total = _merge(results)
     run.rps, run.ok, run.failed = total.throughput, total.ok, total.errors
+    for r in results:
+        for status, n in r.statuses.items():
+            run.statuses[status] = run.statuses.get(status, 0) + n
     run.failures = dict(total.error_kinds)
     run.failed_s = [round(t - total.started, 1) for t in total.failed_at]
     run.p50_ms, run.p99_ms = _pct(total.latencies, 0.5), _pct(total.latencies, 0.99)
@@ -250,26 +261,39 @@ def _measure(run: Run, results: list[LoadResult], t0: float) -> None:
     run.worker_seconds = sum(a[1] * (b[0] - a[0]) for a, b in itertools.pairwise(pts))
 
 
+@dataclass(frozen=True)
+class Service:
+    """What a scenario's service gives its runs: the uWSGI options its app needs and the
+    headers every request carries (a session cookie: sent, never printed or recorded)."""
+
+    options: dict[str, IniValue]
+    headers: Headers = ()
+
+
 @contextlib.contextmanager
-def _service(sc: Scenario) -> Iterator[dict[str, IniValue]]:
-    """The scenario's service (a database server, say), entered once a sitting: the
-    uWSGI options its app needs. None: nothing to start."""
+def _service(sc: Scenario) -> Iterator[Service]:
+    """The scenario's service (a database server, say), entered once a sitting. Its
+    context manager yields the options, or an object with `uwsgi` (the options) and
+    `headers`. None: nothing to start."""
     if sc.service is None:
-        yield {}
+        yield Service({})
         return
     module, func = sc.service.split(":")
-    with getattr(importlib.import_module(module), func)() as options:
-        yield dict(options)
+    with getattr(importlib.import_module(module), func)() as got:
+        if hasattr(got, "uwsgi"):
+            yield Service(dict(got.uwsgi), tuple(getattr(got, "headers", ())))
+        else:
+            yield Service(dict(got))
 
 
-def run_setup(setup: str, sc: Scenario, extra: dict[str, IniValue]) -> Run:
+def run_setup(setup: str, sc: Scenario, service: Service) -> Run:
     run = Run(setup, sc.seconds)
     began, load0 = time.time(), os.getloadavg()
     override = Path(f"/tmp/uwt-bench-{setup}.ini")
     override.write_text("[uwsgi]\n")
     audit = AuditLog(Path(f"/tmp/uwt-bench-{setup}.audit.jsonl"))
     audit.path.unlink(missing_ok=True)
-    options: dict[str, Any] = _options(setup, override, sc, extra)  # None: left out
+    options: dict[str, Any] = _options(setup, override, sc, service.options)  # None: left out
     with uwsgi_instance(**options) as proc:
         driver, t0 = _driver(proc, setup, override, TOP, audit), time.monotonic()
         th = threading.Thread(target=_observe, args=(driver, run, t0))
@@ -278,7 +302,7 @@ def run_setup(setup: str, sc: Scenario, extra: dict[str, IniValue]) -> Run:
         # runnable workers starve the app, not the load that measures it.
         os.setpriority(os.PRIO_PROCESS, 0, LOADGEN_NICE)
         try:
-            results = asyncio.run(_load(lambda p: url(proc, p), sc.phases))
+            results = asyncio.run(_load(lambda p: url(proc, p), sc.phases, service.headers))
         finally:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
             driver.stop(interrupt=False)  # an apply in flight runs to its end
@@ -342,6 +366,14 @@ def _smoke_factor(text: str) -> float:
     return x
 
 
+def _service_missing(sc: Scenario) -> str | None:
+    """Why the scenario's service cannot start here (its module's `missing()`), or None."""
+    if sc.service is None:
+        return None
+    check = getattr(importlib.import_module(sc.service.split(":")[0]), "missing", None)
+    return None if check is None else check()
+
+
 def _plan(args: argparse.Namespace) -> dict[str, Scenario]:
     """The scenarios to run, smoke-scaled if asked (ProtocolError: an unknown name)."""
     known = {**SCENARIOS, **_plugins()}
@@ -354,6 +386,9 @@ def _plan(args: argparse.Namespace) -> dict[str, Scenario]:
             )
         if name not in known:
             raise ProtocolError(f"no scenario {name!r}: one of {', '.join(known)}")
+        why = _service_missing(known[name])
+        if why is not None:
+            raise ProtocolError(f"{name} cannot run here: {why}")
         plan[name] = known[name] if args.smoke is None else scaled(known[name], args.smoke)
     return plan
 
@@ -425,10 +460,10 @@ def main() -> None:
         if args.setups:
             setups = [s for s in args.setups.split(",") if s]
         sitting = f"{name}@{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-        with _service(sc) as extra:
+        with _service(sc) as service:
             for k, order in enumerate(round_order(setups, args.rounds)):
                 for pos, setup in enumerate(order):
-                    r = run_setup(setup, sc, extra)
+                    r = run_setup(setup, sc, service)
                     record = {
                         **base,
                         "scenario": name,

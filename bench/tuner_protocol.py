@@ -53,6 +53,7 @@ BENCH_CODE = (
     "bench/tuner_protocol.py",
     "bench/scenario_app.py",
     "bench/thirdparty_scenarios.py",
+    "bench/thirdparty",  # the third-party app, its dataset and its database server
     "tests/uwsgi_harness.py",
 )
 HASHES = {

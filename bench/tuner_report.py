@@ -79,6 +79,13 @@ ALGO_COLORS = {
 COLORS = {"tuner-64": "#d62728", "tuner-2": "#ff7f0e"}
 
 
+def failed(run: dict[str, Any]) -> int:
+    """A run's failed requests: the load's errors and every answer but a 200 (the load counts
+    a 3xx as served; a third-party app that lost its session answers fast 302s)."""
+    other = sum(int(n) for status, n in (run.get("statuses") or {}).items() if int(status) != 200)
+    return int(run["failed"]) + other
+
+
 def load(path: Path) -> list[Run]:
     """The runs of a JSON-lines file (ProtocolError: missing, or a line not JSON)."""
     if not path.exists():
@@ -249,9 +256,7 @@ def marks(j: Judged, setup: str) -> list[Mark]:
             p99 is not None and p99 <= P99_BOUND,
         ),
         Mark(f"live<={j.limit:g} ({t.live:.1f})", t.live <= j.limit),
-        Mark(
-            f"0 failed ({sum(r['failed'] for r in t.runs)})", all(r["failed"] == 0 for r in t.runs)
-        ),
+        Mark(f"0 failed ({sum(failed(r) for r in t.runs)})", all(failed(r) == 0 for r in t.runs)),
     ]
     if setup == "tuner-64" and max(p["seconds"] for p in j.definition["phases"]) < SETTLE_HOLD:
         out.append(Mark(f"converged: no phase lasts the {SETTLE_HOLD:g} s hold", None))
@@ -328,7 +333,7 @@ def table(j: Judged) -> list[str]:
                 f"| {s} | {p['round']} | {p['rps']:.0f} | {_f(p['p99'])} | "
                 f"{_f(p['p99_transient'])} | "
                 f"{p['live']:.1f} | {p['live'] * (w1 - w0):.0f} | {r['worker_seconds']:.0f} | "
-                f"{r['reloads']} | {r['fifo_moves']} | {r['failed']} | {settled} | "
+                f"{r['reloads']} | {r['fifo_moves']} | {failed(r)} | {settled} | "
                 f"{_f(p['converged'], '.1f')} | {_f(la[0][0] if la[0] else None, '.2f')} |"
             )
     return out

@@ -13,22 +13,12 @@ bench/results/thirdparty.md; bench/thirdparty/grid.py measures it again.
 Install: `apt-get install -y postgresql` (the server binaries; no system cluster is used) and
 `pip install -e '.[bench]'` (Django, psycopg: never a runtime dependency of uwsgitune).
 
-For bench/tuner_bench.py (the coordinator's wiring; this package never edits it):
-
-    from thirdparty import SCENARIOS as THIRDPARTY  # bench/ is on sys.path there
-    SCENARIOS.update(THIRDPARTY)                     # the one line that registers them
-
-and where the bench builds a scenario's options, loads it and runs its setups:
-
-    base = {"listen": 128, **getattr(sc, "uwsgi", {"wsgi-file": str(APP)})}   # _options
-    LoadRun(..., headers=getattr(sc, "headers", ()))                          # _load
-    with sc.database() if hasattr(sc, "database") else nullcontext():         # main, per
-        ...                                                                    # scenario
-
-`sc.uwsgi` and `sc.headers` are only filled inside `sc.database()` (the cluster's socket dir
-and the session cookie are made there). loadgen counts a 3xx as a success: a lost session
-would read as fast 302s to the login page, so check `LoadResult.statuses` is all 200 (grid.py
-does).
+bench/tuner_bench.py runs these pages as PROTOCOL.md's `django-cpu` and `django-io`
+through bench/thirdparty_scenarios.py: `database` is their service (entered once a sitting;
+it yields `Database`, whose `uwsgi` options and `headers` every run of the sitting uses),
+and `missing()` refuses them in one line where they cannot run. loadgen counts a 3xx as a
+success: a lost session would read as fast 302s to the login page, so the bench counts every
+answer but a 200 as failed (grid.py checks `LoadResult.statuses` is all 200 too).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ bench/tuner_report.py, bench/PROTOCOL.md v1), on small synthetic runs: the repor
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -28,6 +30,19 @@ def _module(name: str) -> ModuleType:
 
 proto = _module("tuner_protocol")
 report = _module("tuner_report")
+
+
+def _tuner_bench() -> ModuleType:
+    _thirdparty()  # bench/ on the path, as when it runs
+    return _module("tuner_bench")
+
+
+def _thirdparty() -> ModuleType:
+    """bench/thirdparty_scenarios.py, as the bench loads it (bench/ on the path)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return _module("thirdparty_scenarios")
+
 
 STATIONARY = {
     "phases": [{"path": "/cpu/3", "clients": 64, "rate": None, "seconds": 150.0}],
@@ -402,13 +417,13 @@ def test_protocol_md_and_the_code_define_the_same_scenarios_and_setups() -> None
         if len(cells) == 5 and cells[2].endswith(" s") and cells[4].endswith(" s"):
             rows[cells[0]] = cells
     assert list(rows) == list(proto.SCENARIO_NAMES)
-    for name, sc in proto.SCENARIOS.items():
+    plugged = _thirdparty().SCENARIOS  # the third-party app's, from their own module
+    assert set(proto.SCENARIO_NAMES) - set(proto.SCENARIOS) == set(plugged)
+    for name, sc in {**proto.SCENARIOS, **plugged}.items():
         _, _, length, grid, window = rows[name]
         assert length == f"{sc.seconds:g} s", name
         assert grid == ", ".join(str(n) for n in sc.grid), name
         assert window == f"{sc.window[0]:g}-{sc.window[1]:g} s", name
-    for name in set(proto.SCENARIO_NAMES) - set(proto.SCENARIOS):
-        assert "placeholder" in rows[name][1]  # another module adds these
     setups = proto.setups_of(proto.SCENARIOS["cpu"])
     assert len(setups) == 17 and "17 setups per scenario" in text
     for algo in proto.ALGOS:
@@ -441,7 +456,54 @@ def test_the_sittings_arithmetic_in_protocol_md_is_the_code_s() -> None:
     long = proto.sitting_seconds(proto.SCENARIOS["cpu"])
     bursty = proto.sitting_seconds(proto.SCENARIOS["bursty"])
     assert f"{long:,.0f} s = 2 h 10 min" in text and f"{bursty:,.0f} s = 54 min" in text
-    # the 9 here and the 2 placeholders, which are 150 s stationary loads too
-    sizes = [proto.sitting_seconds(sc) for sc in proto.SCENARIOS.values()] + [long, long]
+    every = {**proto.SCENARIOS, **_thirdparty().SCENARIOS}
+    assert list(every) == list(proto.SCENARIO_NAMES)
+    sizes = [proto.sitting_seconds(sc) for sc in every.values()]
     assert f"{sum(sizes):,.0f} s = 22.6 h" in text
     assert all(s < proto.SITTING_MAX_S for s in sizes)  # one scenario fits a sitting
+
+
+def test_a_run_that_answered_anything_but_200_failed() -> None:
+    """The load counts a 3xx as served: a third-party app that lost its session answers
+    fast 302s to its login page, and such a run must not pass as fast."""
+    ok = run("static-2")
+    assert report.failed(ok) == 0
+    assert report.failed({**ok, "statuses": {"200": 900}}) == 0
+    assert report.failed({**ok, "statuses": {"200": 900, "302": 40, "500": 2}}) == 42
+    assert report.failed({**ok, "failed": 3, "statuses": {"302": 1}}) == 4
+
+
+def test_the_third_party_scenarios_start_their_service_and_send_its_headers() -> None:
+    """Each Django scenario names the database service the bench enters once a sitting,
+    leaves the bench's own app out, and is refused in one line where it cannot run."""
+    bench = _tuner_bench()
+    for name, sc in _thirdparty().SCENARIOS.items():
+        assert sc.service == "thirdparty:database", name
+        assert sc.options == {"wsgi-file": None}, name
+        opts = bench._options("static-2", Path("/tmp/x.ini"), sc, {"wsgi-file": "/app.py"})
+        assert opts["wsgi-file"] == "/app.py" and opts["processes"] == 2
+
+    @dataclasses.dataclass(frozen=True)
+    class Db:
+        uwsgi: dict[str, Any]
+        headers: tuple[tuple[str, str], ...]
+
+    db = Db({"wsgi-file": "/a.py", "env": ["K=v"]}, (("Cookie", "sessionid=s3cret"),))
+
+    @contextlib.contextmanager
+    def service() -> Any:
+        yield db
+
+    mod = ModuleType("fake_service")
+    mod.service = service  # type: ignore[attr-defined]
+    why = "django is not installed: pip install -e '.[bench]'"
+    mod.missing = lambda: why  # type: ignore[attr-defined]
+    sys.modules["fake_service"] = mod
+    try:
+        sc = proto.Scenario((proto.Phase("/", 1, None, 1.0),), (2,), (0.0, 1.0))
+        sc = dataclasses.replace(sc, service="fake_service:service")
+        with bench._service(sc) as got:
+            assert got.options == db.uwsgi and got.headers == db.headers
+        assert bench._service_missing(sc) == why
+    finally:
+        del sys.modules["fake_service"]
