@@ -5,6 +5,7 @@ fresh decision is the same, only under the apply lock, and is audited; the typed
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from tests.uwsgi_harness import url
 from uwsgitune.actuate.audit import AuditLog
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.launch import UwsgiProcess
-from uwsgitune.loadgen import run_closed
+from uwsgitune.loadgen import LoadRun
 from uwsgitune.pipeline import InstanceDriver
 from uwsgitune.tui.annotate import tuner_annotation
 from uwsgitune.tuner import Decision, TunerSettings
@@ -28,11 +29,17 @@ pytestmark = pytest.mark.uwsgi
 
 @pytest.fixture
 def loaded(uwsgi: Callable[..., UwsgiProcess]) -> Iterator[UwsgiProcess]:
+    """A pool of 1 under a load that wants more, for as long as the test runs (at most 120 s,
+    stopped at its end): a fixed 25 s load once ended before a busy machine's test did."""
     proc = uwsgi(processes=6, cheaper=1, cheaper_initial=1, cheaper_algo="manual")
-    stop = threading.Thread(target=run_closed, args=(url(proc, "/io/50"), 6, 25.0))
-    stop.start()
-    yield proc
-    stop.join(40)
+    run = LoadRun(url(proc, "/io/50"), duration=120.0, max_requests=20_000)
+    load = threading.Thread(target=lambda: asyncio.run(run.closed_loop(6)))
+    load.start()
+    try:
+        yield proc
+    finally:
+        run.stop()
+        load.join(40)
 
 
 def _step(driver: InstanceDriver, now: bool = False) -> StepResult:
@@ -53,14 +60,14 @@ def _asked(driver: InstanceDriver) -> Requested:
 
 
 def _advice(driver: InstanceDriver) -> Decision:
-    end, said = time.monotonic() + 15, list[str]()
+    end, said = time.monotonic() + 30, list[str]()
     while time.monotonic() < end:
         result = _step(driver)
         said += [n.text for n in result.notes if n.fresh]
         d = result.decision
         if d is not None and d.is_change:
             return d
-    raise AssertionError(f"no advice to change in 15 s: {said[-3:]}")
+    raise AssertionError(f"no advice to change in 30 s: {said[-3:]}")
 
 
 def test_apply_key_path(loaded: UwsgiProcess, tmp_path: Path) -> None:

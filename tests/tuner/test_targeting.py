@@ -310,3 +310,29 @@ def test_a_steady_queue_of_a_few_per_worker_is_no_backlog() -> None:
         assert d.action == want, (clients, d.line())
         if want == "hold":
             assert d.code == "latency-met"
+
+
+def test_the_queue_a_reload_leaves_is_the_reloads_not_the_counts() -> None:
+    """Run 6 of the target bench: reloaded 5 -> 4 at rho 0.9, the pool read 13 waiting at the
+    polls after the reload (requests held through it, served late); its first 10 s window
+    at 4 counted them, read a miss by queue wait, and kept 5 workers for the rest of the
+    run. The count is timed from the first poll its queue is under the workers (at most
+    DRAIN_MAX after the change)."""
+    from uwsgitune.tuner.targeting import DRAIN_MAX, count_age
+
+    plant = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(20)]
+    plant.live, plant.clients = 4, 17  # 13 waiting after the reload
+    frames += [plant.frame(float(t)) for t in range(20, 23)]
+    plant.clients = 6  # drained: 2 waiting on 4
+    frames += [plant.frame(float(t)) for t in range(23, 40)]
+    # at 4 since the poll at 20 (its interval from 19); drained from the poll at 23
+    assert count_age(frames[:23], 4, 22.0, 60.0) == 0.0  # still draining: not timed yet
+    assert count_age(frames[:30], 4, 29.0, 60.0) == pytest.approx(7.0)
+    assert count_age(frames, 4, 39.0, 10.0) == pytest.approx(10.0)  # whole: read back to 10
+    # never drained: timed from DRAIN_MAX after the change, so a count always gets judged
+    again = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
+    stuck = [again.frame(float(t)) for t in range(20)]
+    again.live, again.clients = 4, 17
+    stuck += [again.frame(float(t)) for t in range(20, 40)]
+    assert count_age(stuck, 4, 39.0, 60.0) == pytest.approx(39.0 - 19.0 - DRAIN_MAX)

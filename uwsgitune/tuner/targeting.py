@@ -12,7 +12,9 @@ called: decisions are exactly those of the throughput tuner.
 
 What is read: the view's windows (10 s, 60 s) that lie wholly at the current count (the
 count has been live, unchanged, at least that long: `count_age`), the worse of those that
-may be judged. A window that mixes two counts says nothing about either.
+may be judged. A window that mixes two counts says nothing about either; nor does one that
+holds the queue a change left (requests held through a reload): a count is timed from its
+first poll with fewer connections waiting than workers (at most `DRAIN_MAX` later).
 
 The rules, in order (`RULES`):
 
@@ -73,6 +75,7 @@ from dataclasses import dataclass, replace
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.latencyreport import LatencyView
 from uwsgitune.core.latencytarget import NEAR, LatencyReading, LatencyTarget, read_latency
+from uwsgitune.core.signals import requests_waiting
 from uwsgitune.core.staffing import workers_holding
 from uwsgitune.core.units import ms
 from uwsgitune.tuner.decision import Evidence, Proposal, TunerState
@@ -85,6 +88,7 @@ CPU_SHARED = frozenset({"cpu-oversubscribed"})
 # shrinks a count that missed the target by queue wait stops (`TunerState.latency_floor`)
 FLOORED = frozenset({"littles-law-down", "load-fell"})
 IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
+DRAIN_MAX = 10.0  # seconds after a change its queue may take to drain before the count is timed
 MEASURING = "measuring latency at this count"  # a count just changed: its window not yet whole
 
 
@@ -100,15 +104,30 @@ class Constrained:
 
 def count_age(frames: Sequence[Frame], live: int, now: float, longest: float) -> float:
     """Seconds the live count has been `live`, unbroken by a change, a reload or a failed
-    poll (read back from the newest frame, at most `longest`)."""
-    oldest = None
+    poll (read back from the newest frame, at most `longest`), and past the queue the change
+    left: the first polls at the count, while more connections wait than there are workers
+    (requests held through a reload, served late), belong to the change, not to the count,
+    for at most DRAIN_MAX seconds. (The latency bench's pool, reloaded 5 -> 4 at rho 0.9, read
+    13 waiting after the reload, judged 4 workers a miss by queue wait on those requests, and
+    kept 5 for the rest of the run.)"""
+    run: list[Frame] = []
+    whole = False  # read back to `longest` without meeting the count's start
     for f in reversed(frames):
         if not f.ok or f.live != live or f.kind != "ok":
             break
-        oldest = f.mono - (f.dt or 0.0)
-        if now - oldest >= longest:
+        run.append(f)
+        if now - (f.mono - (f.dt or 0.0)) >= longest:
+            whole = True
             break
-    return 0.0 if oldest is None else max(0.0, now - oldest)
+    if not run:
+        return 0.0
+    run.reverse()
+    oldest = run[0].mono - (run[0].dt or 0.0)
+    if not whole:
+        drained = next((g for g in run if (requests_waiting(g) or 0) < live), None)
+        start = oldest + DRAIN_MAX if drained is None else drained.mono - (drained.dt or 0.0)
+        oldest = min(start, oldest + DRAIN_MAX)
+    return max(0.0, now - oldest)
 
 
 def reading_at_count(
