@@ -60,6 +60,9 @@ def test_a_pile_reads_as_its_growth_over_the_polls_since_the_queue_was_least() -
     # a queue at every poll stands; what grew since the last poll at its least is a rate
     p = pile(_frames([30, 31, 29, 32]), 0.9)
     assert p is not None and (p.standing, p.grown, p.over) == (29, 3, 5.0)
+    # a pile that stood still over the last poll came at once: it stands, whole
+    p = pile(_frames([0, 0, 30, 31]), 0.9)
+    assert p is not None and (p.standing, p.grown, p.excess) == (30, 0, 0.0)
     # the latest poll at the least: nothing grew
     p = pile(_frames([30, 31, 29]), 0.9)
     assert p is not None and (p.standing, p.grown, p.excess) == (29, 0, 0.0)
@@ -121,3 +124,19 @@ def test_a_closed_loop_that_jumps_reaches_its_clients_in_two_steps() -> None:
     assert t1 <= 61 and 8 < first.desired < 40, first.line()
     assert "arriving" in first.reason, first.line()
     assert second.desired == 40 and t2 <= 60 + 15, second.line()
+
+
+def test_a_closed_loop_that_doubles_on_a_busy_pool_is_met_in_one_step() -> None:
+    # 16 clients on 16 workers, every one busy, then 32: 16 wait at once, not past twice
+    # the workers, so the step waits for a second poll (`_brief`), where they stood still:
+    # all of them, in one step (read as a rate, 16 -> 19, and 32 only 5 s later).
+    def shape(plant: Plant, t: int) -> None:
+        if t == 60:
+            plant.clients = 32
+
+    plant = Plant(live=16, workers_max=64, cpu_ms=1, io_ms=30, clients=16)
+    settings = TunerSettings(min_workers=2, max_workers=64)
+    ups = [(t, d) for t, _f, d in run(plant, settings, 90, shape) if d.is_change]
+    assert len(ups) == 1 and ups[0][0] <= 62 and ups[0][1].desired == 32, [
+        (t, d.line()) for t, d in ups
+    ]

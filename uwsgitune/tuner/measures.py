@@ -38,6 +38,8 @@ QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wob
 # at a steady load near the workers' count (rho 0.9 on 4 workers) a queue of a few comes
 # and goes between two polls; a load past the pool queues at every poll.
 QUEUE_PERSIST = 2
+# A queue within this many connections (or this share) of the poll before: it stood still
+FLAT, FLAT_SHARE = 2.0, 0.1
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class Pile:
     # throughput. Else the arrivals came at once (a load that jumped or came back onto a
     # pool with workers to spare): the queue is all there is to go on.
     busy_through: bool = True
+    # the queue stood still over the last poll (FLAT): `standing` is what waited at both
+    still: bool = False
 
     @property
     def excess(self) -> float:
@@ -81,7 +85,13 @@ def pile(regime: Sequence[Frame], busy_full: float) -> Pile | None:
         return None
     over = regime[-1].mono - regime[at].mono
     through = all(busy(f.busy_ratio, busy_full) for f in regime[at:])
-    return Pile(standing=least, grown=qs[-1] - least, over=over, x=x, busy_through=through)
+    prev, now = qs[-2] if len(since) >= 2 else None, qs[-1]
+    if prev is not None and abs(now - prev) <= max(FLAT, FLAT_SHARE * prev):
+        # Still over the last poll: not a pile growing with the arrivals but connections
+        # that came at once and wait (a closed loop's clients that doubled: 64 on 64 busy
+        # workers, then 128; read as a rate, 64 -> 72, and 125 only 5 s later).
+        return Pile(min(prev, now), 0.0, 0.0, x, busy_through=through, still=True)
+    return Pile(standing=least, grown=now - least, over=over, x=x, busy_through=through)
 
 
 @dataclass(frozen=True)

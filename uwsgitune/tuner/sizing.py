@@ -25,10 +25,10 @@ to the rate the pool serves, so a pile the backlog built over a poll or two, at 
 crept past the pool, is sized as the few percent more arrivals it is, not as that many
 requests of steady demand (a pod of 14 workers went to 32 on a queue of 40 piled in one
 5 s poll, and went back down a minute later); and no further than the way down keeps for
-that load (`_kept`), so the step is not undone while the load holds. A closed loop that
-jumps onto a busy pool piles its clients up within one poll: a first step on the rate, a
-second on the queue that still stands. At the capacity, with the
-CPUs still not saturated, the model was wrong or uncertain: it probes up by `probe_step`.
+that load (`_kept`), so the step is not undone while the load holds. A queue that stood
+still over the last poll came at once (a closed loop's clients that doubled) and stands.
+At the capacity, with the CPUs still not saturated, the model was wrong or uncertain: it
+probes up by `probe_step`.
 Each step is a *probe*: throughput X before it is compared with X after `measure_frames`
 settled polls at the new count (saturated, the time clients wait follows X; response time
 W moves with where the queue sits, so it is not judged). A loss reverts it and remembers the
@@ -267,13 +267,16 @@ def _arriving(f: Measures) -> tuple[float, str] | None:
     rate (`Measures.pile`): the requests in service scaled by the arrival rate over the
     throughput, where the queue that grew since the last poll at its least adds its growth
     over that time to the rate, plus the queue that waited at every poll at this count
-    (clients of a closed loop, who come back as soon as they are served). A pile that the
+    (clients of a closed loop, who come back as soon as they are served), or that stood
+    still over the last poll (`Pile.still`: they came at once). A pile that the
     backlog built over k polls is k polls of arrivals past the pool, not that many requests
     of steady demand: sized as one, a pod of 14 workers at a load that crept past them went
     to 32 on a queue of 40 piled up in one 5 s poll (3% more arrivals than it served), and
     `load-fell` or Little's law took it back 25-105 s later (the fleet simulation, the daily
-    curve). A closed loop that doubles piles its new clients up within one poll: the first
-    step reads them as a rate, the next (they still wait at every poll) as standing. None:
+    curve). A closed loop whose clients double on a busy pool piles them up at once: at
+    the second poll (which a queue that persists waits for anyway) they stood still, and
+    the step takes them all; past twice the workers at the first poll, the step is on the
+    rate first, then on the queue that still stands. None:
     the queue does not tell: unknown, a backlog full (what was refused is not in it), or it
     grew while the pool was not busy through the polls (`Pile.busy_through`: arrivals that
     came in part of a poll, a load that jumped or came back, say nothing of their rate)."""
@@ -287,7 +290,9 @@ def _arriving(f: Measures) -> tuple[float, str] | None:
     why = f"{p.x:.0f} req/s served"
     if p.grown > 0:
         why += f", {rate:.0f} arriving (the queue grew by {p.grown:.0f} in {p.over:.0f} s)"
-    if p.standing > 0:
+    if p.standing > 0 and p.still:
+        why += f", {p.standing:.0f} waiting at the last two polls"
+    elif p.standing > 0:
         why += f", {p.standing:.0f} waiting at every poll at {f.live}"
     return demand, why
 
