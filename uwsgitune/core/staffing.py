@@ -31,10 +31,15 @@ CPU-bound threaded pool (u near 1) has next to no IO, an IO-bound one (u near 0)
 
 The run-queue wait counted is each worker's in its busy share of the poll: a worker woken for
 a connection another one takes (the thundering herd of idle workers on one socket) waits for
-a CPU outside any request. The split is exact when every worker is busy; with idle workers on
-saturated CPUs it leaves part of a request's wait for a CPU in io, so the estimate errs high
-(measured, 64 workers on 2 CPUs: 13 ms of IO read in a pure 3 ms CPU request, 17 in a 2 ms CPU
-+ 12 ms IO one; at 24 workers, all busy, 12.0 of 12). The policy leans on that direction.
+a CPU outside any request. The share is the poll's running time, which uWSGI adds when a
+request ends, so a worker in one request through the whole poll counts whole
+(`hostview._busy_shares`): else requests that outlast the poll lose the wait of every poll
+but the last, and it is read as IO (64 workers on a CPU-bound Django page: 14.5 s of IO read
+in a request that waited on a CPU nearly all its 16 s). The split is exact when every worker
+is busy; with idle workers on saturated CPUs it leaves part of a request's wait for a CPU in
+io, so the estimate errs high (measured, 64 workers on 2 CPUs: 13 ms of IO read in a pure
+3 ms CPU request, 17 in a 2 ms CPU + 12 ms IO one; at 24 workers, all busy, 12.0 of 12). The
+policy leans on that direction.
 
 The CPUs the instance can get are its effective CPUs (affinity, cgroup quota) less what the
 rest of the host keeps busy. Figures are request-weighted over the polls given, so a quiet

@@ -6,6 +6,11 @@ change, a reload or a gap. Short-term means (the last few polls) decide scale-up
 maximum over `down_window` decides scale-downs, so one quiet poll never shrinks the pool.
 Likewise one busy poll never grows it: a step up on a queue needs that queue at
 QUEUE_PERSIST of the recent polls, or a full backlog (`Measures.queue_persists`).
+
+A queue is read against the polls at this count (`Pile`): what waited at every one of them
+stands (a closed loop's clients, or a backlog the last step did not take), and what piled
+up since the last poll at that least is arrivals past the throughput over that time, not a
+steady demand (the step's size: tuner/sizing.py).
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from uwsgitune.core.frame import Frame
-from uwsgitune.core.signals import busy, cpu_saturation, requests_waiting
+from uwsgitune.core.signals import (
+    busy,
+    cpu_saturation,
+    requests_waiting,
+    waiting_unless_full,
+)
 from uwsgitune.core.staffing import Estimate, estimate, pstdev
 from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
 from uwsgitune.tuner.tunersettings import TunerSettings
@@ -28,6 +38,60 @@ QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wob
 # at a steady load near the workers' count (rho 0.9 on 4 workers) a queue of a few comes
 # and goes between two polls; a load past the pool queues at every poll.
 QUEUE_PERSIST = 2
+# A queue within this many connections (or this share) of the poll before: it stood still
+FLAT, FLAT_SHARE = 2.0, 0.1
+
+
+@dataclass(frozen=True)
+class Pile:
+    """The latest poll's queue read against the polls at this count since it settled: the
+    least of them, `standing` (connections that waited through every poll there), and
+    `grown` more that piled up over the `over` seconds since the last poll at that least,
+    while the pool served `x` req/s. A queue the backlog piled up over k polls is k polls of
+    arrivals past the throughput: grown / over req/s more than the pool serves, not grown
+    requests of steady demand (`excess`)."""
+
+    standing: float
+    grown: float
+    over: float
+    x: float
+    # the pool was busy (`busy_full`) at the poll of the least and at every one since: the
+    # queue grew while the pool served all it could, so at the arrivals' excess over the
+    # throughput. Else the arrivals came at once (a load that jumped or came back onto a
+    # pool with workers to spare): the queue is all there is to go on.
+    busy_through: bool = True
+    # the queue stood still over the last poll (FLAT): `standing` is what waited at both
+    still: bool = False
+
+    @property
+    def excess(self) -> float:
+        """Requests/s arriving past the throughput while the queue grew."""
+        return self.grown / self.over if self.over > 0 else 0.0
+
+
+def pile(regime: Sequence[Frame], busy_full: float) -> Pile | None:
+    """The `Pile` of the regime's polls; None when a poll's queue is unknown or a backlog
+    was full (the kernel refused what arrived: the rate is not in the queue), or nothing
+    was served since the least."""
+    queues = [waiting_unless_full(f) for f in regime]
+    if not regime or any(q is None for q in queues):
+        return None
+    qs = [float(q or 0) for q in queues]
+    least = min(qs)
+    at = max(i for i, q in enumerate(qs) if q == least)  # the last poll at the least
+    since = regime[at + 1 :] or regime[-1:]
+    x = _mean([f.rps for f in since])
+    if not x:
+        return None
+    over = regime[-1].mono - regime[at].mono
+    through = all(busy(f.busy_ratio, busy_full) for f in regime[at:])
+    prev, now = qs[-2] if len(since) >= 2 else None, qs[-1]
+    if prev is not None and abs(now - prev) <= max(FLAT, FLAT_SHARE * prev):
+        # Still over the last poll: not a pile growing with the arrivals but connections
+        # that came at once and wait (a closed loop's clients that doubled: 64 on 64 busy
+        # workers, then 128; read as a rate, 64 -> 72, and 125 only 5 s later).
+        return Pile(min(prev, now), 0.0, 0.0, x, busy_through=through, still=True)
+    return Pile(standing=least, grown=now - least, over=over, x=x, busy_through=through)
 
 
 @dataclass(frozen=True)
@@ -75,6 +139,7 @@ class Measures:
     queue_polls: int = 0
     recent_polls: int = 0
     backlog_full: bool = False
+    pile: Pile | None = None  # the queue read against the polls at this count
 
     @property
     def saturated(self) -> bool:
@@ -247,5 +312,6 @@ def gather(
         queue_polls=sum(1 for f in regime[-RECENT:] if (_waiting(f) or 0.0) >= 1),
         recent_polls=len(regime[-RECENT:]),
         backlog_full=any(f.queue_full for f in regime[-RECENT:]) or latest.queue_full,
+        pile=pile(regime, settings.busy_full),
         **_recent(regime[-RECENT:], latest),
     )

@@ -17,8 +17,18 @@ boundary never oscillates; a load that fell and settled, sooner (demand.py).
 Saturated (a queue, or every worker busy): the queue hides the demand. A queue seen at one
 poll is not yet a shortage: a step up waits until it persists (QUEUE_PERSIST of the recent
 polls, `Measures.queue_persists`) or a backlog fills (`_brief`). Below the capacity
-the tuner moves to it (or to the demand, if smaller) in one step. At the capacity, with the
-CPUs still not saturated, the model was wrong or uncertain: it probes up by `probe_step`.
+the tuner moves to it (or to the demand, if smaller) in one step. The demand is what the
+queue says of the arrival rate (`_arriving`): a queue that waited at every poll at this
+count stands (a closed loop's clients: in service plus queued), and one that grew since
+the last poll at its least, every worker busy from then on, adds its growth over that time
+to the rate the pool serves, so a pile the backlog built over a poll or two, at a load that
+crept past the pool, is sized as the few percent more arrivals it is, not as that many
+requests of steady demand (a pod of 14 workers went to 32 on a queue of 40 piled in one
+5 s poll, and went back down a minute later); and no further than the way down keeps for
+that load (`_kept`), so the step is not undone while the load holds. A queue that stood
+still over the last poll came at once (a closed loop's clients that doubled) and stands.
+At the capacity, with the CPUs still not saturated, the model was wrong or uncertain: it
+probes up by `probe_step`.
 Each step is a *probe*: throughput X before it is compared with X after `measure_frames`
 settled polls at the new count (saturated, the time clients wait follows X; response time
 W moves with where the queue sits, so it is not judged). A loss reverts it and remembers the
@@ -55,7 +65,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from uwsgitune.core.staffing import workers_for
+from uwsgitune.core.staffing import workers_for, workers_holding
 from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
@@ -148,7 +158,7 @@ def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | No
     if held is not None:
         return held
     threads = max(f.latest.threads, 1)
-    demand, want = _demand(f, s)
+    demand, want, arriving = _demand(f, s)
     cap = capacity(f)
     queue = _queued(f, cap)
     q = "?" if f.queue is None else f"{f.queue:.1f}"
@@ -163,6 +173,7 @@ def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | No
     top = max(f.live + 1, math.floor(f.live * s.max_up_factor), f.live + math.ceil(queue / threads))
     desired = max(f.live + 1, min(want, top, cap if cap is not None else want))
     why = f"{head}, demand ~{demand:.1f}"
+    why += f" ({arriving})" if arriving else ""
     why += f", the CPUs keep about {cap} busy" if cap is not None and cap < want else ""
     # At least as many waiting as in service: capacity is plainly short, so step now and
     # judge the step against the polls there are, rather than measure the backlog longer.
@@ -223,17 +234,67 @@ def _queued(f: Measures, cap: int | None) -> float:
     return max(queue, f.queue_now or 0.0) if cap is not None else queue
 
 
-def _demand(f: Measures, s: TunerSettings) -> tuple[float, int]:
+def _demand(f: Measures, s: TunerSettings) -> tuple[float, int, str]:
     """Requests in service and queued (the most of the recent polls), and the count that
     serves them (L + beta√L), never past the requests seen at once at this count: a closed
     loop of 32 clients on 33 workers can read 34 at a poll (a worker still busy after its
-    answer went out), and square-root staffing of that asked for 45."""
+    answer went out), and square-root staffing of that asked for 45. Also never past what
+    the queue says of the arrival rate (`_arriving`), and why (or "")."""
     threads = max(f.latest.threads, 1)
     demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + (f.queue or 0.0))
+    arriving = _arriving(f)
+    why = ""
     want = workers_for(demand, threads, s.staffing_beta)
+    if arriving is not None and arriving[0] < demand:
+        demand, why = arriving
+        want = min(workers_for(demand, threads, s.staffing_beta), _kept(demand, threads))
     if f.served_peak is not None:
         want = min(want, max(f.served_peak, f.live + 1))
-    return demand, want
+    return demand, want, why
+
+
+def _kept(demand: float, threads: int) -> int:
+    """What the way down keeps for `demand` requests in the instance: one worker past those
+    that hold them (`demand.load_fell`), and the tenth a move down leaves alone. A step up
+    sized on the arrival rate goes no further: square-root staffing of it (L + 2√L) went
+    7 -> 13 at a load of 7.1 in service, and `load-fell` took it to 10 20 s later."""
+    n = workers_holding(demand, threads) + 1
+    return n + max(1, math.ceil(0.1 * n))
+
+
+def _arriving(f: Measures) -> tuple[float, str] | None:
+    """The requests the arrivals keep in the instance, from what the queue says of their
+    rate (`Measures.pile`): the requests in service scaled by the arrival rate over the
+    throughput, where the queue that grew since the last poll at its least adds its growth
+    over that time to the rate, plus the queue that waited at every poll at this count
+    (clients of a closed loop, who come back as soon as they are served), or that stood
+    still over the last poll (`Pile.still`: they came at once). A pile that the
+    backlog built over k polls is k polls of arrivals past the pool, not that many requests
+    of steady demand: sized as one, a pod of 14 workers at a load that crept past them went
+    to 32 on a queue of 40 piled up in one 5 s poll (3% more arrivals than it served), and
+    `load-fell` or Little's law took it back 25-105 s later (the fleet simulation, the daily
+    curve). A closed loop whose clients double on a busy pool piles them up at once: at
+    the second poll (which a queue that persists waits for anyway) they stood still, and
+    the step takes them all; past twice the workers at the first poll, the step is on the
+    rate first, then on the queue that still stands. None:
+    the queue does not tell: unknown, a backlog full (what was refused is not in it), or it
+    grew while the pool was not busy through the polls (`Pile.busy_through`: arrivals that
+    came in part of a poll, a load that jumped or came back, say nothing of their rate)."""
+    p = f.pile
+    if p is None or f.backlog_full or (p.grown > 0 and not p.busy_through):
+        return None
+    threads = max(f.latest.threads, 1)
+    l_now = f.l_recent or f.live * threads
+    rate = p.x + p.excess
+    demand = l_now * rate / p.x + p.standing
+    why = f"{p.x:.0f} req/s served"
+    if p.grown > 0:
+        why += f", {rate:.0f} arriving (the queue grew by {p.grown:.0f} in {p.over:.0f} s)"
+    if p.standing > 0 and p.still:
+        why += f", {p.standing:.0f} waiting at the last two polls"
+    elif p.standing > 0:
+        why += f", {p.standing:.0f} waiting at every poll at {f.live}"
+    return demand, why
 
 
 def _load_moving(f: Measures) -> Proposal | None:
