@@ -214,23 +214,23 @@ class _Sum:
         self.total = 0
 
     def add(self, part: _Kept) -> None:
-        """`loghist.merge`, the kept bucket indexes read out of their array once."""
-        hist, keys, counts = self.hist, part.hist.keys.tolist(), part.hist.counts
-        if hist:
-            hist.update(zip(keys, map(add, map(hist.get, keys, repeat(0)), counts), strict=True))
-        else:
-            hist.update(zip(keys, counts, strict=True))
+        """`loghist.merge` as a plain loop over the kept buckets (their indexes read out
+        of their array once): faster than its C-level chain here, measured."""
+        hist = self.hist
+        get = hist.get
+        for index, n in zip(part.hist.keys.tolist(), part.hist.counts, strict=True):
+            hist[index] = get(index, 0) + n
         self.count += part.count
         self.total += part.total
 
     def drop(self, part: _Kept) -> None:
-        """`loghist.unmerge` (the buckets left at 0 deleted), the kept bucket indexes
-        read out of their array once."""
-        hist, keys = self.hist, part.hist.keys.tolist()
-        left = list(map(sub, map(hist.__getitem__, keys), part.hist.counts))
-        hist.update(zip(keys, left, strict=True))
-        if 0 in left:
-            for index in compress(keys, map(not_, left)):
+        """`loghist.unmerge` (the buckets left at 0 deleted), as a plain loop."""
+        hist = self.hist
+        for index, n in zip(part.hist.keys.tolist(), part.hist.counts, strict=True):
+            left = hist[index] - n
+            if left:
+                hist[index] = left
+            else:
                 del hist[index]
         self.count -= part.count
         self.total -= part.total
