@@ -28,7 +28,10 @@ kept their newline, which the batch parser (core/logline.py `parse_batch`, since
 does not take: those runs measured the per-line parser, which a live receiver's lines never
 take.
 
-Also measured: the same `ingest` in a tight loop (no pause between batches), and the parts
+Also measured: the same `ingest` in a tight loop (no pause between batches), the same with
+the windows full (`steady`: after 70 s of the recorder's clock, when each second that
+closes also leaves the 10 s and 60 s windows' running sums, which a 4 s round never
+reaches; the flush before each once-a-second read counted, the reads not), and the parts
 (parse alone, record alone with and without a stamp), each the lowest and the median of
 `--runs` interleaved runs. On a machine shared with other work, a process that sleeps
 between batches finds its caches cold when it wakes, and the paced number is the one a live
@@ -96,13 +99,52 @@ TRIED = """## What was tried (each measured as the lowest of interleaved runs, �
   window ~15 ms instead of ~80, and the p99 series 0.4 ms instead of 22; closed seconds
   frozen into arrays (a little per line at the second's close) hold 60 seconds in ~9 MB
   instead of 51.
-- Not tried: moving the per-worker and per-route counting out of the per-line path (a
-  Counter over (worker, bucket) pairs folded at the second's end) would save perhaps 0.3;
-  a compiled parser (a C extension) is the way to a large cut, and a new build dependency.
+- (Commit 1ee4d36, measured end to end in bench/results/latency_overhead.md) a drain
+  parsed by one regex over its tails (`parse_batch`) and recorded in C loops over columns.
 
 A receiver that sleeps between drains pays the cold-cache cost measured above (paced vs
 tight): larger batches pay less (here: 12.0 µs per line at 1 ms batches, 9.9 at 10 ms, 8.3
-at 50 ms, in one run).
+at 50 ms, in one run at commit 361763c).
+
+### 2026-11-27 (commits da30315..; scratch measurements on a machine at load 1.3-10,
+### lowest of 5-20 runs unless said)
+
+- The bench itself: lines whose recording waits in the recorder (`_flush`) are now timed
+  as ingest (231d4ff), and `ingest` gets the lines without their newline, as the receiver
+  hands them (b17e046): before, every batch went to the per-line parser.
+- Where the time went at b17e046 (paced, each part timed inclusive): `parse_batch` 3.3,
+  recording a batch 6.4 (of it closing seconds 2.4 and the per-worker/route grouping 2.0),
+  `_waits` 1.3; in a tight loop 2.0, 4.5, 2.1, 1.4 and 0.8: the paced run pays about half
+  again, in cold caches after each 10 ms sleep.
+- `parse_batch` over the lines joined (one regex over the buffer, two counts for the
+  checks): 1.31 vs 1.46 (the tails cut out by `rfind`/`find`/slices; 1.38 without the
+  spaced copies). The regex's own matching and groups take ~0.8-0.9 of it (0.80 over the
+  tails alone, 0.88 over the whole lines; a simpler pid pattern 0.91): the floor of a
+  regex parser.
+- Per worker and per route (5,000 lines, 8 workers x 40 routes): sums and maxima by a
+  plain loop 0.09 (with both histograms 0.30), by one sort of small keys and `accumulate`
+  0.36, by the sort of `key * 2**40 + value` that was used 0.63 (without histograms);
+  counting `(key, bucket)` codes with the C counter and decoding them 0.59-0.79 with the
+  loop for sums. Kept: the plain loop, each value bucketed once.
+- Recording at ingest only what the batch's columns need while they are in cache
+  (`int`, the status codes, the nginx waits), the rest counted by `_flush` up to
+  `MAX_PENDING` lines at once; 300, 1,000, 3,000 and 50,000 pending lines were within the
+  noise (2,000 kept). Waits of 0 µs (one line in ~1,000 with nginx's ms stamp) no longer
+  send a whole column through a Python loop; neither does a single wait out of bounds.
+- The running sums' merges: 1.8 ms for 51 parts added and taken out as a plain loop, 2.3
+  with the C-level chain reading the array once, 3.1 with `loghist.merge`/`unmerge`.
+- The receiver (sources/reqlog.py, not in this number): `recvfrom_into` a buffer kept
+  1.56-1.73 µs a datagram against `recvfrom`'s 1.63-1.69: no gain, not kept; `recv` (no
+  source address) 1.17-1.24, but the sender proof needs the source.
+- Side by side, paced (bench/latency_cost.py's `run`, 3 s rounds, interleaved, medians):
+  b17e046 7.46 vs 5.97 (8 rounds, load 3.5) with the columns at ingest, 7.36 vs 5.10 (5
+  rounds, load 1.6) with the plain loop.
+- Not tried: numpy. The costs left are the regex (~0.9 per line), the cold caches of a
+  10 ms batch and the second's close (freezing, running sums, the Prometheus fold, ~1 per
+  line at 10k lines/s); numpy would replace the column loops (~1-1.5 per line) at best, and
+  a bucket must be `math.log`'s to the bit (numpy's vectorised `log` is not promised to
+  round alike at a bucket's edge). A compiled parser and recorder stays the way to a large
+  cut, and a new build dependency.
 """
 
 
@@ -180,6 +222,35 @@ def tight(lines: list[bytes], n: int = 20_000, batch: int = 100) -> float:
         recorder.ingest(lines[k : k + batch], 1000.0 + k / 10_000)
     recorder._flush()  # the last lines' recording still pending
     return (time.thread_time() - c0) / n * 1e6
+
+
+def steady(lines: list[bytes], rate: int = 10_000, runs: int = 3) -> list[float]:
+    """µs per line of `ingest` (and the flush before each read) in a tight loop over the
+    20 s of the recorder's clock after its first 70 (the windows full), reading once a
+    second of that clock (not counted)."""
+    out = []
+    for _ in range(runs):
+        recorder = LatencyRecorder()
+        cpu = 0.0
+        for k in range(0, 90 * rate, 100):
+            now = 1000.0 + k / rate
+            chunk = [lines[(k + j) % len(lines)] for j in range(100)]
+            c0 = time.thread_time()
+            recorder.ingest(chunk, now)
+            if k % rate == 0:
+                recorder._flush()
+            if k >= 70 * rate:
+                cpu += time.thread_time() - c0
+            if k % rate == 0:
+                recorder.window(now, 10)
+                recorder.window(now, 60)
+                recorder.p99_series(now)
+                recorder.export()
+        c0 = time.thread_time()
+        recorder._flush()  # the last lines' recording still pending
+        cpu += time.thread_time() - c0
+        out.append(cpu / (20 * rate) * 1e6)
+    return out
 
 
 def parts(lines: list[bytes], runs: int) -> dict[str, list[float]]:
@@ -282,13 +353,14 @@ def main() -> None:
         ingest, read, fed = run(lines, args.seconds, args.rate)
         rows.append((ingest / fed * 1e6, read / args.seconds * 1e3, read / fed * 1e6, fed))
         print(f"paced: {rows[-1][0]:.2f} µs/line, reading {rows[-1][1]:.2f} ms/s", flush=True)
+    full = steady(lines, args.rate)
     split = parts(lines, args.runs)
-    held, buckets, full = memory(lines, args.rate)
-    reads = reading(full, 1070.0)
+    held, buckets, kept = memory(lines, args.rate)
+    reads = reading(kept, 1070.0)
     after = os.getloadavg()
     paced = statistics.median(r[0] for r in rows)
     loop = split["ingest: parse + record, stamped"]
-    verdict = "met" if paced <= 5.0 else "MISSED"
+    verdict = "MET" if paced <= 5.0 else "MISS"
     text = [
         "# uwsgitune's CPU per ingested request log line (issue 38)",
         "",
@@ -305,6 +377,11 @@ def main() -> None:
         f"lowest {min(r[0] for r in rows):.2f}). The same code in a tight loop: "
         f"{min(loop):.2f} µs lowest, {statistics.median(loop):.2f} µs median of {args.runs} "
         f"runs. The target is <= 5 µs: {verdict} (paced median).**",
+        "",
+        f"With the windows full (`steady`: a tight loop after 70 s of the recorder's clock, "
+        f"the 10 s and 60 s windows' running sums taking each closed second out as well): "
+        f"{min(full):.2f} µs lowest, {statistics.median(full):.2f} µs median of {len(full)} "
+        "runs.",
         "",
         "## Paced rounds",
         "",
