@@ -37,6 +37,10 @@ reaches; the flush before each once-a-second read counted, the reads not), and t
 between batches finds its caches cold when it wakes, and the paced number is the one a live
 receiver pays; the tight loop shows the code's own cost.
 
+With `--against DIR` (a worktree of another commit, holding this script), the paced rounds
+of both are also run side by side: `--rounds` rounds each, interleaved (the order turning
+each round), each round in a fresh process, so that the machine's load moves both alike.
+
 Writes bench/results/latency_cost.md (with the commit it ran on).
 """
 
@@ -325,6 +329,42 @@ def reading(recorder: LatencyRecorder, now: float) -> dict[str, float]:
     return out
 
 
+# One paced round in a fresh process, with the code of the worktree given (its own copy of
+# this script), answering "ingest µs/line, reading µs/line, lines".
+_ROUND = """
+import sys
+sys.path.insert(0, sys.argv[1] + "/bench")
+import latency_cost
+lines = [d.removesuffix(b"\\n") for d in latency_cost.datagrams(100_000)]
+ingest, read, fed = latency_cost.run(lines, float(sys.argv[2]), int(sys.argv[3]))
+print(ingest / fed * 1e6, read / fed * 1e6, fed)
+"""
+
+
+def side_by_side(
+    roots: list[Path], rounds: int, seconds: float, rate: int
+) -> dict[Path, list[float]]:
+    """Paced rounds of each worktree's code, interleaved, the order turning each round."""
+    out: dict[Path, list[float]] = {root: [] for root in roots}
+    for i in range(rounds):
+        for root in roots[i % len(roots) :] + roots[: i % len(roots)]:
+            got = subprocess.run(
+                [sys.executable, "-c", _ROUND, str(root), str(seconds), str(rate)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            out[root].append(float(got[0]))
+            print(f"side by side, {root}: {got[0]} µs/line", flush=True)
+    return out
+
+
+def _commit_of(root: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+
+
 def _commit() -> str:
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -344,6 +384,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=25, help="runs of the tight loop and the parts")
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/latency_cost.md")
+    ap.add_argument("--against", type=Path, help="a worktree of another commit (side by side)")
     args = ap.parse_args()
     lines = [d.removesuffix(b"\n") for d in datagrams(100_000)]  # as the receiver hands them
     load = os.getloadavg()
@@ -357,6 +398,11 @@ def main() -> None:
     split = parts(lines, args.runs)
     held, buckets, kept = memory(lines, args.rate)
     reads = reading(kept, 1070.0)
+    pair = (
+        side_by_side([ROOT, args.against], args.rounds, args.seconds, args.rate)
+        if args.against
+        else {}
+    )
     after = os.getloadavg()
     paced = statistics.median(r[0] for r in rows)
     loop = split["ingest: parse + record, stamped"]
@@ -383,6 +429,24 @@ def main() -> None:
         f"{min(full):.2f} µs lowest, {statistics.median(full):.2f} µs median of {len(full)} "
         "runs.",
         "",
+        *(
+            [
+                f"## Side by side with commit {_commit_of(args.against)} (paced rounds, "
+                "interleaved, each in a fresh process)",
+                "",
+                "| commit | median µs/line | lowest | rounds |",
+                "|---|---|---|---|",
+                *(
+                    f"| {_commit_of(root)} | {statistics.median(v):.2f} | {min(v):.2f} | "
+                    + " ".join(f"{x:.2f}" for x in v)
+                    + " |"
+                    for root, v in pair.items()
+                ),
+                "",
+            ]
+            if pair
+            else []
+        ),
         "## Paced rounds",
         "",
         "| round | ingest µs/line | reading (2 windows, p99 series, export; windows filling) "
