@@ -110,8 +110,9 @@ A receiver that sleeps between drains pays the cold-cache cost measured above (p
 tight): larger batches pay less (here: 12.0 µs per line at 1 ms batches, 9.9 at 10 ms, 8.3
 at 50 ms, in one run at commit 361763c).
 
-### 2026-11-27 (commits da30315..; scratch measurements on a machine at load 1.3-10,
-### lowest of 5-20 runs unless said)
+### 2026-11-27, commits 231d4ff..c974afa
+
+(Scratch measurements at load 1.3-10, the lowest of 5-20 runs unless said.)
 
 - The bench itself: lines whose recording waits in the recorder (`_flush`) are now timed
   as ingest (231d4ff), and `ingest` gets the lines without their newline, as the receiver
