@@ -473,8 +473,8 @@ class LatencyRecorder:
         self._put([(*line[:6], stamp, path)], now)  # type: ignore[list-item]
 
     def _put(self, lines: Iterable[RawLine | LineFault], now: float) -> int:
-        # The hot path (bench/latency_cost.py): what every line touches is held in locals
-        # for the batch; one log serves the three histograms of the service time.
+        # The per-line path (a batch `parse_batch` refuses, and `add`): what every line
+        # touches is held in locals; one log serves the three service-time histograms.
         second = int(now)
         s = self._open if second <= self._open.second else self._roll(second)
         faults = self.tally.faults
