@@ -12,19 +12,34 @@ lines per second of real time, in batches every 10 ms (as a receiver draining it
 would), so that caches and seconds behave as in a live process; only the time inside
 `ingest` is counted. Reading (the 10 s and 60 s windows, the p99 series and the export,
 once a second as a poll would) is timed apart, and also given per request at that rate.
+Lines the recorder keeps to count later (`_flush`: since commit 1ee4d36 the per-worker and
+per-route parts of a batch wait for the next read or the second's close) are recording:
+the flush before each read is timed as ingest, and the tight loop ends with one, so no
+line's recording is counted as reading or left uncounted.
 
 **The datagrams**, 100,000 of them, made from the line a real uWSGI 2.0.31 sends with its
 default request line as the user's part (tests/data/logline/uwsgi-2.0.31.json): service
 times a lognormal mixture (CPU: median 5 ms; IO: median 40 ms), queue waits lognormal
 (median 2 ms) with an nginx `t=${msec}` stamp on every line (the costlier path), 8 workers,
 40 routes of which some carry ids (so route normalisation works), 2% 404s and 1% 500s, a
-query on a third of them.
+query on a third of them. `ingest` is handed each line as the receiver hands it
+(sources/reqlog.py removes the newline that ends a datagram). Until commit 231d4ff the lines
+kept their newline, which the batch parser (core/logline.py `parse_batch`, since 1ee4d36)
+does not take: those runs measured the per-line parser, which a live receiver's lines never
+take.
 
-Also measured: the same `ingest` in a tight loop (no pause between batches), and the parts
+Also measured: the same `ingest` in a tight loop (no pause between batches), the same with
+the windows full (`steady`: after 70 s of the recorder's clock, when each second that
+closes also leaves the 10 s and 60 s windows' running sums, which a 4 s round never
+reaches; the flush before each once-a-second read counted, the reads not), and the parts
 (parse alone, record alone with and without a stamp), each the lowest and the median of
 `--runs` interleaved runs. On a machine shared with other work, a process that sleeps
 between batches finds its caches cold when it wakes, and the paced number is the one a live
 receiver pays; the tight loop shows the code's own cost.
+
+With `--against DIR` (a worktree of another commit, holding this script), the paced rounds
+of both are also run side by side: `--rounds` rounds each, interleaved (the order turning
+each round), each round in a fresh process, so that the machine's load moves both alike.
 
 Writes bench/results/latency_cost.md (with the commit it ran on).
 """
@@ -88,13 +103,53 @@ TRIED = """## What was tried (each measured as the lowest of interleaved runs, �
   window ~15 ms instead of ~80, and the p99 series 0.4 ms instead of 22; closed seconds
   frozen into arrays (a little per line at the second's close) hold 60 seconds in ~9 MB
   instead of 51.
-- Not tried: moving the per-worker and per-route counting out of the per-line path (a
-  Counter over (worker, bucket) pairs folded at the second's end) would save perhaps 0.3;
-  a compiled parser (a C extension) is the way to a large cut, and a new build dependency.
+- (Commit 1ee4d36, measured end to end in bench/results/latency_overhead.md) a drain
+  parsed by one regex over its tails (`parse_batch`) and recorded in C loops over columns.
 
 A receiver that sleeps between drains pays the cold-cache cost measured above (paced vs
 tight): larger batches pay less (here: 12.0 µs per line at 1 ms batches, 9.9 at 10 ms, 8.3
-at 50 ms, in one run).
+at 50 ms, in one run at commit 361763c).
+
+### 2026-11-27, commits 231d4ff..c974afa
+
+(Scratch measurements at load 1.3-10, the lowest of 5-20 runs unless said.)
+
+- The bench itself: lines whose recording waits in the recorder (`_flush`) are now timed
+  as ingest (231d4ff), and `ingest` gets the lines without their newline, as the receiver
+  hands them (b17e046): before, every batch went to the per-line parser.
+- Where the time went at b17e046 (paced, each part timed inclusive): `parse_batch` 3.3,
+  recording a batch 6.4 (of it closing seconds 2.4 and the per-worker/route grouping 2.0),
+  `_waits` 1.3; in a tight loop 2.0, 4.5, 2.1, 1.4 and 0.8: the paced run pays about half
+  again, in cold caches after each 10 ms sleep.
+- `parse_batch` over the lines joined (one regex over the buffer, two counts for the
+  checks): 1.31 vs 1.46 (the tails cut out by `rfind`/`find`/slices; 1.38 without the
+  spaced copies). The regex's own matching and groups take ~0.8-0.9 of it (0.80 over the
+  tails alone, 0.88 over the whole lines; a simpler pid pattern 0.91): the floor of a
+  regex parser.
+- Per worker and per route (5,000 lines, 8 workers x 40 routes): sums and maxima by a
+  plain loop 0.09 (with both histograms 0.30), by one sort of small keys and `accumulate`
+  0.36, by the sort of `key * 2**40 + value` that was used 0.63 (without histograms);
+  counting `(key, bucket)` codes with the C counter and decoding them 0.59-0.79 with the
+  loop for sums. Kept: the plain loop, each value bucketed once.
+- Recording at ingest only what the batch's columns need while they are in cache
+  (`int`, the status codes, the nginx waits), the rest counted by `_flush` up to
+  `MAX_PENDING` lines at once; 300, 1,000, 3,000 and 50,000 pending lines were within the
+  noise (2,000 kept). Waits of 0 µs (one line in ~1,000 with nginx's ms stamp) no longer
+  send a whole column through a Python loop; neither does a single wait out of bounds.
+- The running sums' merges: 1.8 ms for 51 parts added and taken out as a plain loop, 2.3
+  with the C-level chain reading the array once, 3.1 with `loghist.merge`/`unmerge`.
+- The receiver (sources/reqlog.py, not in this number): `recvfrom_into` a buffer kept
+  1.56-1.73 µs a datagram against `recvfrom`'s 1.63-1.69: no gain, not kept; `recv` (no
+  source address) 1.17-1.24, but the sender proof needs the source.
+- Side by side, paced (bench/latency_cost.py's `run`, 3 s rounds, interleaved, medians):
+  b17e046 7.46 vs 5.97 (8 rounds, load 3.5) with the columns at ingest, 7.36 vs 5.10 (5
+  rounds, load 1.6) with the plain loop.
+- Not tried: numpy. The costs left are the regex (~0.9 per line), the cold caches of a
+  10 ms batch and the second's close (freezing, running sums, the Prometheus fold, ~1 per
+  line at 10k lines/s); numpy would replace the column loops (~1-1.5 per line) at best, and
+  a bucket must be `math.log`'s to the bit (numpy's vectorised `log` is not promised to
+  round alike at a bucket's edge). A compiled parser and recorder stays the way to a large
+  cut, and a new build dependency.
 """
 
 
@@ -147,6 +202,9 @@ def run(
             due -= take
         if now >= next_read:
             c0 = time.thread_time()
+            recorder._flush()  # the lines' recording still pending: ingest, not reading
+            ingest_cpu += time.thread_time() - c0
+            c0 = time.thread_time()
             recorder.window(now, 10)
             recorder.window(now, 60)
             recorder.p99_series(now)
@@ -154,6 +212,9 @@ def run(
             read_cpu += time.thread_time() - c0
             next_read += 1.0
         time.sleep(every)
+    c0 = time.thread_time()
+    recorder._flush()  # the last lines' recording still pending
+    ingest_cpu += time.thread_time() - c0
     return ingest_cpu, read_cpu, fed
 
 
@@ -164,7 +225,37 @@ def tight(lines: list[bytes], n: int = 20_000, batch: int = 100) -> float:
     c0 = time.thread_time()
     for k in range(0, n, batch):
         recorder.ingest(lines[k : k + batch], 1000.0 + k / 10_000)
+    recorder._flush()  # the last lines' recording still pending
     return (time.thread_time() - c0) / n * 1e6
+
+
+def steady(lines: list[bytes], rate: int = 10_000, runs: int = 3) -> list[float]:
+    """µs per line of `ingest` (and the flush before each read) in a tight loop over the
+    20 s of the recorder's clock after its first 70 (the windows full), reading once a
+    second of that clock (not counted)."""
+    out = []
+    for _ in range(runs):
+        recorder = LatencyRecorder()
+        cpu = 0.0
+        for k in range(0, 90 * rate, 100):
+            now = 1000.0 + k / rate
+            chunk = [lines[(k + j) % len(lines)] for j in range(100)]
+            c0 = time.thread_time()
+            recorder.ingest(chunk, now)
+            if k % rate == 0:
+                recorder._flush()
+            if k >= 70 * rate:
+                cpu += time.thread_time() - c0
+            if k % rate == 0:
+                recorder.window(now, 10)
+                recorder.window(now, 60)
+                recorder.p99_series(now)
+                recorder.export()
+        c0 = time.thread_time()
+        recorder._flush()  # the last lines' recording still pending
+        cpu += time.thread_time() - c0
+        out.append(cpu / (20 * rate) * 1e6)
+    return out
 
 
 def parts(lines: list[bytes], runs: int) -> dict[str, list[float]]:
@@ -239,6 +330,42 @@ def reading(recorder: LatencyRecorder, now: float) -> dict[str, float]:
     return out
 
 
+# One paced round in a fresh process, with the code of the worktree given (its own copy of
+# this script), answering "ingest µs/line, reading µs/line, lines".
+_ROUND = """
+import sys
+sys.path.insert(0, sys.argv[1] + "/bench")
+import latency_cost
+lines = [d.removesuffix(b"\\n") for d in latency_cost.datagrams(100_000)]
+ingest, read, fed = latency_cost.run(lines, float(sys.argv[2]), int(sys.argv[3]))
+print(ingest / fed * 1e6, read / fed * 1e6, fed)
+"""
+
+
+def side_by_side(
+    roots: list[Path], rounds: int, seconds: float, rate: int
+) -> dict[Path, list[float]]:
+    """Paced rounds of each worktree's code, interleaved, the order turning each round."""
+    out: dict[Path, list[float]] = {root: [] for root in roots}
+    for i in range(rounds):
+        for root in roots[i % len(roots) :] + roots[: i % len(roots)]:
+            got = subprocess.run(
+                [sys.executable, "-c", _ROUND, str(root), str(seconds), str(rate)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            out[root].append(float(got[0]))
+            print(f"side by side, {root}: {got[0]} µs/line", flush=True)
+    return out
+
+
+def _commit_of(root: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+
+
 def _commit() -> str:
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -258,8 +385,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=25, help="runs of the tight loop and the parts")
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/latency_cost.md")
+    ap.add_argument("--against", type=Path, help="a worktree of another commit (side by side)")
     args = ap.parse_args()
-    lines = datagrams(100_000)
+    lines = [d.removesuffix(b"\n") for d in datagrams(100_000)]  # as the receiver hands them
     load = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
@@ -267,13 +395,19 @@ def main() -> None:
         ingest, read, fed = run(lines, args.seconds, args.rate)
         rows.append((ingest / fed * 1e6, read / args.seconds * 1e3, read / fed * 1e6, fed))
         print(f"paced: {rows[-1][0]:.2f} µs/line, reading {rows[-1][1]:.2f} ms/s", flush=True)
+    full = steady(lines, args.rate)
     split = parts(lines, args.runs)
-    held, buckets, full = memory(lines, args.rate)
-    reads = reading(full, 1070.0)
+    held, buckets, kept = memory(lines, args.rate)
+    reads = reading(kept, 1070.0)
+    pair = (
+        side_by_side([ROOT, args.against], args.rounds, args.seconds, args.rate)
+        if args.against
+        else {}
+    )
     after = os.getloadavg()
     paced = statistics.median(r[0] for r in rows)
     loop = split["ingest: parse + record, stamped"]
-    verdict = "met" if paced <= 5.0 else "MISSED"
+    verdict = "MET" if paced <= 5.0 else "MISS"
     text = [
         "# uwsgitune's CPU per ingested request log line (issue 38)",
         "",
@@ -291,6 +425,29 @@ def main() -> None:
         f"{min(loop):.2f} µs lowest, {statistics.median(loop):.2f} µs median of {args.runs} "
         f"runs. The target is <= 5 µs: {verdict} (paced median).**",
         "",
+        f"With the windows full (`steady`: a tight loop after 70 s of the recorder's clock, "
+        f"the 10 s and 60 s windows' running sums taking each closed second out as well): "
+        f"{min(full):.2f} µs lowest, {statistics.median(full):.2f} µs median of {len(full)} "
+        "runs.",
+        "",
+        *(
+            [
+                f"## Side by side with commit {_commit_of(args.against)} (paced rounds, "
+                "interleaved, each in a fresh process)",
+                "",
+                "| commit | median µs/line | lowest | rounds |",
+                "|---|---|---|---|",
+                *(
+                    f"| {_commit_of(root)} | {statistics.median(v):.2f} | {min(v):.2f} | "
+                    + " ".join(f"{x:.2f}" for x in v)
+                    + " |"
+                    for root, v in pair.items()
+                ),
+                "",
+            ]
+            if pair
+            else []
+        ),
         "## Paced rounds",
         "",
         "| round | ingest µs/line | reading (2 windows, p99 series, export; windows filling) "

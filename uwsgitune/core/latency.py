@@ -64,32 +64,37 @@ into a copy of the sums instead of merging sixty seconds; each closed second kee
 for `p99_series`. Other window lengths merge their seconds.
 
 **A drain at once.** `ingest` hands the whole batch to `logline.parse_batch` (one regex
-over the batch's tails); when every line takes it, `_put_batch` records the batch with C
-loops over columns (`map`, `sum`, `max`, `loghist.buckets`, `loghist.count`): the service
-histogram, the status classes, nginx-stamped waits and whole times at once (a batch with a
-wait out of bounds, or stamps of other formats, takes the per-line rules for them). The
-per-worker and per-route parts are kept as three columns (worker, path, value) and counted
-by `_flush` for many batches together: one C sort of key-and-value ints groups each
-worker's and each route's values (`_groups`), so each group is bucketed, summed and
-maximised at once. `_flush` runs before anything reads or closes the open second
-(`window`, `export`, `_roll`) and when `MAX_PENDING` lines wait, so every reading sees
-every line. A batch that `parse_batch` refuses is parsed and recorded line by line
-(`_put`), as every line was before; both paths count the same.
+over the batch); when every line takes it, `_put_batch` reads the batch's columns into
+numbers at once, while they are in the CPU's caches (C loops: `zip`, `map(int)`, counting
+the status codes, nginx-stamped waits; stamps of other formats are recorded line by line),
+and keeps them. `_flush` counts up to `MAX_PENDING` kept lines at once into the open
+second: the service histogram, sum and maximum (each value's bucket computed once, by
+`_buckets`' C loops), each line into its worker's and its route's part (the parts found
+once per distinct worker id and path, then one plain loop over the lines that counts into
+their histograms and keeps their sums and maxima in lists: the cheapest way CPython has,
+measured against grouping by a sort), and the queue waits and whole times (zeros counted
+apart; a wait out of bounds takes the per-line rules). `_flush` runs before anything reads
+or closes the open second (`window`, `p99_series`, `export`, `_roll`) and when
+`MAX_PENDING` lines wait, so every reading sees every line. A batch that `parse_batch`
+refuses is parsed and recorded line by line (`_put`), as every line was before; both paths
+count the same (tests/core/test_logline_batch.py, test_latency_pending.py).
 
-**Cost** (bench/results/latency_overhead.md, latency_cost.md): a few µs of CPU per line;
-reading both windows, the p99 series and the export about 5 ms at 10k lines/s with 40
-routes and 8 workers (the routes ranked by their totals first, so only the shown ones'
-histograms are built; the Prometheus totals kept as cumulative `le` counts).
+**Cost** (bench/results/latency_cost.md): a few µs of CPU per line, most of it the regex
+(~1 µs), the C loops over the columns and the per-line loop (~1.5 µs) and closing a second
+(~1 ms per 1,000 lines: freezing it, the running sums, the Prometheus fold); reading both
+windows, the p99 series and the export about 5-10 ms at 10k lines/s with 40 routes and 8
+workers (the routes ranked by their totals first, so only the shown ones' histograms are
+built; the Prometheus totals kept as cumulative `le` counts).
 """
 
 from __future__ import annotations
 
+import collections
 import math
-from bisect import bisect_left
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
-from operator import add, mul, sub
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import add, mul, not_, sub
 from typing import Protocol, TypeVar
 
 from uwsgitune.core import loghist
@@ -150,7 +155,7 @@ MAX_WORKERS = 512
 MAX_ROUTES = 256
 MAX_EXPORTED_ROUTES = 50
 MAX_PATHS = 4096  # paths whose route is remembered
-MAX_PENDING = 50_000  # lines of batches counted per worker and route together, at most
+MAX_PENDING = 2_000  # lines kept for `_flush`, at most (more do not stay in the CPU's caches)
 TOP_ROUTES = 10
 _STATUS_OF = tuple(min(s // 100, 6) if 100 <= s <= 599 else 0 for s in range(1000))
 _INV = 1.0 / math.log(loghist.GAMMA)
@@ -209,12 +214,24 @@ class _Sum:
         self.total = 0
 
     def add(self, part: _Kept) -> None:
-        loghist.merge(self.hist, part.hist)
+        """`loghist.merge` as a plain loop over the kept buckets (their indexes read out
+        of their array once): faster than its C-level chain here, measured."""
+        hist = self.hist
+        get = hist.get
+        for index, n in zip(part.hist.keys.tolist(), part.hist.counts, strict=True):
+            hist[index] = get(index, 0) + n
         self.count += part.count
         self.total += part.total
 
     def drop(self, part: _Kept) -> None:
-        loghist.unmerge(self.hist, part.hist)
+        """`loghist.unmerge` (the buckets left at 0 deleted), as a plain loop."""
+        hist = self.hist
+        for index, n in zip(part.hist.keys.tolist(), part.hist.counts, strict=True):
+            left = hist[index] - n
+            if left:
+                hist[index] = left
+            else:
+                del hist[index]
         self.count -= part.count
         self.total -= part.total
 
@@ -374,33 +391,38 @@ def _add(part: _Part, v: int) -> None:
         part.top = v
 
 
-# Grouping by sorting: a key and a value as one int (key * _SHIFT + value; values below
-# 2**40 µs, the parser's at most 10 digits), so that one C sort puts each key's values
-# together, in order.
-_SHIFT = 1 << 40
+def _buckets(values: list[int]) -> list[int]:
+    """`loghist.bucket(v)` of each value (µs, >= 0), in C loops: the same expression as
+    `loghist.buckets`, and zeros (their own bucket) without a Python loop."""
+    if not values or min(values) > 0:
+        return list(map(_ceil, map(mul, map(_log, values), repeat(_INV))))
+    ones = map(_ceil, map(mul, map(_log, map(max, values, repeat(1))), repeat(_INV)))
+    return list(map(add, ones, map(mul, map(not_, values), repeat(ZERO))))  # 0 -> ZERO
 
 
-def _groups(keys: list[int], values: list[int]) -> Iterator[tuple[int, list[int]]]:
-    """Each key (>= 0, in the order they first appear) with its values, ascending; the
-    values (>= 0) must be below `_SHIFT`. C loops: one sort, two bisects a key."""
-    first = dict.fromkeys(keys)
-    if len(first) == 1:
-        yield keys[0], sorted(values)
-        return
-    merged = sorted(map(add, map(mul, keys, repeat(_SHIFT)), values))
-    for key in first:
-        base = key * _SHIFT
-        lo = bisect_left(merged, base)
-        hi = bisect_left(merged, base + _SHIFT, lo)
-        yield key, list(map(sub, merged[lo:hi], repeat(base)))
+def _count_codes_in_python(counts: dict[bytes, int], codes: Iterable[bytes]) -> None:
+    for code in codes:
+        counts[code] = counts.get(code, 0) + 1
 
 
-def _into(part: _Part, values: list[int]) -> None:
-    """Values (µs, ascending) into a part: their buckets, their sum, their maximum."""
-    loghist.count(part.hist, loghist.buckets(values))
+# `collections._count_elements`: the C loop behind `Counter.update` (as in core/loghist.py).
+_count_codes: Callable[[dict[bytes, int], Iterable[bytes]], None] = getattr(
+    collections, "_count_elements", _count_codes_in_python
+)
+
+
+def _count_into(part: _Part, values: list[int]) -> None:
+    """Values (µs, >= 0, in any order) into a part: their buckets (zeros counted apart,
+    so the others' go through `_buckets`' C loops alone), their sum, their maximum."""
+    zeros = values.count(0)
+    if zeros:
+        part.hist[ZERO] = part.hist.get(ZERO, 0) + zeros
+        values = list(filter(None, values))
+        if not values:
+            return
+    loghist.count(part.hist, _buckets(values))
     part.total += sum(values)
-    if values[-1] > part.top:
-        part.top = values[-1]
+    part.top = max(part.top, max(values))
 
 
 def percentiles(part: _PartView) -> Percentiles | None:
@@ -425,10 +447,14 @@ class LatencyRecorder:
         self._sum_routes: dict[str, _Cum] = {}
         self._route_of: dict[bytes, str] = {}
         self._running = {seconds: _Running(seconds) for seconds in WINDOWS}
-        # the open second's lines from `_put_batch` not yet in its workers and routes
-        self._pending_wids: list[int] = []
-        self._pending_paths: list[bytes] = []
+        # the open second's lines from `_put_batch` not yet counted (`_flush`): their
+        # service times, worker ids and paths; the nginx-stamped ones' raw waits and
+        # service times
         self._pending_values: list[int] = []
+        self._pending_wids: list[bytes] = []
+        self._pending_paths: list[bytes] = []
+        self._pending_waits: list[int] = []
+        self._pending_served: list[int] = []
 
     # -- recording -----------------------------------------------------------------------
 
@@ -447,8 +473,8 @@ class LatencyRecorder:
         self._put([(*line[:6], stamp, path)], now)  # type: ignore[list-item]
 
     def _put(self, lines: Iterable[RawLine | LineFault], now: float) -> int:
-        # The hot path (bench/latency_cost.py): what every line touches is held in locals
-        # for the batch; one log serves the three histograms of the service time.
+        # The per-line path (a batch `parse_batch` refuses, and `add`): what every line
+        # touches is held in locals; one log serves the three service-time histograms.
         second = int(now)
         s = self._open if second <= self._open.second else self._roll(second)
         faults = self.tally.faults
@@ -495,90 +521,138 @@ class LatencyRecorder:
         return recorded
 
     def _put_batch(self, rows: list[FastLine], now: float) -> int:
-        """Record a batch that `parse_batch` read (every line good), counted for the whole
-        batch at once in C loops (`map`, `sum`, `max`, `sorted`): no Python loop runs per
-        line. The per-worker and per-route parts are counted by `_flush`, which groups
-        the lines of many batches at once (`_groups`)."""
+        """Record a batch that `parse_batch` read (every line good): its columns read
+        into numbers now, while the batch is in the CPU's caches (C loops: `zip`, `map`,
+        counting), and kept for `_flush`, which counts many batches' lines into the
+        second's histograms at once. Other stamp formats than nginx's are recorded now,
+        line by line (`_stamps`)."""
         second = int(now)
         s = self._open if second <= self._open.second else self._roll(second)
         n = len(rows)
         starts, services, codes, wids, secs, millis, stamps, paths = zip(*rows, strict=True)
         vs = list(map(int, services))
-        indexes = loghist.buckets(vs)
-        service = s.service
-        loghist.count(service.hist, indexes)
-        service.total += sum(vs)
-        service.top = max(service.top, max(vs))
+        by_code: dict[bytes, int] = {}
+        _count_codes(by_code, codes)  # Counter's C loop, without a Counter
         status = s.status
-        for code, k in Counter(codes).items():
+        for code, k in by_code.items():
             status[_STATUS_OF[int(code)]] += k
-        # per worker and per route: kept as columns, grouped once for many batches
-        self._pending_wids.extend(map(int, wids))
-        self._pending_paths.extend(paths)
-        self._pending_values.extend(vs)
+        self._pending_values += vs
+        self._pending_wids += wids
+        self._pending_paths += paths
+        # the stamps: nginx's t=${msec} at once, other formats line by line, then nginx's
+        # (the order in which `_stamps` counts the formats)
+        nginx = n - secs.count(b"")
+        unstamped = 0 if nginx == n else stamps.count(b"-") + stamps.count(b"") - nginx
+        s.unstamped += unstamped
+        if nginx + unstamped < n:
+            self._stamps(
+                s,
+                [
+                    (int(start), stamp, v)
+                    for start, sec, stamp, v in zip(starts, secs, stamps, vs, strict=True)
+                    if not sec and stamp != b"-" and stamp
+                ],
+            )
+        if nginx:
+            if nginx < n:
+                kept = list(map(bool, secs))
+                starts, secs, millis = (
+                    tuple(compress(starts, kept)),
+                    tuple(compress(secs, kept)),
+                    tuple(compress(millis, kept)),
+                )
+                vs = list(compress(vs, kept))
+            marks = map(int, map(add, secs, millis))  # ms since the epoch
+            self._pending_waits += map(sub, map(int, starts), map(mul, marks, repeat(1000)))
+            self._pending_served += vs
+            s.formats[NGINX] = s.formats.get(NGINX, 0) + nginx
         if len(self._pending_values) >= MAX_PENDING:
             self._flush()
-        nginx = n - secs.count(b"")
-        if nginx == n:  # every line stamped by nginx's t=${msec}: the waits at once
-            marks = map(int, map(add, secs, millis))  # ms since the epoch
-            waits = list(map(sub, map(int, starts), map(mul, marks, repeat(1000))))
-            s.formats[NGINX] = s.formats.get(NGINX, 0) + n
-            self._waits(s, waits, vs)
-        elif not nginx and stamps.count(b"-") + stamps.count(b"") == n:
-            s.unstamped += n
-        else:  # stamps of several kinds: each read alone
-            stamped: list[tuple[int, bytes, int]] = []
-            for start, sec, ms, stamp, v in zip(starts, secs, millis, stamps, vs, strict=True):
-                if sec:
-                    stamped.append((int(start), b"t=" + sec + b"." + ms, v))
-                elif stamp == b"-" or not stamp:
-                    s.unstamped += 1
-                else:
-                    stamped.append((int(start), stamp, v))
-            self._stamps(s, stamped)
         self.tally.parsed += n
         self.recorded += n
         return n
 
     def _flush(self) -> None:
-        """Count the batches' lines kept as columns into the open second's workers and
-        routes, grouped by worker and by route: before the second closes or is read."""
+        """Count the lines kept by `_put_batch` into the open second (its service,
+        worker, route, queue and whole histograms, sums and maxima), all at once: before
+        the second closes or anything reads it."""
         values = self._pending_values
         if not values:
             return
         s, wids, paths = self._open, self._pending_wids, self._pending_paths
-        self._pending_wids, self._pending_paths, self._pending_values = [], [], []
-        workers, routes = s.workers, s.routes
-        for wid, group in _groups(wids, values):
-            _into(workers.get(wid) or self._worker(s, wid), group)
-        names: list[str | None] = list(map(self._route_of.get, paths))
-        if None in names:  # a path not remembered: its route found (and remembered)
-            route_of = self._route_of
-            names = [
-                n or route_of.get(p) or self._name(p) for n, p in zip(names, paths, strict=True)
-            ]
-        code_of = {name: code for code, name in enumerate(dict.fromkeys(names))}
-        named = list(code_of)
-        for code, group in _groups(list(map(code_of.__getitem__, names)), values):
-            name = named[code]
-            assert name is not None
-            _into(routes.get(name) or self._route_named(s, name), group)
+        waits, served = self._pending_waits, self._pending_served
+        self._pending_values, self._pending_wids, self._pending_paths = [], [], []
+        self._pending_waits, self._pending_served = [], []
+        indexes = _buckets(values)
+        service = s.service
+        loghist.count(service.hist, indexes)
+        service.total += sum(values)
+        service.top = max(service.top, max(values))
+        self._by_worker_and_route(s, wids, paths, values, indexes)
+        if waits:
+            self._waits(s, waits, served)
+
+    def _by_worker_and_route(
+        self,
+        s: _Slice,
+        wids: Sequence[bytes],
+        paths: Sequence[bytes],
+        values: list[int],
+        indexes: list[int],
+    ) -> None:
+        """Each line's value (µs) and its bucket into its worker's part and its route's:
+        the parts found once per distinct worker id and path (in the order they first
+        come, as line by line), then one loop that counts into their histograms and keeps
+        each one's sum and maximum in lists (the fastest CPython has for this: no sort, no
+        attribute or method per line)."""
+        workers, routes, route_of = s.workers, s.routes, self._route_of
+        wcode = {wid: i for i, wid in enumerate(dict.fromkeys(wids))}
+        rcode = {path: i for i, path in enumerate(dict.fromkeys(paths))}
+        wparts = [workers.get(wid) or self._worker(s, wid) for wid in map(int, wcode)]
+        rparts = [
+            routes.get(name) or self._route_named(s, name)
+            for name in (route_of.get(p) or self._name(p) for p in rcode)
+        ]
+        whists = [p.hist for p in wparts]
+        rhists = [p.hist for p in rparts]
+        wsum, wtop = [0] * len(wparts), [0] * len(wparts)
+        rsum, rtop = [0] * len(rparts), [0] * len(rparts)
+        for w, r, v, i in zip(
+            map(wcode.__getitem__, wids),
+            map(rcode.__getitem__, paths),
+            values,
+            indexes,
+            strict=True,
+        ):
+            h = whists[w]
+            h[i] = h.get(i, 0) + 1
+            wsum[w] += v
+            if v > wtop[w]:
+                wtop[w] = v
+            h = rhists[r]
+            h[i] = h.get(i, 0) + 1
+            rsum[r] += v
+            if v > rtop[r]:
+                rtop[r] = v
+        for parts, sums, tops in ((wparts, wsum, wtop), (rparts, rsum, rtop)):
+            for part, total, top in zip(parts, sums, tops, strict=True):
+                part.total += total
+                if top > part.top:
+                    part.top = top
 
     def _waits(self, s: _Slice, waits: list[int], served: list[int]) -> None:
         """Record the queue waits (µs, raw: any sign) of stamped requests and their whole
-        times (wait + service): at once when every wait is in bounds, else one by one."""
+        times (wait + service): those in bounds at once, the others one by one."""
         if min(waits) < 0 or max(waits) > MAX_WAIT_US:
-            for v, service in zip(waits, served, strict=True):
-                self._wait(s, v, service)
-            return
-        queue, whole = s.queue, s.whole
-        loghist.count(queue.hist, loghist.buckets(waits))
-        queue.total += sum(waits)
-        queue.top = max(queue.top, max(waits))
-        times = list(map(add, waits, served))
-        loghist.count(whole.hist, loghist.buckets(times))
-        whole.total += sum(times)
-        whole.top = max(whole.top, max(times))
+            ok = [0 <= v <= MAX_WAIT_US for v in waits]
+            for v, service, good in zip(waits, served, ok, strict=True):
+                if not good:
+                    self._wait(s, v, service)
+            waits, served = list(compress(waits, ok)), list(compress(served, ok))
+            if not waits:
+                return
+        _count_into(s.queue, waits)
+        _count_into(s.whole, list(map(add, waits, served)))
 
     def _wait(self, s: _Slice, v: int, served: int) -> None:
         """One raw queue wait: in bounds, negative (counted as 0, its size kept for the
@@ -749,6 +823,7 @@ class LatencyRecorder:
 
     def p99_series(self, now: float, seconds: int = SLICES) -> tuple[float | None, ...]:
         """One p99 of service time (ms) per second, oldest first; None for a second unheard."""
+        self._flush()
         by_second = {s.second: s for s in self._recent(now, min(seconds, SLICES))}
         out: list[float | None] = []
         for second in range(int(now) - min(seconds, SLICES) + 1, int(now) + 1):
