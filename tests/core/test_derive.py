@@ -190,7 +190,7 @@ def test_restart_during_an_outage_is_a_restart() -> None:
 
 
 def test_host_cpu_memory_and_unix_queues() -> None:
-    def host(cpu: float, busy: float, overflows: int, proc_cpu: float) -> HostSample:
+    def host(cpu: float, busy: float, overflows: int, proc_cpu: float, nice: int = 0) -> HostSample:
         return HostSample(
             cpu_count=4,
             effective_cpus=1.5,
@@ -203,7 +203,10 @@ def test_host_cpu_memory_and_unix_queues() -> None:
             somaxconn=4096,
             listen_overflows=overflows,
             listen_drops=overflows,
-            procs=(ProcSample(100, 1.0, 10 << 20), ProcSample(11, proc_cpu, 30 << 20)),
+            procs=(
+                ProcSample(100, 1.0, 10 << 20, nice=nice),
+                ProcSample(11, proc_cpu, 30 << 20, nice=nice),
+            ),
             unix_queues=(UnixQueue("/run/app.sock", 5, 4),),
         )
 
@@ -216,7 +219,7 @@ def test_host_cpu_memory_and_unix_queues() -> None:
         poll_of(document(workers=[worker(1, 11)], sockets=sockets), 1, host=host(104, 12, 19, 2.5))
     )
     assert math.isclose(f.host_cpu_pct or 0, 50.0)
-    assert math.isclose(f.instance_cpu_cores or 0, 0.5)
+    assert math.isclose(f.instance_cpu_cores or 0, 0.5) and f.instance_niced_cores == 0.0
     assert f.effective_cpus == 1.5 and math.isclose(f.cpu_saturation or 0, 0.5 / 1.5)
     assert f.listen_overflows_delta == 12
     assert f.mem_source == "psutil" and f.mem_total_rss == 30 << 20
@@ -230,6 +233,12 @@ def test_host_cpu_memory_and_unix_queues() -> None:
         True,
     )
     assert f.queue_full
+    # the same instance at nice 10: its CPU is counted as niced (core/frame.py)
+    niced = Tracker("s")
+    for t, args in ((0, (100, 10, 7, 2.0)), (1, (104, 12, 19, 2.5))):
+        doc = document(workers=[worker(1, 11)], sockets=sockets)
+        g = niced.update(poll_of(doc, t, host=host(*args, nice=10)))
+    assert math.isclose(g.instance_niced_cores or 0, 0.5)
 
 
 def test_memory_report_wins_over_psutil() -> None:

@@ -81,3 +81,23 @@ def test_waiting_unless_full_is_the_sum_unless_a_socket_is_full() -> None:
     assert full.queue_full and signals.waiting_unless_full(full) is None
     assert signals.requests_waiting(full) == 11
     assert signals.waiting_unless_full(frame(0, sockets=(unix(None, None),))) is None
+
+
+def test_an_instance_run_niced_is_saturated_by_its_own_cpu() -> None:
+    """uWSGI under `nice` (or `--prio`): its own CPU is in the host's niced CPU. Counted as
+    niced batch work that gives way, it read as free for the instance, which then read half
+    saturated on every CPU it could get (the tuner would add workers to a CPU-bound pool)."""
+    import dataclasses
+
+    # 4 CPUs, all busy: 2 cores the niced instance's, 2 cores other work at nice 0
+    f = frame(0, instance_cpu_cores=2.0, host_cpu_pct=100.0, host_nice_pct=50.0)
+    assert signals.cpu_saturation(f) == 0.5  # read as niced batch work: room for 2 more
+    niced = dataclasses.replace(f, instance_niced_cores=2.0)
+    assert niced.host_contended_pct == 100.0
+    assert signals.cpu_saturation(niced) == 1.0
+    from uwsgitune.core.staffing import available_cpus
+
+    assert available_cpus(niced) == 2.0 and available_cpus(f) == 4.0
+    # another niced job beside it still gives way
+    both = dataclasses.replace(niced, host_nice_pct=75.0)
+    assert signals.cpu_saturation(both) == pytest.approx(2.0 / 3.0)

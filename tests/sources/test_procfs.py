@@ -12,15 +12,16 @@ from uwsgitune.sources.procfiles import ProcFiles
 from uwsgitune.sources.procfs import CLOCK_TICKS, PAGE_SIZE, parse_stat, proc_sample
 
 
-def _stat(comm: str, utime: int, stime: int, threads: int) -> bytes:
+def _stat(comm: str, utime: int, stime: int, threads: int, nice: int = 0) -> bytes:
     fields = ["S"] + ["0"] * 40
     fields[14 - 3], fields[15 - 3], fields[20 - 3] = str(utime), str(stime), str(threads)
+    fields[19 - 3] = str(nice)
     return f"42 ({comm}) {' '.join(fields)}\n".encode()
 
 
 def test_a_command_with_spaces_and_parentheses_does_not_shift_the_fields() -> None:
-    cpu, threads = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5)) or (0.0, 0)
-    assert cpu == 400 / CLOCK_TICKS and threads == 5
+    cpu, threads, nice = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5, -5)) or (0.0, 0, 0)
+    assert cpu == 400 / CLOCK_TICKS and threads == 5 and nice == -5
 
 
 def test_a_truncated_or_garbled_line_is_unreadable() -> None:
@@ -112,3 +113,16 @@ def test_rss_is_not_read_where_nothing_reads_it(tmp_path: Path) -> None:
         assert procs.sample([7])[0].rss == 400 * PAGE_SIZE
     finally:
         procs.close()
+
+
+def test_a_process_reads_at_its_nice() -> None:
+    """The instance's processes carry their nice value: the CPU of one at a positive nice is
+    in the host's niced CPU (core/frame.py `host_contended_pct`)."""
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    procs = ProcFiles(KeptFiles())
+    try:
+        one = proc_sample(os.getpid())
+        kept = procs.sample([os.getpid()])[0]
+    finally:
+        procs.close()
+    assert one is not None and one.nice == kept.nice == mine

@@ -138,6 +138,9 @@ class Frame:
     # of that, at a positive nice: batch work the kernel gives way to ours
     host_nice_pct: float | None = None
     instance_cpu_cores: float | None = None  # cores the instance used (1.0 = one full core)
+    # of that, by processes at a positive nice (`uwsgi --prio`, or started under `nice`): in
+    # the host's niced CPU, which is not the instance's to take
+    instance_niced_cores: float | None = None
     # mean number of requests waiting for a CPU: the workers' run-queue wait / Δt, each in its
     # busy share (an idle worker woken for a new connection waits outside any request)
     runq_cores: float | None = None
@@ -183,10 +186,23 @@ class Frame:
 
     @property
     def host_contended_pct(self) -> float | None:
-        """Host CPU busy at nice 0 or below: what others take that the workers cannot."""
+        """Host CPU busy at nice 0 or below, and the instance's own at any nice: what others
+        take that the workers cannot, plus what the workers use. (An instance run at a
+        positive nice is in the host's niced CPU: counted as niced batch work, its own CPU
+        read as free for it, and it never read as saturated.)"""
         if self.host_cpu_pct is None:
             return None
-        return max(self.host_cpu_pct - (self.host_nice_pct or 0.0), 0.0)
+        return max(self.host_cpu_pct - (self.others_nice_pct or 0.0), 0.0)
+
+    @property
+    def others_nice_pct(self) -> float | None:
+        """Host CPU busy at a positive nice in processes not the instance's (0-100): batch
+        work that gives way to the workers."""
+        if self.host_nice_pct is None:
+            return None
+        if not self.instance_niced_cores or not self.cpu_count:
+            return self.host_nice_pct
+        return max(self.host_nice_pct - self.instance_niced_cores / self.cpu_count * 100, 0.0)
 
     @property
     def cpu_ms_per_request(self) -> float | None:

@@ -81,6 +81,7 @@ class InstanceCpu(NamedTuple):
     used: float
     runq: float | None
     gil: list[float] | None
+    niced: float = 0.0  # of `used`, by processes at a positive nice
 
 
 def _pids(doc: StatsDoc | None) -> set[int]:
@@ -99,7 +100,7 @@ def instance_cpu(
     """`prev_doc`: the stats at `prev`; a pid not in it is new since: all its CPU falls in
     the interval (uWSGI forks a worker for each `+`, respawn and reload). One among them
     that `prev` could not read is left out (its CPU then is unknown)."""
-    inst, runq, runq_known = 0.0, 0.0, True
+    inst, runq, runq_known, niced = 0.0, 0.0, True, 0.0
     pids = _pids(doc)
     was = _pids(prev_doc)
     shares = _busy_shares(frame, prev_doc)
@@ -113,6 +114,8 @@ def instance_cpu(
             continue
         used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
         inst += used
+        if p.nice > 0:
+            niced += used
         if p.runq_seconds is None or q.runq_seconds is None:
             runq_known = False
             continue
@@ -121,8 +124,8 @@ def instance_cpu(
         if frame.threads > 1 and p.pid in shares:
             gil.append(min((used + waited) / dt, 1.0))
     if not runq_known:
-        return InstanceCpu(inst, None, None)
-    return InstanceCpu(inst, runq, gil)
+        return InstanceCpu(inst, None, None, niced)
+    return InstanceCpu(inst, runq, gil, niced)
 
 
 def _memory(frame: Frame, host: HostSample) -> dict[str, Any]:
@@ -163,6 +166,7 @@ def host_fields(
         host_cpu_pct=min(max(busy / total * 100, 0.0), 100.0) if total > 0 else None,
         host_nice_pct=_share(host.cpu_nice_seconds - prev.cpu_nice_seconds, total),
         instance_cpu_cores=cpu.used / dt,
+        instance_niced_cores=cpu.niced / dt,
         runq_cores=cpu.runq / dt if cpu.runq is not None else None,
         gil_busy=sum(cpu.gil) / len(cpu.gil) if cpu.gil else None,
         listen_overflows_delta=_delta(host.listen_overflows, prev.listen_overflows),

@@ -26,6 +26,7 @@ class ProcSample(msgspec.Struct, frozen=True, gc=False):
     num_threads: int = 1
     # seconds its threads waited for a CPU, cumulative (/proc/PID/schedstat); None: unknown
     runq_seconds: float | None = None
+    nice: int = 0  # its nice value: above 0, the host counts its CPU as niced
 
 
 # What a process had used when it was born: a pid new to the instance (or to its slot) since

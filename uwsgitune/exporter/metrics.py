@@ -576,8 +576,11 @@ def add_fleet_inputs(out: Families, uri: str, doc: StatsDoc, frame: Frame) -> No
     )
     doc_ = "Mean requests waiting for a CPU (the workers' run-queue wait / the poll)."
     out.gauge("uwsgitune_runq_cores", doc_, uri, frame.runq_cores)
-    doc_ = "Host CPU busy at a positive nice, of all host CPUs, 0-1 (part of host_cpu_ratio)."
-    out.gauge("uwsgitune_host_nice_ratio", doc_, uri, _ratio(frame.host_nice_pct))
+    doc_ = (
+        "Host CPU busy at a positive nice in processes not the instance's, of all host CPUs, "
+        "0-1 (part of host_cpu_ratio)."
+    )
+    out.gauge("uwsgitune_host_nice_ratio", doc_, uri, _ratio(frame.others_nice_pct))
     doc_ = "With threads: the mean share of the poll each process's GIL was held or wanted."
     out.gauge("uwsgitune_gil_busy_ratio", doc_, uri, frame.gil_busy)
 

@@ -100,7 +100,7 @@ class ProcFiles(Kept[int]):
         if parsed[1] > 1 or sched is None:
             self._last.pop(pid, None)
             return self._threaded(pid, parsed, resident, sched is not None)
-        got = ProcSample(pid, parsed[0], resident, parsed[1], parse_schedstat(sched))
+        got = ProcSample(pid, parsed[0], resident, parsed[1], parse_schedstat(sched), parsed[2])
         if sched.startswith(b"0 "):  # no run time counted here (scheduler statistics off)
             self._last.pop(pid, None)
         else:
@@ -112,13 +112,13 @@ class ProcFiles(Kept[int]):
         super()._close(key)
 
     def _threaded(
-        self, pid: int, parsed: tuple[float, int], resident: int | None, sched: bool
+        self, pid: int, parsed: tuple[float, int, int], resident: int | None, sched: bool
     ) -> ProcSample:
         """A process with threads (their run-queue times summed from task/), or without a
         schedstat here (its run-queue time unknown)."""
-        cpu, threads = parsed
+        cpu, threads, nice = parsed
         runq = runq_seconds(pid, threads, self._root, self._files.read) if sched else None
-        return ProcSample(pid, cpu, resident, threads, runq)
+        return ProcSample(pid, cpu, resident, threads, runq, nice)
 
     def _once(self, pid: int, rss: bool = True) -> ProcSample | None:
         return proc_sample(pid, self._root, read_once, rss)

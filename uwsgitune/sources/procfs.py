@@ -22,7 +22,7 @@ PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # Fields after the command (`pid (comm) state ...`), counted from the state (field 3).
-_UTIME, _STIME, _THREADS = 14 - 3, 15 - 3, 20 - 3
+_UTIME, _STIME, _NICE, _THREADS = 14 - 3, 15 - 3, 19 - 3, 20 - 3
 
 
 def socket_inodes(pid: int, proc: Path = PROC) -> set[int]:
@@ -39,15 +39,16 @@ def socket_inodes(pid: int, proc: Path = PROC) -> set[int]:
     return out
 
 
-def parse_stat(data: bytes) -> tuple[float, int] | None:
-    """(user + system CPU seconds, threads) from a `/proc/PID/stat` line. The command may
-    hold spaces and parentheses: fields are counted after its last `)`."""
+def parse_stat(data: bytes) -> tuple[float, int, int] | None:
+    """(user + system CPU seconds, threads, nice) from a `/proc/PID/stat` line. The command
+    may hold spaces and parentheses: fields are counted after its last `)`."""
     end = data.rfind(b")")
     fields = data[end + 2 :].split(None, _THREADS + 1) if end >= 0 else []  # not the 30 after
     if len(fields) <= _THREADS:
         return None
     try:
-        return (int(fields[_UTIME]) + int(fields[_STIME])) / CLOCK_TICKS, int(fields[_THREADS])
+        cpu = (int(fields[_UTIME]) + int(fields[_STIME])) / CLOCK_TICKS
+        return cpu, int(fields[_THREADS]), int(fields[_NICE])
     except ValueError:
         return None
 
@@ -99,8 +100,8 @@ def sample_of(
     resident = parse_statm(statm) if statm else None
     if parsed is None or (rss and resident is None):
         return None
-    cpu, threads = parsed
-    return ProcSample(pid, cpu, resident, threads, runq(threads))
+    cpu, threads, nice = parsed
+    return ProcSample(pid, cpu, resident, threads, runq(threads), nice)
 
 
 def proc_sample(
