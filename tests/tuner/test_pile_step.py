@@ -8,9 +8,6 @@ simulation's daily curve: bench/results/fleet.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -20,18 +17,6 @@ from tests.tuner.plant import Plant, run
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.tuner import TunerSettings
 from uwsgitune.tuner.measures import pile
-
-SIM = Path(__file__).resolve().parents[2] / "bench" / "fleet_sim.py"
-
-
-@pytest.fixture(scope="module")
-def sim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fleet_sim", SIM)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fleet_sim"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _frames(
