@@ -8,22 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uwsgitune.core.logline import MAX_LINE, FastLine, RawLine, parse_batch, parse_raw
+from tests.core.test_logline_batch import as_raw, same_fields
+from uwsgitune.core.logline import MAX_LINE, FastLine, parse_batch, parse_raw
 
 USER = b'127.0.0.1 "GET /x HTTP/1.1" 200 '
 TAIL = b"uwt1 1795732664212899 5233 200 1 2476 GET [t=1795732664.201] /io/5"
 GOOD = USER + TAIL
-
-
-def fields(row: FastLine) -> tuple[int, int, int, int, bytes | None, bytes]:
-    start, service, status, wid, sec, ms, other, path = row
-    stamp = b"t=" + sec + b"." + ms if sec else None if other in (b"", b"-") else other
-    return int(start), int(service), int(status), int(wid), stamp, path
-
-
-def alone(raw: RawLine) -> tuple[int, int, int, int, bytes | None, bytes]:
-    t, m, s, w, _, _, stamp, path = raw
-    return t, m, s, w, stamp, path
 
 
 def agrees(lines: list[bytes]) -> list[FastLine] | None:
@@ -34,7 +24,7 @@ def agrees(lines: list[bytes]) -> list[FastLine] | None:
         for data, row in zip(lines, rows, strict=True):
             raw = parse_raw(data)
             assert type(raw) is tuple, (data, raw)
-            assert fields(row) == alone(raw), data
+            assert as_raw(row) == same_fields(raw), data
     return rows
 
 
