@@ -336,3 +336,47 @@ def test_the_queue_a_reload_leaves_is_the_reloads_not_the_counts() -> None:
     again.live, again.clients = 4, 17
     stuck += [again.frame(float(t)) for t in range(20, 40)]
     assert count_age(stuck, 4, 39.0, 60.0) == pytest.approx(39.0 - 19.0 - DRAIN_MAX)
+
+
+def _minute(wait_ms: int, slow_in_last_10s: int = 20, slow_before: int = 0) -> LatencyView:
+    """A minute at 100 requests/s, 20 ms of service each; `slow_in_last_10s` of the last
+    10 s's 1,000 requests (and `slow_before` of the 50 s before) waited `wait_ms` for a
+    worker: the 10 s window's p99 is their 20 + wait_ms, the minute's only when they are
+    more than 1% of its 6,000."""
+    from tests.support.latency import log_line, recorder_with, view_of
+
+    batches = []
+    for k in range(60):
+        slow = slow_in_last_10s // 10 if k >= 50 else slow_before // 50
+        lines = [log_line(20_000, wait_us=1_000) for _ in range(100 - slow)]
+        lines += [log_line(20_000, wait_us=wait_ms * 1000) for _ in range(slow)]
+        batches.append((941.0 + k, lines))
+    return view_of(recorder_with(batches), 1000.0)
+
+
+def test_a_miss_at_the_edge_in_10_s_alone_is_judged_over_the_minute() -> None:
+    """Run 8 of the target bench: 4 workers met the target over a minute (the load
+    generator's p99 2% under it), one 10 s window read p99 at the target from queue wait,
+    the pool grew and its latency floor kept 5 for the rest of the run. A miss within
+    `EDGE` of the target in the 10 s window alone grows nothing, sets no floor and shrinks
+    nothing until the minute at this count misses too; a clear miss grows at once."""
+    edge, clear = _minute(wait_ms=240), _minute(wait_ms=400)  # p99 ~260 and ~420 of 250
+    young, old = series(40, **BUSY), series(70, **BUSY)  # the minute not yet / at the count
+    for frames in (young, old):
+        d = step(frames, edge)
+        assert d.evidence["latency_window_s"] == 10 and 250 < d.evidence["p99_ms"] <= 275  # type: ignore[operator]
+        assert (d.action, d.code, d.desired) == ("hold", "latency-edge", 4), d.line()
+        assert d.state.latency_floor is None and "within 10% of it" in d.reason
+        grown = step(frames, clear)
+        assert (grown.action, grown.code, grown.desired) == ("up", "latency-queue", 5)
+        assert grown.state.latency_floor == 5
+    assert "judged over 60s at this count (40s of 60s)" in step(young, edge).reason
+    assert "met over the last 60s" in step(old, edge).reason
+    # the minute misses too (1.2% of its requests waited): a verdict, it grows
+    both = _minute(wait_ms=240, slow_in_last_10s=20, slow_before=60)
+    d = step(old, both)
+    assert (d.action, d.code, d.desired) == ("up", "latency-queue", 5), d.line()
+    # no shrink at the edge either: the throughput tuner's move down waits
+    idle = step(series(70, **IDLE), edge)
+    assert step(series(70, **IDLE), None, PLAIN).action == "down"
+    assert (idle.action, idle.code) == ("hold", "latency-edge")
