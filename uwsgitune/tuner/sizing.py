@@ -65,9 +65,10 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from uwsgitune.core.signals import requests_waiting
 from uwsgitune.core.staffing import workers_for, workers_holding
 from uwsgitune.tuner.decision import Proposal, TunerState
-from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
+from uwsgitune.tuner.demand import SMALL_QUEUE, all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
@@ -154,7 +155,7 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
 def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated or all_served(f):
         return None
-    held = _load_moving(f) or _held(f, st, s) or _brief(f)
+    held = _load_moving(f) or _held(f, st, s) or _brief(f) or _small(f)
     if held is not None:
         return held
     threads = max(f.latest.threads, 1)
@@ -223,6 +224,37 @@ def _brief(f: Measures) -> Proposal | None:
         "backlog, or one past twice the workers"
     )
     return Proposal(f.live, "queue-brief", why)
+
+
+def _small(f: Measures) -> Proposal | None:
+    """A queue of a request or two that no client waited through: at no poll past
+    SMALL_QUEUE, at the latest nor in the recent means, and nothing waited at every poll at
+    this count; one thread per worker (None: a step up may). In a closed
+    loop as large as the pool it is a client's next request queued before its worker showed
+    idle (16 clients on 16 workers read 0.7-1.3): a step serves no more, and
+    `verdict._unsaturated` took it back. In an open loop whose load climbs past the pool
+    (behind a load balancer, the normal case) it is the first of a queue that grows, and the
+    step taken back there was taken again 40-105 s later (the fleet simulation's daily
+    curve: 14 -> 16 -> 14 -> 18, a turn per load change too many, in 4 of its 25 pods). So
+    the step waits for the queue to pass SMALL_QUEUE: an open loop's grows there within a
+    poll or a few, and the step is then sized on its growth (`_arriving`); a closed loop's
+    never does. A queue of one or more at every poll (17 clients on 16 workers), a full
+    backlog or a pool far too small step as before. (Not `Pile.standing`: two small queues
+    always read as one that stood still.)"""
+    if f.latest.threads > 1 or f.queue is None or f.queue_now is None:
+        return None
+    if f.backlog_full or f.far_too_small or max(f.queue, f.queue_now) > SMALL_QUEUE:
+        return None
+    queues = [requests_waiting(fr) for fr in f.regime]
+    known = [q for q in queues if q is not None]
+    if not queues or len(known) < len(queues) or min(known) >= 1:
+        return None  # unknown at a poll, or a connection waited at every one
+    why = (
+        f"a queue of {f.queue_now:.0f} ({f.queue:.1f} over the last polls, busy "
+        f"{f.busy_ratio or 0:.0%}) that no client waited through: a step up waits for one "
+        f"past {SMALL_QUEUE:g}, or one at every poll"
+    )
+    return Proposal(f.live, "queue-small", why)
 
 
 def _queued(f: Measures, cap: int | None) -> float:
