@@ -46,7 +46,9 @@ DEFINITIONS = """\
   pod is ready STARTUP s after it is created and serves nothing before. A request takes
   its app's CPU and IO time; past the pod's CPUs each worker costs 1% more CPU per request
   (context switches). Fluid: what the workers or the CPUs cannot serve waits in the
-  backlog; past the backlog it is dropped.
+  backlog; past the backlog it is dropped, and the kernel counts it (TcpExtListenOverflows
+  of the pod's network namespace: the tuned pods' stats carry it, as the daemon reads it;
+  from the fourth run on).
 - **Tuned fleet.** uWSGI with `processes = 32`, starting at 4 live workers; the tuner
   (`decide`, apply mode, its settings at their defaults but `interval = DT`) polls every
   DT s; a change takes effect at the next poll. The HPA reads each pod's
@@ -374,12 +376,12 @@ class Pod:
         short = self.queue >= 1 or x >= 0.999 * mu
         in_service = float(self.workers) if short else min(x * w0, self.workers)
         if self.tuned:
-            self._poll(t, x, in_service, cores)
+            self._poll(t, x, in_service, cores, dropped)
         else:
             self.samples.append((t, cores / POD_CPU))
         return served, dropped, cores
 
-    def _poll(self, t: float, x: float, in_service: float, cores: float) -> None:
+    def _poll(self, t: float, x: float, in_service: float, cores: float, dropped: float) -> None:
         """The stats of this interval through the Tracker, then the tuner's step."""
         runq = max(in_service - x * self.app.io_ms / 1000 - cores, 0.0)
         # The requests in the instance at the poll: L on average, Poisson around it (random
@@ -403,6 +405,7 @@ class Pod:
                 SocketView("0.0.0.0:8000", "http", False, round(self.queue), BACKLOG, "stats"),
             ),
             spawned=1_700_000_000.0,
+            listen_overflows=round(dropped),
         )
         if self.instance is None:
             self.instance = Instance(f"pod-{self.seed}", 1_700_000_000.0, 0.0)

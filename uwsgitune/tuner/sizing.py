@@ -274,7 +274,7 @@ def _demand(f: Measures, s: TunerSettings) -> tuple[float, int, str]:
     the queue says of the arrival rate (`_arriving`), and why (or "")."""
     threads = max(f.latest.threads, 1)
     demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + (f.queue or 0.0))
-    arriving = _arriving(f)
+    arriving = _arriving(f) or _refused(f)
     why = ""
     want = workers_for(demand, threads, s.staffing_beta)
     if arriving is not None and arriving[0] < demand:
@@ -327,6 +327,29 @@ def _arriving(f: Measures) -> tuple[float, str] | None:
     elif p.standing > 0:
         why += f", {p.standing:.0f} waiting at every poll at {f.live}"
     return demand, why
+
+
+def _refused(f: Measures) -> tuple[float, str] | None:
+    """With the backlog full at the latest poll, the requests the arrivals keep in the
+    instance from what the kernel refused over that poll (`listen_overflows_delta`,
+    TcpExtListenOverflows): the arrival rate is at least the throughput plus the refused
+    connections a second. The queue that fills the backlog is arrivals past the pool, not
+    clients that stand: a pod that joins a loaded service (its first poll: 4 workers, the
+    backlog of 100 full) went to 32 on it, Little's law took it to 14 within 5 minutes, and
+    the climbing load took it up again 2 h later (the fleet simulation's daily curve). The
+    counter is the network namespace's: a pod's own in Kubernetes, the host's elsewhere,
+    where other sockets' overflows make the rate read high and the step no smaller than the
+    whole queue's (`_demand` takes the less). None: the backlog not full at the latest
+    poll, nothing refused (or not known), or nothing served."""
+    latest = f.latest
+    refused, dt, x = latest.listen_overflows_delta, latest.dt, latest.rps
+    if not latest.queue_full or not refused or refused < 0 or not dt or not x or x <= 0:
+        return None
+    threads = max(latest.threads, 1)
+    l_now = latest.littles_l or f.live * threads
+    rate = x + refused / dt
+    why = f"{x:.0f} req/s served, {rate:.0f} arriving ({refused} refused in {dt:.0f} s)"
+    return l_now * rate / x, why
 
 
 def _load_moving(f: Measures) -> Proposal | None:
