@@ -58,7 +58,8 @@ class Probe:
     started: float
     cpus_before: float | None = None  # CPUs the instance could get when it started
     cpu_bound: bool = False  # its CPUs were saturated then: throughput followed them
-    queue_before: float | None = None  # mean queued connections when it started
+    # queued connections when it started: the most of the recent polls' mean and the latest
+    queue_before: float | None = None
 
     @property
     def up(self) -> bool:

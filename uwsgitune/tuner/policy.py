@@ -217,7 +217,8 @@ def _change(p: Proposal, f: Measures, st: TunerState, s: TunerSettings, ev: Evid
     x, noise = (f.x, f.noise) if f.x else (f.x_part, f.noise_part)
     cpus = f.model.cpus if f.model is not None else None
     hot = cpu_hot(f, s)
-    probe = Probe(f.live, p.desired, x, noise, f.now, cpus, hot, f.queue) if p.probe and x else None
+    queue = f.queue if f.queue is None or f.queue_now is None else max(f.queue, f.queue_now)
+    probe = Probe(f.live, p.desired, x, noise, f.now, cpus, hot, queue) if p.probe and x else None
     nxt = replace(
         st,
         last_change=f.now,

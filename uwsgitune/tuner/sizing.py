@@ -65,9 +65,10 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from uwsgitune.core.signals import requests_waiting
 from uwsgitune.core.staffing import workers_for, workers_holding
 from uwsgitune.tuner.decision import Proposal, TunerState
-from uwsgitune.tuner.demand import all_served, capacity, littles_law, queue_served
+from uwsgitune.tuner.demand import SMALL_QUEUE, all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
@@ -154,7 +155,7 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
 def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if not f.saturated or all_served(f):
         return None
-    held = _load_moving(f) or _held(f, st, s) or _brief(f)
+    held = _load_moving(f) or _held(f, st, s) or _brief(f) or _small(f)
     if held is not None:
         return held
     threads = max(f.latest.threads, 1)
@@ -225,6 +226,37 @@ def _brief(f: Measures) -> Proposal | None:
     return Proposal(f.live, "queue-brief", why)
 
 
+def _small(f: Measures) -> Proposal | None:
+    """A queue of a request or two that no client waited through: at no poll past
+    SMALL_QUEUE, at the latest nor in the recent means, and nothing waited at every poll at
+    this count; one thread per worker (None: a step up may). In a closed
+    loop as large as the pool it is a client's next request queued before its worker showed
+    idle (16 clients on 16 workers read 0.7-1.3): a step serves no more, and
+    `verdict._unsaturated` took it back. In an open loop whose load climbs past the pool
+    (behind a load balancer, the normal case) it is the first of a queue that grows, and the
+    step taken back there was taken again 40-105 s later (the fleet simulation's daily
+    curve: 14 -> 16 -> 14 -> 18, a turn per load change too many, in 4 of its 25 pods). So
+    the step waits for the queue to pass SMALL_QUEUE: an open loop's grows there within a
+    poll or a few, and the step is then sized on its growth (`_arriving`); a closed loop's
+    never does. A queue of one or more at every poll (17 clients on 16 workers), a full
+    backlog or a pool far too small step as before. (Not `Pile.standing`: two small queues
+    always read as one that stood still.)"""
+    if f.latest.threads > 1 or f.queue is None or f.queue_now is None:
+        return None
+    if f.backlog_full or f.far_too_small or max(f.queue, f.queue_now) > SMALL_QUEUE:
+        return None
+    queues = [requests_waiting(fr) for fr in f.regime]
+    known = [q for q in queues if q is not None]
+    if not queues or len(known) < len(queues) or min(known) >= 1:
+        return None  # unknown at a poll, or a connection waited at every one
+    why = (
+        f"a queue of {f.queue_now:.0f} ({f.queue:.1f} over the last polls, busy "
+        f"{f.busy_ratio or 0:.0%}) that no client waited through: a step up waits for one "
+        f"past {SMALL_QUEUE:g}, or one at every poll"
+    )
+    return Proposal(f.live, "queue-small", why)
+
+
 def _queued(f: Measures, cap: int | None) -> float:
     """The connections a step up may take: the recent polls' mean queue and, where the model
     bounds the step (`cap`), the latest poll's. A load back from a quiet spell has its means
@@ -242,7 +274,7 @@ def _demand(f: Measures, s: TunerSettings) -> tuple[float, int, str]:
     the queue says of the arrival rate (`_arriving`), and why (or "")."""
     threads = max(f.latest.threads, 1)
     demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + (f.queue or 0.0))
-    arriving = _arriving(f)
+    arriving = _arriving(f) or _refused(f)
     why = ""
     want = workers_for(demand, threads, s.staffing_beta)
     if arriving is not None and arriving[0] < demand:
@@ -295,6 +327,29 @@ def _arriving(f: Measures) -> tuple[float, str] | None:
     elif p.standing > 0:
         why += f", {p.standing:.0f} waiting at every poll at {f.live}"
     return demand, why
+
+
+def _refused(f: Measures) -> tuple[float, str] | None:
+    """With the backlog full at the latest poll, the requests the arrivals keep in the
+    instance from what the kernel refused over that poll (`listen_overflows_delta`,
+    TcpExtListenOverflows): the arrival rate is at least the throughput plus the refused
+    connections a second. The queue that fills the backlog is arrivals past the pool, not
+    clients that stand: a pod that joins a loaded service (its first poll: 4 workers, the
+    backlog of 100 full) went to 32 on it, Little's law took it to 14 within 5 minutes, and
+    the climbing load took it up again 2 h later (the fleet simulation's daily curve). The
+    counter is the network namespace's: a pod's own in Kubernetes, the host's elsewhere,
+    where other sockets' overflows make the rate read high and the step no smaller than the
+    whole queue's (`_demand` takes the less). None: the backlog not full at the latest
+    poll, nothing refused (or not known), or nothing served."""
+    latest = f.latest
+    refused, dt, x = latest.listen_overflows_delta, latest.dt, latest.rps
+    if not latest.queue_full or not refused or refused < 0 or not dt or not x or x <= 0:
+        return None
+    threads = max(latest.threads, 1)
+    l_now = latest.littles_l or f.live * threads
+    rate = x + refused / dt
+    why = f"{x:.0f} req/s served, {rate:.0f} arriving ({refused} refused in {dt:.0f} s)"
+    return l_now * rate / x, why
 
 
 def _load_moving(f: Measures) -> Proposal | None:
