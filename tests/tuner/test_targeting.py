@@ -306,8 +306,7 @@ def test_one_polls_queue_past_the_workers_is_no_backlog() -> None:
 def test_with_the_target_judged_a_queue_grows_nothing_but_a_full_backlog() -> None:
     """Run 5 of the target bench (quiet machine): at 4 workers and rho 0.9 the queue read 4-6
     at every poll, the target met, and the throughput tuner's `saturated` took the pool to 11
-    and 15 workers, then back: a cycle of 150 s; run 9: 8 waiting at two polls, 4 -> 16 and
-    80 s to come back, the minute met at 4. With a window at this count to read, the target
+    and 15 workers, then back: a cycle of 150 s. With a window at this count to read, the target
     decides: a queue, however long, grows nothing while it is met; a full backlog does
     (refused connections are in no window). Before the count has a window, a queue past
     twice the workers at every poll still grows (`_backlog`)."""

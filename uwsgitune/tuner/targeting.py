@@ -62,9 +62,7 @@ queue drives no growth of its own but a full backlog (the kernel refusing connec
 those requests are in no window). A queue that grows past the pool shows in the next
 window's percentiles within seconds (each request's wait is logged when it is served), and
 a miss grows the pool then; one that comes and goes at a load the count meets over the
-minute is no shortage. (At rho 0.9 on 4 workers the latency bench's queue read 8 at two
-polls in a row: the throughput tuner's step went 4 -> 16 through a met target, and took
-80 s to come back.)
+minute is no shortage (at rho 0.9 a queue of twice the workers comes and goes).
 
 **The latency floor** (`TunerState.latency_floor`): one above a count that missed the target
 by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`)
@@ -107,7 +105,7 @@ DRAIN_MAX = 10.0  # seconds after a change its queue may take to drain before th
 # a miss from queue wait by at most this share of the target, in the 10 s window alone, is
 # judged over the minute (`_unconfirmed`): a 10 s window's p99 is its ~10th slowest request,
 # and one count's 10 s p99 at a steady load spans about this much either side of its
-# minute's (the latency bench's 4 workers at rho 0.9: 109 to 184 ms, the minute under 170)
+# minute's (the latency bench's 4 workers at rho 0.9: 109 to 206 ms, the grid's 40 s 143)
 EDGE = 0.25
 MEASURING = "measuring latency at this count"  # a count just changed: its window not yet whole
 
