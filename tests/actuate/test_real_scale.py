@@ -103,9 +103,13 @@ def test_a_saturated_cpu_bound_pool_of_24_goes_to_its_size_in_at_most_two_reload
     log = "\n".join(lines)
     changes = [d for d in decisions if d.is_change]
     assert changes, log
-    assert all((d.code, d.via) == ("cpu-oversubscribed", "reload") for d in changes), log
+    # down to the estimate (or the top of its range), then, once there, a trim to the
+    # estimate made at that count (`cpu-trim`: 24 -> 6 -> 4 read 373 -> 370 req/s)
+    codes = [d.code for d in changes]
+    assert all(d.via == "reload" for d in changes), log
+    assert all(c in ("cpu-oversubscribed", "cpu-trim") for c in codes), log
     assert changes[0].desired <= 12, log  # one move to the estimate, not a halving per step
-    assert 1 <= tuner.moves["reload"] <= 2, log
+    assert 1 <= codes.count("cpu-oversubscribed") <= 2, log
     assert changes[-1].desired <= 6 and live(proc) <= 6, log  # about 2 CPUs x 2
     assert result[0].errors == 0 and result[0].ok > 100
     records = [r for r in audit_of(tmp_path).records() if r.event == "change"]

@@ -50,7 +50,10 @@ the top of the estimate's range instead (estimate x (1 + spread), never slower t
 halving), judged there. On a pool far too large the estimate errs high, so the top of its
 range is safe, and the next estimate, made with fewer idle workers, is closer. Without an
 estimate (no requests, no host data), the old rule stands: halve towards
-`cpu_workers_per_cpu` per CPU.
+`cpu_workers_per_cpu` per CPU. Come down to a count within the band above the estimate made
+there (a step down that was not worse leaves `plateau_up` at it), the pool is probed down
+to the estimate (`cpu_trim`), judged on throughput: the band otherwise holds the top of an
+uncertain range for good (64 -> 13 -> 7 on a CPU-bound Django page, estimate 5 at 7).
 
 What probing learned (the plateaus) holds for one load: it is forgotten when a request's CPU
 or IO time moves by more than the band, or after `reprobe_after`; the ceiling of a climb
@@ -150,6 +153,39 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
     # Twice the count or more: plainly oversubscribed, so move now and judge the move against
     # the polls there are (every second at 64 workers costs throughput and memory).
     return Proposal(target, "cpu-oversubscribed", why, probe=True, fast=f.live >= 2 * target)
+
+
+def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
+    """Come down to this count by a step that was not worse (`plateau_up` is this count),
+    saturated on CPUs the pool itself keeps busy, and within the band above the model's
+    count (`over_capacity` holds there): probe down by `probe_step` towards the model's
+    count, judged on throughput like any probe. A loss reverts it and stops the descent
+    there (`plateau_down`). One thread per worker only. A count a climb reached is the
+    band's to hold: trimming it chases the estimate's noise, a reload at a time.
+
+    The band holds a count anywhere up to half above an estimate that itself carries
+    `cpu_workers_per_cpu` spare workers per CPU, so a first move landing at the top of an
+    uncertain range stayed there: a CPU-bound Django page went 64 -> 13 -> 7 and held 7
+    (estimate 5) where 2 or 3 workers serve as much; a check from 48 workers settled at 3x
+    the CPUs with the same throughput as the CPU count. Fewer workers at the same
+    throughput: less memory, and each request waits less for a CPU."""
+    if not f.saturated or not _cpu_bound(f, s) or f.model is None or f.latest.threads > 1:
+        return None
+    if st.plateau_up != f.live:
+        return None  # not come down here (a climb's count is the band's to hold)
+    m = f.model
+    if m.workers is None:
+        return None
+    least = max(s.min_workers, m.workers, st.plateau_down or 0)
+    if f.live <= least:
+        return None
+    desired = max(least, f.live - max(1, math.ceil(f.live * s.probe_step)))
+    why = (
+        f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {m.cpus:.2g} CPUs; about "
+        f"{m.concurrency:.1f} requests in service keep them busy: try {desired}, judged on "
+        "throughput"
+    )
+    return Proposal(desired, "cpu-trim", why, probe=True)
 
 
 def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
@@ -398,6 +434,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("ceiling", above_ceiling),
     ("memory-cap", memory_over),
     ("cpu-oversubscribed", over_capacity),
+    ("cpu-trim", cpu_trim),
     ("saturated", saturated_up),
     ("littles-law", littles_law),
 )

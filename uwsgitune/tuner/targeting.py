@@ -44,7 +44,7 @@ The rules, in order (`RULES`):
 5. **A miss from service time** (service time alone reaches the target): more workers
    cannot fix it, so the target adds none; no shrink either (`latency-service`). A growth
    the throughput tuner wants for its own reason (a queue building) still goes, and so does
-   its move down from a pool oversubscribing the CPUs (`cpu-oversubscribed`): there the
+   its move down from a pool oversubscribing the CPUs (`cpu-oversubscribed`, `cpu-trim`): there the
    service time includes each request's wait for a CPU, which fewer workers shorten.
 6. **Within 20% of the target** (`NEAR`): no shrink, for throughput or latency
    (`latency-near`); no growth either while the target is met (`latency-met`: the target
@@ -97,7 +97,7 @@ from uwsgitune.tuner.tunersettings import TunerSettings
 
 GROW_CODES = frozenset({"littles-law-up"})  # spare workers a met target does not need
 # too many workers share the CPUs: each request's service time includes its wait for a CPU
-CPU_SHARED = frozenset({"cpu-oversubscribed"})
+CPU_SHARED = frozenset({"cpu-oversubscribed", "cpu-trim"})
 # shrinks a count that missed the target by queue wait stops (`TunerState.latency_floor`)
 FLOORED = frozenset({"littles-law-down", "load-fell"})
 IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker

@@ -1,0 +1,43 @@
+"""The trim (sizing.cpu_trim): a CPU-bound pool that came down to a count within the band
+above the model's is probed down to the model's count; one a climb reached is held."""
+
+from __future__ import annotations
+
+from tests.tuner.plant import Plant
+from uwsgitune.tuner import TunerSettings, TunerState
+from uwsgitune.tuner.measures import Measures, gather
+from uwsgitune.tuner.sizing import cpu_trim, over_capacity
+
+S = TunerSettings(max_workers=64)
+
+
+def _measures(live: int, threads: int = 1) -> Measures:
+    plant = Plant(live=live, workers_max=64, cpu_ms=3, io_ms=1, clients=64, noise=0.0)
+    plant.threads = threads
+    frames = [plant.frame(float(t)) for t in range(8)]
+    return gather(frames, S, 7.0, -1.0)
+
+
+def test_a_pool_come_down_within_the_band_is_probed_to_the_models_count() -> None:
+    f = _measures(8)
+    assert f.model is not None and f.model.workers == 6 and f.saturated
+    assert over_capacity(f, TunerState(), S) is None  # 8 is within the band above 6
+    came_down = TunerState(plateau_up=8)  # a step down to 8 was not worse
+    p = cpu_trim(f, came_down, S)
+    assert p is not None and (p.desired, p.code, p.probe) == (6, "cpu-trim", True)
+    assert "judged on throughput" in p.reason
+    # a climb's count, or a descent that lost below here, or threaded processes: no trim
+    assert cpu_trim(f, TunerState(), S) is None
+    assert cpu_trim(f, TunerState(plateau_up=8, plateau_down=8), S) is None
+    assert cpu_trim(_measures(8, threads=2), TunerState(plateau_up=8), S) is None
+    # at the model's count: nothing to trim
+    at = _measures(6)
+    assert cpu_trim(at, TunerState(plateau_up=6), S) is None
+
+
+def test_a_trim_never_goes_under_the_models_count_nor_a_lost_step() -> None:
+    f = _measures(9)
+    p = cpu_trim(f, TunerState(plateau_up=9), S)
+    assert p is not None and p.desired == 6  # 9 - 3 (a quarter, rounded up), the model's 6
+    p = cpu_trim(f, TunerState(plateau_up=9, plateau_down=7), S)
+    assert p is not None and p.desired == 7  # 7 lost before: not under it
