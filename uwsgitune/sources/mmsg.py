@@ -7,13 +7,15 @@ receiver (sources/reqlog.py) costs (bench/results/latency_cost.md: ~1.6 µs a da
 a datagram costs the kernel's copy and a few C-level steps in Python.
 
 How, and why so:
-- **Memory made once.** One `mmsghdr` a slot, each with two `iovec`s: its `HEAD` (1 KiB)
-  bytes in one dense buffer, then the rest of its `slot` bytes in another, and its own
-  16-byte `sockaddr_in` for the source; all of it allocated once per reader (at 64 slots
-  of 16 KiB, about 1 MiB). A batch of lines that fit in their heads (the common case) is
-  copied out once, as the heads of the slots used, and cut into lines by C-level slices
-  of that copy; scattered 16 KiB slots cost twice as much per line (measured), in cache
-  misses. Nothing else is allocated per call but the Python objects handed out.
+- **Memory made once.** One `mmsghdr` a slot, each with two `iovec`s (its first `HEAD`
+  bytes, 1 KiB, in one dense buffer; the rest of its `slot` bytes in another) and its own
+  16-byte `sockaddr_in` for the source, all allocated once per reader: at 64 slots of
+  16 KiB about 1 MiB, of which only the 64 KiB of heads are touched (the rests are
+  anonymous memory, mapped only where a datagram longer than its head lands).
+- **Cut with C-level passes.** A batch whose datagrams all fit in their heads (the common
+  case: a request log line is ~100-500 bytes) is copied out once, as the heads of the
+  slots used, and cut into lines by slices of that copy (`short`). Lines read from
+  scattered 16 KiB slots cost twice as much (measured): cache misses.
 - **Read without ctypes attributes.** The headers and the addresses live in `bytearray`s
   that ctypes structures are laid over (`from_buffer`), so the lengths the kernel wrote
   (`msg_len`) are read as one strided slice of the headers seen as 32-bit words, and the
@@ -25,8 +27,10 @@ How, and why so:
 - **The same datagrams as recvfrom.** Each datagram lands in its own slot; one longer than
   the slot is cut to it (the caller sizes the slot one byte over the longest it keeps, as
   with recvfrom, and counts a full slot as oversized).
-- **Where it is missing** (not Linux, no `recvmmsg` in the C library, an address family
-  other than IPv4), `RecvMmsg.open` answers None and the caller reads with `recvfrom`.
+- **IPv4 only**: the source key and `source` read a `sockaddr_in` (the receiver binds
+  127.0.0.0/8 alone: uWSGI's socket logger sends over IPv4).
+- **Where it is missing** (not Linux, no `recvmmsg` in the C library), `RecvMmsg.open`
+  answers None and the caller reads with `recvfrom`.
 
 The GIL is released during the call (ctypes does so for every foreign call).
 
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import mmap
 import socket
 import sys
 from collections.abc import Callable
@@ -108,7 +113,8 @@ class RecvMmsg:
         self._hdr_mem = bytearray(hdr_size * vlen)
         self._name_mem = bytearray(_SOCKADDR_IN * vlen)
         self._head_mem = bytearray(head * vlen)
-        self._rest_mem = bytearray(max(1, rest * vlen))
+        # anonymous memory: its pages are mapped only when a long datagram writes them
+        self._rest_mem = mmap.mmap(-1, max(1, rest * vlen))
         hdrs = (_MMsgHdr * vlen).from_buffer(self._hdr_mem)
         iovs = (_IOVec * (2 * vlen))()
         pinned = [ctypes.c_char.from_buffer(m) for m in (self._head_mem, self._rest_mem)]
