@@ -330,7 +330,7 @@ class Receiver:
         more = False
         max_size = self.max_size
         while read < max_datagrams:
-            ask = min(mm.vlen, max_datagrams - read, -(-(max_bytes - kept) // max_size))
+            ask = min(mm.vlen, max_datagrams - read, max(1, -(-(max_bytes - kept) // max_size)))
             n = mm.recv(ask)
             if not n:
                 break
