@@ -150,6 +150,52 @@ at 50 ms, in one run at commit 361763c).
   a bucket must be `math.log`'s to the bit (numpy's vectorised `log` is not promised to
   round alike at a bucket's edge). A compiled parser and recorder stays the way to a large
   cut, and a new build dependency.
+
+### 2026-11-27, commits 2bf9b81..3dbf99e (the receiver, and the parser's newline check)
+
+(Scratch measurements under `nice -n 19`, load 1.2-6.7 from other sessions, the lowest of
+5-15 runs unless said; the machine ran about 1.5x slower than in the rows above at the
+time, so compare figures of one bullet only.)
+
+- The receiver (sources/reqlog.py, not in the paced number; in the end-to-end one): Linux's
+  `recvmmsg` through ctypes (sources/mmsg.py), 64 datagrams a call, each with its source,
+  a batch checked and cut into lines by C-level passes. Draining 100 queued datagrams at a
+  time: recvfrom 1.42 µs a datagram, recvmmsg 1.34 (16 a call), 1.01 (64, kept), 0.94
+  (128: 2 MiB of slots for 0.07). The first version cut lines out of scattered 16 KiB
+  slots: 0.62 in the call and 1.11 in Python a datagram (cache misses: one memoryview and
+  one copy a line); the slots' first KiB in one dense buffer, copied out once and sliced,
+  0.86, then 0.4-0.6 with one pass less. The system call itself (the kernel's copy) is
+  ~0.6 of what is left. A batch is one source's only when every datagram's raw source
+  (family, port, address: 8 bytes read as one int) equals the first's; otherwise each
+  line goes under its own source, so the sender proof judges every datagram (tests:
+  tests/sources/test_reqlog.py runs on both readers; a stranger's line between the
+  master's in one read is refused and counted, tests/pipeline/test_latencystage.py).
+  End to end (bench/latency_overhead.py's `stage_round`, fresh processes interleaved, 3
+  rounds of 3 s, load ~6): reader thread 9.32 vs 10.23 µs a line, total 10.83 vs 11.44
+  (medians). Inside the stage (one round of 4 s each, the parts timed by wrapping them)
+  `drain` takes 1.76-1.96 µs a line against 2.29 with recvfrom, more than in a hot loop:
+  the reader drains after a 20 ms rest, its caches cold; of it the call 0.82 and cutting
+  the lines 0.62.
+- `parse_batch`'s check for a newline inside a line: one `memchr` over the lines joined as
+  they are (`b"\\n" in b"".join(lines)`, 0.05 µs a line) instead of counting the newlines of
+  the buffer (0.20-0.23; a single-byte `count` is a plain loop, `in` is `memchr`).
+- Where the regex's time goes (~1.4 µs a line at the time): finding ` uwt1 ` in each line's
+  user part 0.3-0.4 (a regex of the marker alone), the groups ~0.3 (the same regex
+  without groups 1.14 vs 1.42), the rest matching the tail. No gain: `split` with slices
+  of the flat list for the columns instead of `findall` and `zip` (1.46 vs 1.48); a
+  simpler pid pattern; no separate query group.
+- Not kept: the status's first digit alone as its group (the class needs nothing else):
+  -0.06 a line, for a change of `FastLine`'s contract and its tests; one loop adding a
+  closed second into both windows' running sums at once (no gain, within the noise);
+  the nginx waits computed otherwise (the `b"000"` appended instead of `* 1000`: alike).
+- Parsing later, in larger batches (`ingest` keeping the raw lines and parsing 500, 1,000
+  or 2,000 at once, or at the flush before a read; a subclass in a scratch script):
+  paced medians 6.28 vs 6.32 (500, 8 rounds of 3 s each, interleaved), 6.83 vs 6.91
+  (1,000), 6.02 vs 6.16 (2,000, 4 rounds): within the noise (rounds spread 4.8-7.7). The
+  paced cost over the tight loop's is not a per-call cost that larger batches share out.
+- The paced rounds feed what is due in batches of at most 100 lines, so a wake after a
+  10.1-10.6 ms sleep makes a second, small `ingest` call; one call a wake measured alike
+  (medians 6.85 vs 6.82 over 4 rounds of 3 s each): the definition stays as it is.
 """
 
 

@@ -59,6 +59,18 @@ def drain_all(stage: LatencyStage, want: int, timeout: float = 10.0) -> int:
     return got + stage.drain_once()
 
 
+# Another process that sends one request log line to the port it reads, says so, and keeps
+# its socket open (so the proof finds it, and not among the master's) until killed.
+STRANGER = """
+import socket, sys
+port = int(sys.stdin.readline())
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b"uwt1 1795732664212899 5233 200 1 2476 GET [-] /x\\n", ("127.0.0.1", port))
+print("sent", flush=True)
+sys.stdin.read()
+"""
+
+
 def rated(i: int, rps: float, dt: float = 1.0, **kw: object) -> Frame:
     f = frame(i)
     return replace(f, rps=rps, dt=dt, mono=1000.0 + i * dt, kind="ok", **kw)  # type: ignore[arg-type]
@@ -94,6 +106,34 @@ def test_a_strangers_lines_are_refused_and_counted(sender: socket.socket) -> Non
         stage.close()
         other.kill()
         other.wait()
+
+
+def test_a_strangers_line_between_the_masters_in_one_read_is_refused_and_counted(
+    sender: socket.socket,
+) -> None:
+    """The master's datagrams and a stranger's, interleaved in the socket's queue, are read
+    in one batch (recvmmsg): each is judged by its own source, so the stranger's line is
+    refused and counted and the master's are all recorded."""
+    stage = LatencyStage(("127.0.0.1", 0), clock=Clock())
+    with subprocess.Popen(
+        [sys.executable, "-c", STRANGER], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as stranger:
+        try:
+            assert stage.receiver.batched
+            stage.set_master(os.getpid())  # this process holds the master's socket
+            send(sender, stage, [log_line(20_000 + i) for i in range(3)])
+            assert stranger.stdin is not None and stranger.stdout is not None
+            stranger.stdin.write(f"{stage.receiver.address[1]}\n".encode())
+            stranger.stdin.flush()
+            assert stranger.stdout.readline() == b"sent\n"  # queued after the master's three
+            send(sender, stage, [log_line(30_000 + i) for i in range(3)])
+            assert drain_all(stage, 7) == 6
+            view = stage.view(None)
+            assert view.lines == 6 and view.refused == 1 and view.trusted
+            assert stage.receiver.totals.received == 7
+        finally:
+            stage.close()
+            stranger.kill()
 
 
 def test_lines_whose_sender_cannot_be_proved_are_shown_untrusted(

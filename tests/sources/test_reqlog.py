@@ -16,15 +16,24 @@ import pytest
 from uwsgitune.errors import UwsgituneError
 from uwsgitune.sources.reqlog import (
     DEFAULT_PORT,
+    RECV_BATCH,
     Receiver,
     ReqlogAddressError,
     parse_reqlog_address,
 )
 
 
+# Every receiver test runs on both ways of reading: recvmmsg's batches (Linux) and one
+# recvfrom a datagram (elsewhere): they must read the same datagrams into the same lines.
+@pytest.fixture(params=[RECV_BATCH, 3, 0], ids=["recvmmsg", "recvmmsg-3", "recvfrom"])
+def batch(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
 @pytest.fixture
-def rx() -> Iterator[Receiver]:
-    with Receiver("127.0.0.1:0") as receiver:
+def rx(batch: int) -> Iterator[Receiver]:
+    with Receiver("127.0.0.1:0", batch=batch) as receiver:
+        assert receiver.batched == (batch > 0)  # Linux: recvmmsg is there
         yield receiver
 
 
@@ -106,6 +115,34 @@ def test_lines_are_grouped_by_source_in_order_without_their_newline(
     assert rx.drain().lines == {}  # what was read is gone: lines since the last call
 
 
+def test_a_batch_of_many_sources_and_bad_datagrams_keeps_each_line_with_its_source(
+    rx: Receiver, tx: socket.socket
+) -> None:
+    """One read of interleaved senders with bad datagrams among them (recvmmsg takes them
+    in one call, and the batch leaves its C-level path): each line under its own source,
+    in order, whole (a line longer than a slot's 1 KiB head too), the bad ones counted."""
+    long = b"L" * 5000
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
+        sends = [
+            (tx, b"a 1\n"),
+            (other, b"b 1\n"),
+            (tx, b""),
+            (other, b"x" * (rx.max_size + 1)),
+            (tx, long + b"\n"),
+            (other, b"b 2"),  # no newline: cut
+            (tx, b"a 3\n"),
+        ]
+        for sock, data in sends:
+            sock.sendto(data, rx.address)
+        settle(rx)
+        got = rx.drain()
+        assert got.lines == {
+            ("127.0.0.1", tx.getsockname()[1]): [b"a 1", long, b"a 3"],
+            ("127.0.0.1", other.getsockname()[1]): [b"b 1", b"b 2"],
+        }
+    assert (got.received, got.empty, got.oversized, got.cut) == (5, 1, 1, 1)
+
+
 def test_an_empty_queue_returns_at_once(rx: Receiver) -> None:
     start = time.monotonic()
     for _ in range(20):
@@ -147,12 +184,12 @@ def test_a_drain_stops_at_its_bound_and_leaves_the_rest_queued(
 
 
 def test_a_flood_is_bounded_in_work_and_memory_and_the_kernel_drops_are_counted(
-    tx: socket.socket,
+    tx: socket.socket, batch: int
 ) -> None:
     """A foreign sender floods the port while the receiver is not read: the kernel's queue
     is bounded by the receive buffer, what overflows is counted from the socket's drop
     count (SO_MEMINFO), and each drain keeps at most its bound."""
-    with Receiver("127.0.0.1:0", rcvbuf=1024 * 1024) as rx:
+    with Receiver("127.0.0.1:0", rcvbuf=1024 * 1024, batch=batch) as rx:
         big = b"z" * 1000 + b"\n"
         for _ in range(5000):  # ~5 MB (~11 MiB of truesize) into a 2 MiB buffer
             tx.sendto(big, rx.address)

@@ -49,8 +49,8 @@ with `findall`: no Python loop runs per line, and no line is copied but by the j
 regex is stricter than `parse_raw` (plain numbers in the ranges that `RANGES` allows, with
 room to spare; no `]` in the stamp; no CR in a uri without a query; nginx's `t=${msec}`
 split out), and no part of it matches a newline, so a match lies within one line and ends
-at its end. The batch takes this path only when the buffer holds no newline but the ones
-the join put there (no line holds one), `uwt1 ` once a line (counted over the buffer), and
+at its end. The batch takes this path only when no line holds a newline (one `memchr` over the
+lines joined as they are), the buffer holds `uwt1 ` once a line (counted), and
 a match for every line; since each match holds one `uwt1 `, each line then holds one match,
 at its only marker (its first is its last, as `parse_raw` requires), running to the line's
 end. Otherwise `parse_batch` answers None and the caller parses line by line, faults
@@ -239,12 +239,16 @@ def parse_batch(lines: list[bytes]) -> list[FastLine] | None:
     n = len(lines)
     if not n or max(map(len, lines)) > MAX_LINE:
         return None
+    # No newline inside a line: one `memchr` over the lines as they are, joined (a count
+    # of the newlines in the buffer below costs about four times as much, measured).
+    if b"\n" in b"".join(lines):
+        return None
     # The lines joined, each with a space before it (so that a line that opens with the
     # tail shows a marker like the others) and a newline after it: "\n L1\n L2 ... \n Ln\n ".
     joined = b"\n ".join([b"", *lines, b""])
-    # No newline inside a line, and one `uwt1 ` in each (checked below: each line holds a
-    # match, which holds one), so that its marker is its first and its last.
-    if joined.count(b"\n") != n + 1 or joined.count(OPENING) != n:
+    # One `uwt1 ` in each line (checked below: each line holds a match, which holds one),
+    # so that its marker is its first and its last.
+    if joined.count(OPENING) != n:
         return None
     rows: list[FastLine] = FAST_TAIL.findall(joined)
     return rows if len(rows) == n else None

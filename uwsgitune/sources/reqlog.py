@@ -40,20 +40,28 @@ Rules, and why:
   removed. uWSGI cuts a line longer than `log-master-bufsize` (8192 bytes by default) to that
   length, without the newline: such a line is returned as it is and counted as `cut`. An
   empty datagram is counted and dropped. Nothing is decoded here: bytes in, bytes out.
-- **Cost.** The drain loop is the cost per line (bench/reqlog_bench.py: 2.5-2.9 µs at 10k
-  lines/s with `recvmsg`), so it does no lookups: one `recvfrom` a datagram (there is no
-  `recvmmsg` in Python; ~1 µs, most of it the system call and the source address), a
-  length and newline check, and an append to the list of the last datagram's source
-  (sources change only at a reload, so the dict is looked up only when it changes).
-- **Who sent it.** Lines are grouped by their source (address, port). uWSGI's master sends
+- **Cost.** Reading is the receiver's cost per line, so it is read in batches: Linux's
+  `recvmmsg` (sources/mmsg.py, through ctypes) fills up to `batch` (64) datagrams a system
+  call, each with its source, and the lengths, the checks (none empty, none oversized,
+  every one ending in its newline), the lines and the grouping by source are C-level
+  passes over the batch: a Python loop runs per datagram only for a batch that holds a bad
+  datagram or more than one source. Where recvmmsg is missing (not Linux), or with
+  `batch=0`, one `recvfrom` a datagram (~1.6 µs, most of it the system call and the source
+  tuple; bench/results/latency_cost.md), the same checks and the same grouping. Both read
+  the same datagrams into the same `Drained` (tests/sources/test_reqlog.py runs every test
+  on both).
+- **Who sent it.** Lines are grouped by their source (address, port), each datagram by its
+  own (recvmmsg writes each one's source beside it; a batch is taken as one source's only
+  when every datagram's source is that one, compared as raw bytes). uWSGI's master sends
   from one socket whose port changes only when the master re-executes (a reload);
   sources/logsender.py proves a source is the master's. Nothing here trusts a source.
 
 Public API:
     parse_reqlog_address(text) -> (host, port)            # raises ReqlogAddressError
-    Receiver(address, *, max_size=MAX_DATAGRAM, rcvbuf=DEFAULT_RCVBUF)
+    Receiver(address, *, max_size=MAX_DATAGRAM, rcvbuf=DEFAULT_RCVBUF, batch=RECV_BATCH)
         .address -> (host, port)    the bound address (port 0 asks the kernel for one)
         .rcvbuf -> int              the receive buffer the kernel granted
+        .batched -> bool            reading with recvmmsg (else recvfrom)
         .drain(max_datagrams=..., max_bytes=...) -> Drained
         .totals -> Totals           the counters since the receiver opened
         .fileno() / .close() / context manager
@@ -72,6 +80,7 @@ from dataclasses import dataclass, field
 from uwsgitune.core.address import split_host_port
 from uwsgitune.core.logline import DEFAULT_USER_FORMAT, TAIL_FORMAT
 from uwsgitune.errors import UwsgituneError
+from uwsgitune.sources.mmsg import RecvMmsg
 
 DEFAULT_PORT = 9118  # beside the exporter's 9117
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
@@ -80,6 +89,8 @@ DEFAULT_RCVBUF = 4 * 1024 * 1024
 DEFAULT_MAX_DATAGRAMS = 20_000  # per drain: 2 s of 10k requests/s
 # per drain: 20k lines of 400 bytes; a flood of big datagrams stops here
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+# datagrams per recvmmsg call (sources/mmsg.py): 64 slots of MAX_DATAGRAM + 1 bytes, ~1 MiB
+RECV_BATCH = 64
 
 # The ini lines (docs/latency.md) have one definition, the parser's (core/logline.py): the
 # tail uwsgitune reads after the last ` uwt1 `, and uWSGI's default line spelled as a
@@ -172,6 +183,23 @@ class Totals:
     drains_at_bound: int = 0  # drains that stopped at max_datagrams
 
 
+# What one drain read: the lines by source, received, oversized, empty, cut, more.
+_Read = tuple[dict[Source, list[bytes]], int, int, int, int, bool]
+
+
+def _group(
+    lines: dict[Source, list[bytes]], mm: RecvMmsg, keys: list[int], data: list[bytes]
+) -> None:
+    """Each datagram appended to its source's lines, in order (a batch of many sources)."""
+    last: int | None = None
+    got: list[bytes] = []
+    for key, datum in zip(keys, data, strict=True):
+        if key != last:
+            last = key
+            got = lines.setdefault(mm.source(key), [])
+        got.append(datum)
+
+
 class Receiver:
     """A bound, non-blocking UDP socket for uWSGI's request log. Not thread-safe: one reader
     drains it (a poll loop, or a thread that selects on `fileno()`)."""
@@ -182,6 +210,7 @@ class Receiver:
         *,
         max_size: int = MAX_DATAGRAM,
         rcvbuf: int = DEFAULT_RCVBUF,
+        batch: int = RECV_BATCH,
     ) -> None:
         host, port = parse_reqlog_address(address) if isinstance(address, str) else address
         if isinstance(address, tuple):  # the same refusals for a ready-made pair
@@ -213,6 +242,13 @@ class Receiver:
         self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
         self.rcvbuf = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
         self._meminfo = sys.platform.startswith("linux") and self._sk_drops() is not None
+        # a longer datagram arrives cut to max_size + 1 bytes: oversized
+        self._mmsg = RecvMmsg.open(sock.fileno(), batch, max_size + 1) if batch > 0 else None
+
+    @property
+    def batched(self) -> bool:
+        """Whether datagrams are read in batches (recvmmsg), not one a call (recvfrom)."""
+        return self._mmsg is not None
 
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
@@ -224,11 +260,28 @@ class Receiver:
         reach `max_bytes`. Never blocks, never raises for what a sender sent; a closed
         receiver drains nothing."""
         sock = self._sock
+        if sock is None:
+            return Drained()
+        if self._mmsg is not None:
+            got = self._read_batches(sock, self._mmsg, max_datagrams, max_bytes)
+        else:
+            got = self._read_each(sock, max_datagrams, max_bytes)
+        lines, received, oversized, empty, cut, more = got
+        drops = self._drops()
+        t = self.totals
+        t.received += received
+        t.oversized += oversized
+        t.empty += empty
+        t.cut += cut
+        t.kernel_drops += drops or 0
+        t.drains_at_bound += more
+        return Drained(lines, received, oversized, empty, cut, drops, more)
+
+    def _read_each(self, sock: socket.socket, max_datagrams: int, max_bytes: int) -> _Read:
+        """One `recvfrom` a datagram (where recvmmsg is missing, or `batch=0`)."""
         lines: dict[Source, list[bytes]] = {}
         received = oversized = empty = cut = kept = 0
         more = False
-        if sock is None:
-            return Drained()
         max_size = self.max_size
         bufsize = max_size + 1  # a longer datagram arrives cut to this: oversized
         recvfrom = sock.recvfrom  # the loop is the cost per line: no lookups in it
@@ -262,15 +315,65 @@ class Receiver:
                 break
         else:
             more = self._pending(sock)
-        drops = self._drops()
-        t = self.totals
-        t.received += received
-        t.oversized += oversized
-        t.empty += empty
-        t.cut += cut
-        t.kernel_drops += drops or 0
-        t.drains_at_bound += more
-        return Drained(lines, received, oversized, empty, cut, drops, more)
+        return lines, received, oversized, empty, cut, more
+
+    def _read_batches(
+        self, sock: socket.socket, mm: RecvMmsg, max_datagrams: int, max_bytes: int
+    ) -> _Read:
+        """`recvmmsg` calls of up to `batch` datagrams, each batch checked and split into
+        lines by C-level passes when every datagram in it is a good line (the common case),
+        datagram by datagram otherwise. A call asks for no more datagrams than could keep
+        `max_bytes` (at `max_size` each), so a drain stops within one datagram of it, as
+        the recvfrom loop does."""
+        lines: dict[Source, list[bytes]] = {}
+        received = oversized = empty = cut = kept = read = 0
+        more = False
+        max_size = self.max_size
+        while read < max_datagrams:
+            ask = min(mm.vlen, max_datagrams - read, max(1, -(-(max_bytes - kept) // max_size)))
+            n = mm.recv(ask)
+            if not n:
+                break
+            read += n
+            sizes = mm.lengths(n)
+            keys = mm.keys(n)
+            short = mm.short(n, sizes) if min(sizes) else None
+            if short is not None and short[1].count(10) == n and max(sizes) <= max_size:
+                data = short[0]  # each without its newline
+                received += n
+                kept += sum(sizes) - n
+                if keys.count(keys[0]) == n:  # one source: the whole batch is its
+                    lines.setdefault(mm.source(keys[0]), []).extend(data)
+                else:
+                    _group(lines, mm, keys, data)
+            else:
+                good_keys: list[int] = []
+                good: list[bytes] = []
+                for i, (size, key) in enumerate(zip(sizes, keys, strict=True)):
+                    if size > max_size:
+                        oversized += 1
+                        continue
+                    if not size:
+                        empty += 1
+                        continue
+                    datum = mm.datagram(i, size)
+                    if datum[-1] == 10:  # b"\n"
+                        datum = datum[:-1]
+                        size -= 1
+                    else:
+                        cut += 1
+                    received += 1
+                    kept += size
+                    good_keys.append(key)
+                    good.append(datum)
+                _group(lines, mm, good_keys, good)
+            if kept >= max_bytes:
+                return lines, received, oversized, empty, cut, self._pending(sock)
+            if n < ask:  # the queue is empty now
+                break
+        else:
+            more = self._pending(sock)
+        return lines, received, oversized, empty, cut, more
 
     @staticmethod
     def _pending(sock: socket.socket) -> bool:
@@ -304,6 +407,7 @@ class Receiver:
         return int(_MEMINFO.unpack_from(info)[8])
 
     def close(self) -> None:
+        self._mmsg = None
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
