@@ -35,9 +35,11 @@ def test_a_pool_come_down_within_the_band_is_probed_to_the_models_count() -> Non
     assert cpu_trim(at, TunerState(plateau_up=6), S) is None
 
 
-def test_a_trim_never_goes_under_the_models_count_nor_a_lost_step() -> None:
+def test_a_trim_is_a_whole_probe_step_never_under_the_models_count_nor_a_lost_step() -> None:
     f = _measures(9)
     p = cpu_trim(f, TunerState(plateau_up=9), S)
     assert p is not None and p.desired == 6  # 9 - 3 (a quarter, rounded up), the model's 6
-    p = cpu_trim(f, TunerState(plateau_up=9, plateau_down=7), S)
-    assert p is not None and p.desired == 7  # 7 lost before: not under it
+    # under a probe step above the model's count, or above a step that lost: within the
+    # estimate's noise, not worth a reload (simulated: 9 -> 8 on 4 CPUs cost 2%)
+    assert cpu_trim(f, TunerState(plateau_up=9, plateau_down=7), S) is None
+    assert cpu_trim(_measures(7), TunerState(plateau_up=7), S) is None

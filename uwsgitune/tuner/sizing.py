@@ -158,10 +158,11 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
 def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     """Come down to this count by a step that was not worse (`plateau_up` is this count),
     saturated on CPUs the pool itself keeps busy, and within the band above the model's
-    count (`over_capacity` holds there): probe down by `probe_step` towards the model's
-    count, judged on throughput like any probe. A loss reverts it and stops the descent
-    there (`plateau_down`). One thread per worker only. A count a climb reached is the
-    band's to hold: trimming it chases the estimate's noise, a reload at a time.
+    count (`over_capacity` holds there) by a probe step or more: probe down by `probe_step`
+    towards the model's count, judged on throughput like any probe. A loss reverts it and
+    stops the descent there (`plateau_down`). One thread per worker only. A count a climb
+    reached is the band's to hold: trimming it chases the estimate's noise, a reload at a
+    time.
 
     The band holds a count anywhere up to half above an estimate that itself carries
     `cpu_workers_per_cpu` spare workers per CPU, so a first move landing at the top of an
@@ -177,9 +178,12 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if m.workers is None:
         return None
     least = max(s.min_workers, m.workers, st.plateau_down or 0)
-    if f.live <= least:
+    stride = max(1, math.ceil(f.live * s.probe_step))
+    if f.live - least < stride:
+        # less than a probe step over: within the estimate's noise, and not worth the
+        # reload a move down may take (the simulated 9 -> 8 on 4 CPUs cost 2% of throughput)
         return None
-    desired = max(least, f.live - max(1, math.ceil(f.live * s.probe_step)))
+    desired = f.live - stride
     why = (
         f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {m.cpus:.2g} CPUs; about "
         f"{m.concurrency:.1f} requests in service keep them busy: try {desired}, judged on "
