@@ -334,6 +334,12 @@ def _best(grid: list[dict[str, Any]]) -> tuple[int, int, float]:
     return best["processes"], near, best["rps"]
 
 
+def report_path(out: Path) -> Path:
+    """The page beside the raw file: bench/results/thirdparty.md for the default raw file,
+    else the raw file's name with `.md` (a scratch run never rewrites the results page)."""
+    return REPORT if out.resolve() == OUT.resolve() else out.with_suffix(".md")
+
+
 def report(raw: dict[str, Any]) -> str:
     """bench/results/thirdparty.md: the definitions (this script's docstring), then the runs."""
     doc = (__doc__ or "").split("\n    .venv/bin/python")[0].strip()
@@ -419,7 +425,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.report:
         raw0 = json.loads(args.out.read_text()) if args.out.exists() else {}
-        REPORT.write_text(report(raw0))
+        report_path(args.out).write_text(report(raw0))
         return
     why = missing()
     if why:
@@ -456,8 +462,9 @@ def main() -> None:
             if "grid" in parts or "profile" in parts:
                 entry["commit"] = raw["commit"]
             args.out.write_text(json.dumps(raw, indent=1))
-    REPORT.write_text(report(raw))
-    print(f"raw results in {args.out}, the report in {REPORT}")
+    page = report_path(args.out)
+    page.write_text(report(raw))
+    print(f"raw results in {args.out}, the report in {page}")
 
 
 if __name__ == "__main__":
