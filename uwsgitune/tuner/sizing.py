@@ -82,6 +82,11 @@ def cpu_hot(f: Measures, s: TunerSettings) -> bool:
     return f.cpu_sat is not None and f.cpu_sat >= s.cpu_saturated
 
 
+def stride(live: int, s: TunerSettings) -> int:
+    """A probe's step from `live` workers: `probe_step` of the pool, at least one."""
+    return max(1, math.ceil(live * s.probe_step))
+
+
 def _band(n: int, s: TunerSettings) -> int:
     return max(1, math.ceil(n * s.model_band))
 
@@ -178,12 +183,12 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if m.workers is None:
         return None
     least = max(s.min_workers, m.workers, st.plateau_down or 0)
-    stride = max(1, math.ceil(f.live * s.probe_step))
-    if f.live - least < stride:
+    step = stride(f.live, s)
+    if f.live - least < step:
         # less than a probe step over: within the estimate's noise, and not worth the
         # reload a move down may take (the simulated 9 -> 8 on 4 CPUs cost 2% of throughput)
         return None
-    desired = f.live - stride
+    desired = f.live - step
     why = (
         f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {m.cpus:.2g} CPUs; about "
         f"{m.concurrency:.1f} requests in service keep them busy: try {desired}, judged on "
@@ -206,7 +211,7 @@ def saturated_up(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | No
     head = f"saturated (queue {q}, busy {f.busy_ratio or 0:.0%})"
     if cap is not None and f.live >= cap:
         # At the model's count with the CPUs not saturated: the model may be wrong. Probe.
-        desired = f.live + max(1, math.ceil(f.live * s.probe_step))
+        desired = f.live + stride(f.live, s)
         why = f"{head} at the model's {cap} with CPU {f.cpu_sat or 0:.0%}: probe {desired}"
         return _capped(Proposal(desired, "probe-up", why, probe=True), st)
     # Each queued connection is a request no worker holds: a step may always take them all,

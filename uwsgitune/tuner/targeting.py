@@ -81,7 +81,6 @@ a `latency_unjudged` note saying why nothing was judged when nothing was.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -93,6 +92,7 @@ from uwsgitune.core.staffing import workers_holding
 from uwsgitune.core.units import ms
 from uwsgitune.tuner.decision import Evidence, Proposal, TunerState
 from uwsgitune.tuner.measures import Measures
+from uwsgitune.tuner.sizing import stride
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 GROW_CODES = frozenset({"littles-law-up"})  # spare workers a met target does not need
@@ -153,13 +153,14 @@ def reading_at_count(
     target: LatencyTarget,
     age: float,
     s: TunerSettings,
-) -> tuple[LatencyReading | None, str | None]:
-    """The worse of the view's windows at this count that may be judged; else why none."""
+) -> tuple[LatencyReading | None, str | None, LatencyReading | None]:
+    """The worse of the view's windows at this count that may be judged, else why none;
+    and the long window's reading when it lies at this count (`_unconfirmed` reads it)."""
     if view is None:
-        return None, "no request log (--latency)"
+        return None, "no request log (--latency)", None
     at_count = [w for w in (view.short, view.long) if w.seconds <= age]
     if not at_count:
-        return None, f"{MEASURING} ({age:.0f}s of {view.short.seconds}s)"
+        return None, f"{MEASURING} ({age:.0f}s of {view.short.seconds}s)", None
     readings = [
         read_latency(
             view,
@@ -170,10 +171,11 @@ def reading_at_count(
         )
         for w in at_count
     ]
+    longer = readings[-1] if at_count[-1] is view.long else None
     usable = [r for r in readings if r.problem is None and r.observed_ms is not None]
     if not usable:
-        return readings[0], readings[0].problem or "no request in the window"
-    return max(usable, key=lambda r: r.observed_ms or 0.0), None
+        return readings[0], readings[0].problem or "no request in the window", longer
+    return max(usable, key=lambda r: r.observed_ms or 0.0), None, longer
 
 
 def _demand(f: Measures) -> float:
@@ -217,7 +219,7 @@ def _backlog(f: Measures) -> bool:
 
 
 def _unconfirmed(
-    view: LatencyView, target: LatencyTarget, age: float, s: TunerSettings, r: LatencyReading
+    view: LatencyView, age: float, r: LatencyReading, longer: LatencyReading | None
 ) -> str | None:
     """Why a miss from queue wait is not yet a verdict on this count, or None when it is: a
     short window over the target by at most `EDGE` of it, where the minute at this count
@@ -227,32 +229,21 @@ def _unconfirmed(
     a minute, the load generator's p99 2% under it, read one 10 s window at the target, grew,
     and the latency floor kept 5 for the rest of the run.) A clear miss, a full backlog,
     or the minute's own miss is judged at once."""
-    observed = r.observed_ms
+    observed, target = r.observed_ms, r.target
     if r.cause != "queue" or observed is None or observed > (1 + EDGE) * target.ms:
         return None
     minute = view.long.seconds
     if r.window >= minute:
         return None
     edge = f"{_qualify(r)}: within {EDGE:.0%} of it"
-    if age < minute:
+    if age < minute or longer is None:
         return f"{edge}, judged over {minute}s at this count ({age:.0f}s of {minute}s)"
-    longer = read_latency(
-        view,
-        target,
-        view.long,
-        min_requests=s.latency_min_requests,
-        min_coverage=s.latency_min_coverage,
-    )
     if longer.problem is None and longer.missed:
         return None
     if longer.problem is not None or longer.observed_ms is None:
         return f"{edge}, and over {minute}s it cannot be judged ({longer.problem})"
     q = target.quantile
     return f"{edge}, and met over the last {minute}s ({q} {ms(longer.observed_ms)})"
-
-
-def _stride(live: int, s: TunerSettings) -> int:
-    return max(1, math.ceil(live * s.probe_step))
 
 
 def _qualify(r: LatencyReading) -> str:
@@ -274,7 +265,7 @@ def _queue_miss(
             "the network?): more workers cannot fix it"
         )
         return Proposal(f.live, "latency-wait-elsewhere", why) if p.desired <= f.live else p
-    want = f.live + _stride(f.live, s)
+    want = f.live + stride(f.live, s)
     if p.desired >= want:
         return p
     why = (
@@ -335,7 +326,7 @@ def _room(
         return p
     held = max(f.l_window or 0.0, f.l_recent or 0.0)
     floor = max(s.min_workers, workers_holding(held, f.latest.threads), st.latency_floor or 0)
-    desired = max(floor, f.live - _stride(f.live, s))
+    desired = max(floor, f.live - stride(f.live, s))
     if desired >= f.live:
         return p
     why = (
@@ -361,7 +352,7 @@ def constrain(
     target = s.latency_target
     assert target is not None, "constrain runs only with a target"
     age = count_age(frames, f.live, f.now, view.long.seconds if view is not None else 0.0)
-    r, problem = reading_at_count(view, target, age, s)
+    r, problem, longer = reading_at_count(view, target, age, s)
     ev: Evidence = dict(r.evidence()) if r is not None else {"latency_target": str(target)}
     if problem is not None:
         ev["latency_unjudged"] = problem
@@ -377,7 +368,7 @@ def constrain(
         return Constrained(p, st, ev, wait + (problem or ""))
     edge = None
     if r is not None and problem is None and view is not None:
-        edge = _unconfirmed(view, target, age, s, r)
+        edge = _unconfirmed(view, age, r, longer)
     if edge is not None and not (p.desired > f.live and f.backlog_full):
         # a miss at the edge of the target in 10 s alone: no growth (nor floor) on it yet,
         # and no shrink either; the minute at this count decides
