@@ -15,6 +15,8 @@ from uwsgitune.actuate.fifo import FifoError, MasterFifo
 from uwsgitune.actuate.lock import ApplyLock
 from uwsgitune.actuate.reload import (
     LONGEST,
+    STARTING,
+    WORKER_MERCY,
     Reloader,
     Statuses,
     can_pause,
@@ -139,6 +141,52 @@ def test_the_locks_mark_stays_only_while_the_pool_may_still_be_paused(
     assert fifo.sent[0] == "p"
     assert ("reload master" in lock.path.read_text()) is left
     lock.release()
+
+
+def _reloader(tmp_path: Path, fifo: Fifo, clock: Clock, read: Statuses) -> Reloader:
+    return Reloader(
+        fifo, tmp_path / "o.ini", None, _frame, sleep=clock.wait, mono=clock.now, statuses=read
+    )
+
+
+def test_no_pause_or_reload_while_a_worker_is_starting(tmp_path: Path) -> None:
+    """A worker not yet in its loop (`accepting` 0) would run the master's SIGHUP handler and
+    live on until the mercy: the `p` and the `r` wait until it has started."""
+    starting, idle = ["idle", STARTING, "idle"], ["idle"] * 3
+    calls, read = _reads(starting, starting, starting, idle, ["pause"] * 3)
+    fifo, clock = Fifo(), Clock()
+    reloader = _reloader(tmp_path, fifo, clock, read)
+    frame = replace(_frame(status="idle"), master_pid=os.getpid())
+    paused = reloader.reload(frame, config={})
+    assert fifo.sent == ["p", "r"] and paused is not None and paused.settled
+    assert calls[0] == 6  # 4 while it starts, 2 paused in a row
+    assert 0 < reloader.waited < 1 and "waited" in reloader.said and "vain" not in reloader.said
+
+
+def test_a_worker_that_never_starts_holds_the_reload_for_the_mercy_at_most(
+    tmp_path: Path,
+) -> None:
+    _, read = _reads(["idle", STARTING])
+    fifo, clock = Fifo(), Clock()
+    reloader = _reloader(tmp_path, fifo, clock, read)
+    reloader.reload(replace(_frame(threads=2), master_pid=os.getpid()), config={})
+    assert fifo.sent == ["r"]  # threads: no pause
+    assert WORKER_MERCY <= reloader.waited < WORKER_MERCY + 0.2 and "in vain" in reloader.said
+    clock2 = Clock()
+    fifo2 = Fifo()
+    quick = _reloader(tmp_path, fifo2, clock2, _reads(["idle", STARTING])[1])
+    quick.reload(
+        replace(_frame(threads=2), master_pid=os.getpid()), config={"worker-reload-mercy": "5"}
+    )
+    assert 5 <= quick.waited < 5.2 and fifo2.sent == ["r"]
+
+
+def test_a_started_pool_waits_for_nothing(tmp_path: Path) -> None:
+    calls, read = _reads(["idle"] * 3)
+    fifo, clock = Fifo(), Clock()
+    reloader = _reloader(tmp_path, fifo, clock, read)
+    reloader.reload(replace(_frame(threads=2), master_pid=os.getpid()), config={})
+    assert fifo.sent == ["r"] and reloader.waited == 0 and calls[0] == 1 and reloader.said == ""
 
 
 def _proc(tmp_path: Path, cmdline: list[str], env: list[str]) -> Path:

@@ -6,6 +6,8 @@ wherever `lazy` was set (the ini, the master's environment)."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,3 +83,57 @@ def test_doctor_fails_the_reload_check_wherever_lazy_is_set(
     assert wait_for(lambda: len(doc(in_env).live_workers) == 2)
     assert main(["doctor", in_env.stats, "--override", str(tmp_path / "c.ini")]) == 1
     assert f"FAIL reload: `UWSGI_LAZY` on master {doc(in_env).pid}" in capsys.readouterr().out
+
+
+SLOW_APP = """import time
+
+time.sleep({seconds})
+
+
+def application(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+"""
+
+
+def test_a_reload_waits_for_a_worker_still_loading_its_app(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+) -> None:
+    """Under lazy-apps a worker the master respawned loads the app before it sets its own
+    SIGHUP handler; an `r` then runs the master's handler in it, it lives on and the reload
+    waits for the mercy, then kills it (measured: 65 s, "NO MERCY"). The reload waits until
+    the worker reads `accepting`, and no worker is killed for want of mercy."""
+    app = tmp_path / "slow.py"
+    app.write_text(SLOW_APP.format(seconds=3))
+    override = tmp_path / "o.ini"
+    proc = uwsgi(
+        lazy_apps=True,
+        wsgi_file=str(app),
+        worker_reload_mercy=30,
+        threads=2,  # no pause before the `r` (a pause would wait for the worker too)
+        **manual(override, 4, 2),
+    )
+    assert wait_for(lambda: all(w.accepting for w in doc(proc).live_workers), 30)
+    victim = doc(proc).live_workers[0]
+    os.kill(victim.pid, signal.SIGKILL)  # a worker of the instance this test started
+
+    def loading() -> bool:
+        return any(
+            w.id == victim.id and w.pid not in (0, victim.pid) and not w.accepting
+            for w in doc(proc).workers
+        )
+
+    assert wait_for(loading, 10)
+    poll = poller(proc.stats)
+    reloader = Reloader(
+        MasterFifo(proc.fifo),
+        override,
+        proc.ini,
+        poll,
+        statuses=statuses_at(parse_address(proc.stats)),
+    )
+    out = reloader.apply(Override(4, 1, 3), poll(), Limits(4096), deadline=45)
+    assert out.ok, out.detail
+    log = proc.log.read_text()
+    assert "NO MERCY" not in log and "too much time to die" not in log, log[-2000:]
+    assert reloader.waited > 0 and "for a starting worker" in out.detail, out.detail

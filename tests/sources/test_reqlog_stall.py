@@ -94,6 +94,12 @@ def events_under_load(
         live = len(doc(proc).live_workers)
         proc.fifo_write("+")
         took["+"] = wait_doc(proc, lambda d: len(d.live_workers) == live + 1, "FIFO +")
+        # Before `r`, the new worker serves: one that has not yet set its own SIGHUP handler
+        # (core/uwsgi.c, `uwsgi_unix_signal(SIGHUP, gracefully_kill)`) runs the master's
+        # `grace_them_all` it inherited, lives on, and the reload waits for it until the
+        # reload mercy (60 s) ends (seen once in CI: a second "...gracefully killing
+        # workers..." in the log, and no "Gracefully killing worker 3").
+        wait_doc(proc, lambda d: all(w.requests > 0 for w in d.live_workers), "new worker serving")
         pids = {w.pid for w in doc(proc).live_workers}
         proc.fifo_write("r")
         took["r"] = wait_doc(

@@ -49,6 +49,21 @@ start paused (measured). None for an instance subscribed to a router: a pause un
 it, and the router would have no node for it meanwhile. None for a pool someone else
 paused (a worker reads `pause`).
 
+A worker starting: no `p` or `r` until it is in its loop
+--------------------------------------------------------
+A worker the master has just forked (a respawn, a FIFO `+`, the cheaper algorithm) runs the
+master's signal handlers until it sets its own (core/uwsgi.c `uwsgi_worker_run`), and under
+`lazy-apps` it loads the app first. A SIGHUP in that window runs the master's
+`grace_them_all` in the worker: it curses the others a second time and lives on, and the
+reload waits for it until the worker mercy ends and the master kills it (measured, lazy-apps,
+an app that loads in 4 s, `r` 1 s after a respawn: the reload took 65 s, "NO MERCY" in the
+log; seen in CI too, without lazy-apps, after a `+` under load). A `p` in that window runs
+the master's `suspend_resume_them_all` there. The stats read such a worker `accepting` 0
+(set at the respawn, set to 1 when it enters its loop), and the statuses here read it
+`starting`. So both wait until no live worker is starting (`Reloader.started`), for at most
+the worker mercy, since that is what an `r` sent meanwhile costs; the reload's deadline runs
+from the `r`. A stop ends that wait as it ends the others.
+
 The deadline: uWSGI's own mercy, then a margin
 ----------------------------------------------
 A graceful reload lets each old worker finish the request it is serving, for up to
@@ -116,6 +131,7 @@ STOP_GRACE_SECONDS = 10.0
 LONGEST = 3.0  # seconds to wait for every worker to pause; `r` goes anyway after
 INTERVAL = 0.05  # between stats reads while waiting (a read of 64 workers costs ~1 ms)
 UNDONE = "; the pause sent before it was undone"  # what `undo` says when it did
+STARTING = "starting"  # the status read for a live worker not yet in its loop (`accepting` 0)
 
 WORKER_MERCY = 60  # uWSGI's default worker-reload-mercy and mule-reload-mercy, seconds
 DAEMON_MERCY = 3  # what uWSGI waits for an attached daemon or the Emperor when reload-mercy is 0
@@ -231,13 +247,15 @@ def statuses_at(address: StatsAddress, timeout: float = 1.0) -> Statuses:
             doc = parse_stats(read_stats(address, timeout=timeout))
         except (StatsError, ValueError):
             return None
-        return [w.status for w in doc.live_workers]
+        return [w.status if w.accepting else STARTING for w in doc.live_workers]
 
     return read
 
 
 def live_statuses(frame: Frame) -> Sequence[str] | None:
-    return None if frame.kind == "error" else [w.status for w in frame.workers if w.live]
+    if frame.kind == "error":
+        return None
+    return [w.status if w.accepting else STARTING for w in frame.workers if w.live]
 
 
 def statuses_of(poll: Callable[[], Frame]) -> Statuses:
@@ -247,6 +265,11 @@ def statuses_of(poll: Callable[[], Frame]) -> Statuses:
 
 def all_paused(statuses: Sequence[str] | None) -> bool:
     return bool(statuses) and all(s == "pause" for s in statuses or ())
+
+
+def all_started(statuses: Sequence[str] | None) -> bool:
+    """Read, and no live worker starting (an unread pool is not known to be started)."""
+    return statuses is not None and STARTING not in statuses
 
 
 @dataclass(frozen=True)
@@ -412,6 +435,7 @@ class Reloader:
         self.lock = lock  # held: marks a pause under way, for a next holder (actuate/lock.py)
         self.statuses = statuses or statuses_of(poll)
         self.said = ""  # what the last reload's wait did beside waiting
+        self.waited = 0.0  # seconds the last reload waited for a starting worker (`started`)
         self.halt = halt
         self.path = Path(override_path)
         self.user_ini = user_ini
@@ -444,13 +468,29 @@ class Reloader:
         except FifoError as exc:
             restore(self.path)
             return ReloadOutcome(False, f"`r` not delivered ({exc}); override restored", 0, True)
-        frame = self._wait(ov, before, start + deadline, paused is not None)
+        # the deadline runs from the `r`: a wait for a starting worker came before it
+        frame = self._wait(ov, before, start + self.waited + deadline, paused is not None)
         took = self._mono() - start
         if frame is not None:
             what = f"reloaded in {took:.1f}s" + (" (an Emperor vassal)" if vassal else "")
             what += (f"; {paused.line()}" if paused else "") + self.said
             return ReloadOutcome(True, what, took, frame=frame)
         return self._roll_back(ov, before, took, deadline)
+
+    def started(self, config: Mapping[str, str] | None) -> float:
+        """Wait until no live worker is starting, for at most uWSGI's worker mercy (what a
+        reload sent meanwhile would cost). Returns the seconds waited."""
+        start = self._mono()
+        done = all_started(self.statuses())
+        if done:
+            return 0.0
+        until = start + mercy(config or {})
+        while not done and self._mono() < self._until(until):
+            self._nap(INTERVAL)
+            done = all_started(self.statuses())
+        waited = self._mono() - start
+        self.said += f"; waited {waited:.1f}s for a starting worker" + ("" if done else ", in vain")
+        return waited
 
     def reload(self, before: Frame, config: dict[str, str] | None = None) -> Quiesced | None:
         """`r`, the workers paused first where that protects them. Raises FifoError when
@@ -460,6 +500,7 @@ class Reloader:
         # a mark an earlier holder left for this master, not yet acted on: only an `r` ends it
         had = self.lock is not None and pid in self.lock.marks
         config = config if config is not None else self._config()
+        self.waited = self.started(config)
         try:
             if not pause_unsafe(config, pid):
                 if self.lock is not None:  # killed from here to the `r`: the pool stays paused

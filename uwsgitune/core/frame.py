@@ -53,6 +53,9 @@ class WorkerView(msgspec.Struct, frozen=True, gc=False):
     requests_in_flight: tuple[RequestView, ...] = ()
     cores_requests: tuple[int, ...] = ()
     static_requests: int = 0
+    # 0 from the master's respawn until the worker enters its loop (core/uwsgi.c
+    # `uwsgi_ignition`), after its own signal handlers and, under lazy-apps, the app's load
+    accepting: bool = True
 
     @property
     def live(self) -> bool:

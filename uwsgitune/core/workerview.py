@@ -138,4 +138,5 @@ def worker_view(
         in_flight,
         per_core,
         static,
+        bool(cur.accepting),
     )
