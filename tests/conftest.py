@@ -110,10 +110,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _turns.give()
 
 
-# First: pytest-xdist's own hook (in each test process) turns the mark into the group it
-# schedules by; run after it, the mark came too late and the group's tests went to both
-# processes, each then waiting for a test of the other's.
-@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Started as a background job of a shell without job control, this process inherits
     SIGINT ignored, and so would every process a test starts (an ignored signal stays
@@ -123,6 +119,11 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# First: pytest-xdist's own hook (in each test process) turns the mark into the group it
+# schedules by (a `@cpu` suffix on the test's id); run after it, the mark came too late and
+# the group's tests went to every process, each then waiting for a test of another's (the
+# suite took a minute longer; tests/test_conftest.py checks the suffix).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     root = Path(__file__).resolve().parent
     for item in items:

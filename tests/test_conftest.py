@@ -1,0 +1,26 @@
+"""The suite's own scheduling (tests/conftest.py): the CPU-sizing tests reach pytest-xdist as
+one group, so they run in one test process, back to back, and not in every process, each
+waiting for its turn while its process idles."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import _alone
+
+
+def test_the_cpu_group_reaches_xdist_before_it_schedules(request: pytest.FixtureRequest) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not request.config.getvalue("loadgroup"):
+        pytest.skip("checks pytest-xdist's loadgroup (the suite's default: -n 3 --dist loadgroup)")
+    impls = request.config.pluginmanager.hook.pytest_collection_modifyitems.get_hookimpls()
+    called = list(reversed(impls))  # pluggy calls the last registered (and tryfirst) first
+    names = [type(impl.plugin).__name__ + " " + impl.plugin_name for impl in called]
+    ours = [i for i, impl in enumerate(called) if impl.plugin_name.endswith("tests/conftest.py")]
+    xdist = [i for i, impl in enumerate(called) if type(impl.plugin).__name__ == "WorkerInteractor"]
+    assert ours and xdist and ours[0] < xdist[0], names
+    grouped = [item for item in request.session.items if _alone(item)]
+    assert all(item.nodeid.endswith("@cpu") for item in grouped), [
+        item.nodeid for item in grouped if not item.nodeid.endswith("@cpu")
+    ]
