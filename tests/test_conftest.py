@@ -8,8 +8,6 @@ import os
 
 import pytest
 
-from tests.conftest import _alone
-
 
 def test_the_cpu_group_reaches_xdist_before_it_schedules(request: pytest.FixtureRequest) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER") or not request.config.getvalue("loadgroup"):
@@ -20,7 +18,10 @@ def test_the_cpu_group_reaches_xdist_before_it_schedules(request: pytest.Fixture
     ours = [i for i, impl in enumerate(called) if impl.plugin_name.endswith("tests/conftest.py")]
     xdist = [i for i, impl in enumerate(called) if type(impl.plugin).__name__ == "WorkerInteractor"]
     assert ours and xdist and ours[0] < xdist[0], names
-    grouped = [item for item in request.session.items if _alone(item)]
-    assert all(item.nodeid.endswith("@cpu") for item in grouped), [
-        item.nodeid for item in grouped if not item.nodeid.endswith("@cpu")
-    ]
+    groups = {
+        item.nodeid: str(mark.args[0])
+        for item in request.session.items
+        if (mark := item.get_closest_marker("xdist_group")) is not None
+    }
+    late = [node for node, group in groups.items() if not node.endswith(f"@{group}")]
+    assert not late, late
