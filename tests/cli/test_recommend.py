@@ -39,7 +39,7 @@ def test_critical_exits_2_and_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_text_shows_reason_recommendation_evidence(capsys: pytest.CaptureFixture[str]) -> None:
     main(["recommend", "--replay", rec("oversubscribed_cpu")])
     out = capsys.readouterr().out
-    assert "WARN oversubscribed_cpu" in out and "do: processes 10 → 4 (reload): " in out
+    assert "WARN oversubscribed_cpu" in out and "do: processes 10 → 3 (reload): " in out
     assert "evidence (" in out
 
 

@@ -118,7 +118,7 @@ def test_oversubscribed_cpu_lowers_workers() -> None:
     )
     f = one(evaluate(series(30, **kw))[0], "oversubscribed_cpu")
     rec = f.recommendation
-    assert rec is not None and rec.direction == "lower" and rec.value == 4 and rec.apply == "reload"
+    assert rec is not None and rec.direction == "lower" and rec.value == 3 and rec.apply == "reload"
     assert f.value("stretch") == 16.0
 
 
@@ -189,7 +189,7 @@ def test_threads_under_the_gil() -> None:
     f = one(evaluate(frames)[0], "threads_gil")
     rec = f.recommendation
     assert rec is not None and rec.setting == "threads" and rec.value == 1
-    assert dict(rec.together)["processes"] == 8  # 3.7 CPUs x 2, at most 2 x 4 threads
+    assert dict(rec.together)["processes"] == 6  # 3.7 CPUs x 1.5, at most 2 x 4 threads
 
 
 def test_threads_quiet_when_cpu_is_saturated() -> None:

@@ -46,7 +46,7 @@ CASES: dict[str, tuple[Callable[[], list[Frame]], str, str, float, int]] = {
     "cpu_workers_per_cpu": (oversubscribed, "oversubscribed_cpu", "cpu_workers_per_cpu", 1, 2),
     "staffing_beta": (backlog_full, "listen_queue.capacity_short", "staffing_beta", 0.5, 9),
 }
-DEFAULT_COUNT = {"cpu_workers_per_cpu": 4, "staffing_beta": 13}
+DEFAULT_COUNT = {"cpu_workers_per_cpu": 3, "staffing_beta": 13}
 
 
 def counts(inst: InstanceConfig, frames: list[Frame], rule: str) -> tuple[int, int]:

@@ -39,10 +39,10 @@ def test_a_short_queue_steps_by_at_most_max_up_factor_after_measuring() -> None:
 
 def test_a_step_up_stops_near_what_the_cpus_can_serve() -> None:
     # 1 worker, CPU-bound: 1 request in service keeps 1 core busy, so 2 CPUs serve about 2
-    # (4 at cpu_workers_per_cpu 2), whatever the queue of 15 asks for.
+    # (3 at cpu_workers_per_cpu 1.5), whatever the queue of 15 asks for.
     plant = Plant(live=1, workers_max=16, cpu_ms=10, clients=16)
     _, first = changes(plant, 30)[0]
-    assert first.desired == 4 and "the CPUs keep about 4 busy" in first.reason
+    assert first.desired == 3 and "the CPUs keep about 3 busy" in first.reason
 
 
 def test_no_worker_added_while_cpu_saturated() -> None:
@@ -50,7 +50,7 @@ def test_no_worker_added_while_cpu_saturated() -> None:
     for _, frame, d in run(plant, S, 120):
         if d.action == "up":
             assert (frame.cpu_saturation or 0) < S.cpu_saturated
-    assert plant.live == 4  # up while the CPU had room: 2 per CPU
+    assert plant.live == 3  # up while the CPU had room: 1.5 per CPU
     plant = Plant(live=2, workers_max=16, cpu_ms=10, clients=16)
     frames = [plant.frame(float(t)) for t in range(5)]
     d = decide(frames, TunerState(), S, now=4.0)
@@ -60,7 +60,7 @@ def test_no_worker_added_while_cpu_saturated() -> None:
 def test_cpu_oversubscribed_pool_goes_to_the_model_count_in_one_reload() -> None:
     plant = Plant(live=16, workers_max=16, cpu_ms=10, clients=16)
     steps = changes(plant, 200)
-    assert [d.desired for _, d in steps] == [4]  # 2 CPUs x 2, in one move
+    assert [d.desired for _, d in steps] == [3]  # 2 CPUs x 1.5, in one move
     assert steps[0][1].via == "reload"  # every worker busy: `-` would stay pending
     assert steps[0][0] <= S.measure_frames + 1
 
@@ -69,7 +69,7 @@ def test_a_cpu_bound_pool_of_64_reaches_its_size_in_one_move_and_stays() -> None
     settings = TunerSettings(min_workers=2, max_workers=64)
     plant = Plant(live=64, workers_max=64, cpu_ms=3, clients=64)
     steps = changes(plant, 300, settings)
-    assert [(d.desired, d.via) for _, d in steps] == [(4, "reload")]
+    assert [(d.desired, d.via) for _, d in steps] == [(3, "reload")]
     assert "keep the CPUs busy" in steps[0][1].reason
 
 
@@ -226,7 +226,7 @@ def test_cpu_contention_is_not_read_as_demand() -> None:
     # a CPU; Little's law alone would keep 8 (it asks for 9).
     plant = Plant(live=8, workers_max=8, cpu_ms=10, clients=6)
     steps = changes(plant, 120, TunerSettings(max_workers=8))
-    assert steps[0][1].code == "cpu-oversubscribed" and plant.live == 4
+    assert steps[0][1].code == "cpu-oversubscribed" and plant.live == 3
 
 
 def test_what_probing_learned_is_forgotten_when_a_request_costs_more() -> None:
@@ -254,7 +254,7 @@ def test_an_uncertain_estimate_is_approached_at_the_top_of_its_range() -> None:
     plant = Plant(live=32, workers_max=64, cpu_ms=3, io_ms=1, clients=64, noise=0.0)
     frames = [plant.frame(float(t)) for t in range(6)]
     sure = over_capacity(gather(frames, settings, 5.0, -1.0), TunerState(), settings)
-    assert sure is not None and sure.desired == 6 and "uncertain" not in sure.reason
+    assert sure is not None and sure.desired == 4 and "uncertain" not in sure.reason
     # The polls disagree: the IO time swings between 0 and 9 ms from one poll to the next.
     swing = [
         replace(f, mean_rt_ms=f.mean_rt_ms + (8 if i % 2 else -1)) for i, f in enumerate(frames)
@@ -271,10 +271,10 @@ def test_an_uncertain_estimate_is_approached_at_the_top_of_its_range() -> None:
 
 def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> None:
     """Measured (2 processes x 4 threads, /cpu/3 at 64 clients, 2 CPUs): CPU 94% used, each
-    GIL held all the time, 55 queued; the model says 4 processes (the grid: 4 served 532
-    req/s, 2 served 482). "CPU saturated: adding cannot help" held it at 2. A process uses
-    one CPU at most, so the model's count is probed; a plateau there stops it, and a pool
-    of one-thread processes in the same state is still held."""
+    GIL held all the time, 55 queued; the model says 3 processes at 1.5 a CPU (the grid: 4
+    served 532 req/s, 2 served 482). "CPU saturated: adding cannot help" held it at 2. A
+    process uses one CPU at most, so the model's count is probed; a plateau there stops it,
+    and a pool of one-thread processes in the same state is still held."""
     from tests.support.instances import Instance, Load
     from uwsgitune.core.frame import SocketView
     from uwsgitune.tuner.measures import gather
@@ -301,10 +301,10 @@ def test_gil_bound_processes_below_the_model_count_are_grown_and_judged() -> Non
     settings = TunerSettings(max_workers=64)
     f = gather(frames, settings, 5.0, -1.0)
     assert f.saturated and f.model is not None and f.model.gil_busy == 1.0
-    assert f.model.workers == 4  # the CPUs it can get (1.68) x 2 processes, one GIL each
+    assert f.model.workers == 3  # the CPUs it can get (1.68) x 1.5 processes, one GIL each
     step = saturated_up(f, TunerState(), settings)
     assert step is not None and step.code == "gil-bound" and step.probe
-    assert step.desired == 4 and "GIL" in step.reason
+    assert step.desired == 3 and "GIL" in step.reason
     assert _bound(step, f, settings) == step  # not held back by the CPU-saturated bound
     # Tried and worse: the plateau holds it.
     held = saturated_up(f, TunerState(plateau_up=2), settings)

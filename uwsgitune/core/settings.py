@@ -39,7 +39,7 @@ class SharedSettings(BaseModel):
     cpu_saturated: float = num(0.85, 0.1, 1, "CPU saturation at or above which CPU is used up.")
     busy_full: float = num(0.9, 0.1, 1, "Busy ratio (Little's L / capacity) meaning all busy.")
     memory_headroom: float = num(0.8, 0.1, 1, "Share of available memory new workers may take.")
-    cpu_workers_per_cpu: float = num(2, 0.5, 8, "Requests in service per CPU when CPU-bound.")
+    cpu_workers_per_cpu: float = num(1.5, 0.5, 8, "Requests in service per CPU when CPU-bound.")
     staffing_beta: float = num(
         2.0, 0, 10, "Spare workers per square root of the requests in service (L + beta√L)."
     )
