@@ -39,6 +39,17 @@ def base_options(workdir: Path, **overrides: IniValue) -> dict[str, IniValue]:
     return opts
 
 
+def loading_app(path: Path, load: str) -> str:
+    """A WSGI app at `path` that runs `load` (Python source) when imported, as a heavy app
+    loads, and answers "ok"; its path, for `wsgi-file`."""
+    path.write_text(
+        f"{load}\n\n\ndef application(environ, start_response):\n"
+        '    start_response("200 OK", [("Content-Type", "text/plain")])\n'
+        '    return [b"ok"]\n'
+    )
+    return str(path)
+
+
 def http_port(proc: UwsgiProcess) -> int:
     return int(str(proc.options["http-socket"]).rsplit(":", 1)[1])
 

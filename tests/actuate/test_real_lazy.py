@@ -15,7 +15,7 @@ import pytest
 
 from tests.actuate.test_real_scale import QUICK, _load
 from tests.support.tuned import applying, doc, drive, live, manual, poller, service, wait_for
-from tests.uwsgi_harness import url
+from tests.uwsgi_harness import loading_app, url
 from uwsgitune.actuate.fifo import MasterFifo
 from uwsgitune.actuate.override import Override, SetupError
 from uwsgitune.actuate.reload import Limits, Reloader, statuses_at
@@ -85,17 +85,6 @@ def test_doctor_fails_the_reload_check_wherever_lazy_is_set(
     assert f"FAIL reload: `UWSGI_LAZY` on master {doc(in_env).pid}" in capsys.readouterr().out
 
 
-SLOW_APP = """import time
-
-time.sleep({seconds})
-
-
-def application(environ, start_response):
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"ok"]
-"""
-
-
 def test_a_reload_waits_for_a_worker_still_loading_its_app(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
@@ -103,12 +92,11 @@ def test_a_reload_waits_for_a_worker_still_loading_its_app(
     SIGHUP handler; an `r` then runs the master's handler in it, it lives on and the reload
     waits for the mercy, then kills it (measured: 65 s, "NO MERCY"). The reload waits until
     the worker reads `accepting`, and no worker is killed for want of mercy."""
-    app = tmp_path / "slow.py"
-    app.write_text(SLOW_APP.format(seconds=3))
+    app = loading_app(tmp_path / "slow.py", "import time\n\ntime.sleep(3)")
     override = tmp_path / "o.ini"
     proc = uwsgi(
         lazy_apps=True,
-        wsgi_file=str(app),
+        wsgi_file=app,
         worker_reload_mercy=30,
         threads=2,  # no pause before the `r` (a pause would wait for the worker too)
         **manual(override, 4, 2),

@@ -13,33 +13,27 @@ from pathlib import Path
 import pytest
 
 from tests.sources.test_live import Watch, wait_for
+from tests.uwsgi_harness import loading_app
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.sources.procfs import proc_sample
 
 pytestmark = pytest.mark.uwsgi
 
 BURN = 0.4  # CPU seconds each worker spends loading the app
-APP = f"""\
+LOAD = f"""\
 import time
 
 _end = time.process_time() + {BURN}
 while time.process_time() < _end:  # CPU, not wall time: the same on a busy machine
     pass
-
-
-def application(environ, start_response):
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"ok"]
 """
 
 
 def test_workers_spawned_between_polls_count_their_cpu(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
 ) -> None:
-    app = tmp_path / "burn.py"
-    app.write_text(APP)
     proc = uwsgi(
-        wsgi_file=str(app),
+        wsgi_file=loading_app(tmp_path / "burn.py", LOAD),
         lazy_apps=True,
         processes=4,
         cheaper=1,

@@ -249,7 +249,8 @@ def _warmed(regime: list[Frame], start: float) -> list[Frame]:
     read 15 req/s in their first polls after a reload, where 64 had served 22.6 and 2 serve
     22: the step 64 -> 16 was judged worse on them and reverted. Only within WARM_LIMIT of
     the change: workers an idle pool never hands a request do not hold it up."""
-    if not regime or math.isinf(start) or _warm(regime[0]):
+    # past the limit (a pool long since changed, every decision after): no worker is read
+    if not regime or regime[0].mono >= start + WARM_LIMIT or _warm(regime[0]):
         return regime
     cold = [i for i, f in enumerate(regime) if f.mono < start + WARM_LIMIT and not _warm(f)]
     return regime[cold[-1] + 2 :] if cold else regime
