@@ -35,8 +35,12 @@ The rules, in order (`RULES`):
    window's p99 is its ~10th slowest request at 100 requests/s: one count's readings
    wander about that much either side of its minute's from one window to the next.
 4. **A miss from queue wait** (service time alone under the target, the wait on top past
-   it): grow by `probe_step` of the pool (at least one), or as far as the throughput tuner
-   wanted (`latency-queue`); fewer workers than that missed it, so latency-driven shrinks
+   it): grow by `probe_step` of the pool (at least one: `latency-queue`), or as far as the
+   throughput tuner wanted when a backlog grows (`_backlog`: a socket's backlog full, or a
+   queue past twice the workers at every recent poll). Without one, its step (sized on a
+   queue) is not taken whole: the target bench's run 12 read one 10 s window at 4 workers
+   29% over the target, and `saturated` went 4 -> 12 on a queue of 8, then `load-fell`
+   12 -> 6. Fewer workers than the new count missed it, so latency-driven shrinks
    stop there (`TunerState.latency_floor`, for `reprobe_after`). The bounds still apply
    afterwards: no growth past the ceiling, the memory, or saturated CPUs. A stamped wait
    with the listen queue empty and most workers idle is not a wait for a worker (the
@@ -266,12 +270,17 @@ def _queue_miss(
         )
         return Proposal(f.live, "latency-wait-elsewhere", why) if p.desired <= f.live else p
     want = f.live + stride(f.live, s)
-    if p.desired >= want:
+    if p.desired == want or (p.desired > want and _backlog(f)):
         return p
     why = (
         f"{_qualify(r)}: service time {ms(r.service_ms)} is under it, the wait for a worker "
         f"({ms(r.queue_ms)}) is not: {want} workers"
     )
+    if p.desired > want:
+        # the throughput tuner's step is sized on a queue; without a backlog that grows, a
+        # miss from queue wait is a few requests too many for the pool: one stride, then
+        # the next window at that count judges again
+        why += f" ({p.code} wanted {p.desired}: no backlog growing)"
     return Proposal(want, "latency-queue", why)
 
 
