@@ -37,11 +37,15 @@ def test_a_pool_come_down_within_the_band_is_probed_to_the_models_count() -> Non
     assert cpu_trim(at, TunerState(plateau_up=6), S) is None
 
 
-def test_a_trim_is_a_whole_probe_step_never_under_the_models_count_nor_a_lost_step() -> None:
+def test_a_trim_is_a_probe_step_never_under_the_models_count_nor_a_lost_step() -> None:
     f = _measures(9)
     p = cpu_trim(f, TunerState(plateau_up=9), S)
     assert p is not None and p.desired == 6  # 9 - 3 (a quarter, rounded up), the model's 6
-    # under a probe step above the model's count, or above a step that lost: within the
-    # estimate's noise, not worth a reload (simulated: 9 -> 8 on 4 CPUs cost 2%)
-    assert cpu_trim(f, TunerState(plateau_up=9, plateau_down=7), S) is None
-    assert cpu_trim(_measures(7), TunerState(plateau_up=7), S) is None
+    # a step down from 7 lost (so 7 is the least): the trim stops at 7, never under it
+    p = cpu_trim(f, TunerState(plateau_up=9, plateau_down=7), S)
+    assert p is not None and p.desired == 7
+    assert cpu_trim(_measures(7), TunerState(plateau_up=7, plateau_down=7), S) is None
+    # under a probe step above the model's count: the rest of the way (the simulated cpu
+    # scenario held 7 on 4 CPUs, and 25 on 16, one over the live-worker bound)
+    p = cpu_trim(_measures(7), TunerState(plateau_up=7), S)
+    assert p is not None and (p.desired, p.code) == (6, "cpu-trim")

@@ -163,8 +163,8 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
 def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     """Come down to this count by a step that was not worse (`plateau_up` is this count),
     saturated on CPUs the pool itself keeps busy, and within the band above the model's
-    count (`over_capacity` holds there) by a probe step or more: probe down by `probe_step`
-    towards the model's count, judged on throughput like any probe. A loss reverts it and
+    count (`over_capacity` holds there): probe down by `probe_step`, or what is left of the
+    way, to the model's count, judged on throughput like any probe. A loss reverts it and
     stops the descent there (`plateau_down`). One thread per worker only. A count a climb
     reached is the band's to hold: trimming it chases the estimate's noise, a reload at a
     time.
@@ -183,12 +183,12 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     if m.workers is None:
         return None
     least = max(s.min_workers, m.workers, st.plateau_down or 0)
-    step = stride(f.live, s)
-    if f.live - least < step:
-        # less than a probe step over: within the estimate's noise, and not worth the
-        # reload a move down may take (the simulated 9 -> 8 on 4 CPUs cost 2% of throughput)
+    if f.live <= least:
         return None
-    desired = f.live - step
+    # a probe step, or what is left of the way to the model's count: a trim that stopped a
+    # step short held one worker over the live-worker bound at 4 and 16 CPUs (simulated:
+    # 7 where 6 is the bound, 25 where 24), and a loss reverts it like any probe
+    desired = max(least, f.live - stride(f.live, s))
     why = (
         f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {m.cpus:.2g} CPUs; about "
         f"{m.concurrency:.1f} requests in service keep them busy: try {desired}, judged on "
