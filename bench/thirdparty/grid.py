@@ -25,7 +25,12 @@ Definitions, fixed before the runs (also written at the top of bench/results/thi
   workers within 95% of it (the issue's live-worker target: ≤ max(1.5 × that, that + 2)).
 - The tuner (`tune`, django-cpu only): `uwsgitune tune --mode apply` from 64 live workers
   (`processes = 64`, `cheaper = 2`, `cheaper-initial = 64`, `cheaper-algo = manual`, the
-  override ini included last), the same load for TUNE_S seconds. Where it settles = the live
+  override ini included last), the same load for TUNE_S seconds. The tuner runs, and has
+  made its first poll (its first line out), before the load begins, as the daemon beside
+  uWSGI does; the clock starts with the load. (Changed 2026-11-27 after the run at 9e31e0f,
+  which started the tuner with the load: its start took 25 s of the 40 s to its first move,
+  its imports starved by 64 busy workers on 2 CPUs with the kernel's autogroups off.)
+  Where it settles = the live
   count over the last SETTLE_S seconds; its throughput there (requests finished in those
   seconds / SETTLE_S), against the grid's best mean and against a reference: the grid's best
   count, static, run (as a grid point) just before and just after the tuner.
@@ -263,6 +268,20 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
             stderr=subprocess.STDOUT,
             text=True,
         )
+        lines: list[str] = []
+        first = threading.Event()
+
+        def read() -> None:
+            assert tuner.stdout is not None
+            for ln in tuner.stdout:
+                lines.append(ln)
+                first.set()
+            first.set()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        if not first.wait(120.0) or tuner.poll() is not None:
+            raise RuntimeError(f"the tuner made no first poll: {''.join(lines)[-500:]}")
         t0 = time.monotonic()
         stop = threading.Event()
 
@@ -280,7 +299,9 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
             stop.set()
             th.join()
             tuner.send_signal(signal.SIGINT)  # our own child: stops as on Ctrl-C
-            log, _ = tuner.communicate(timeout=30)
+            tuner.wait(timeout=30)
+            reader.join(timeout=30)
+            log = "".join(lines)
     edge = r.started + TUNE_S - SETTLE_S
     tail = [x for x, end in zip(r.latencies, r.finished, strict=True) if end >= edge]
     settled = [n for t, n in live if t >= TUNE_S - SETTLE_S]
