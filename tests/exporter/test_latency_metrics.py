@@ -22,7 +22,7 @@ from tests.exporter.test_collector import OWN, URI, snapshot
 from tests.support.latency import log_line, lognormal_view, recorder_with, view_of
 from uwsgitune.core.latency import MAX_EXPORTED_ROUTES, OTHER
 from uwsgitune.core.latencyreport import LatencyView
-from uwsgitune.core.loghist import PROM_BOUNDS
+from uwsgitune.core.loghist import PROM_BOUNDS, QUEUE_BOUNDS
 from uwsgitune.exporter.exposition import PollExposition, chunks, render
 from uwsgitune.exporter.metrics import (
     ExportOptions,
@@ -83,15 +83,15 @@ def test_the_histograms_are_valid_and_count_every_request_the_recorder_counted()
     text = exposition(with_latency(view))
     samples = parse(text)
     assert types(text)[f"{DURATION}_bucket"] == "histogram"
-    for name, hist, window in (
-        (DURATION, view.export.duration, view.long.service),
-        (QUEUE, view.export.queue, view.long.queue),
+    for name, hist, window, bounds in (
+        (DURATION, view.export.duration, view.long.service, PROM_BOUNDS),
+        (QUEUE, view.export.queue, view.long.queue, QUEUE_BOUNDS),
     ):
         ((key, (bs, count, total)),) = histogram_series(samples, name).items()
         assert dict(key) == {"stats_uri": URI}  # labelled as every other per-instance series
         assert_valid_histogram(bs, count, total)
-        assert [b for b, _ in bs[:-1]] == list(PROM_BOUNDS)  # 1 ms .. 30 s, log-spaced
-        assert PROM_BOUNDS[0] == 0.001 and PROM_BOUNDS[-1] == 30.0
+        assert [b for b, _ in bs[:-1]] == list(bounds)  # log-spaced, 1 ms (10 µs) .. 30 s
+        assert PROM_BOUNDS[0] == 0.001 and PROM_BOUNDS[-1] == 30.0 == QUEUE_BOUNDS[-1]
         assert count == 6000 == hist.count
         assert [n for _, n in bs] == list(hist.cumulative)
         assert window is not None

@@ -30,7 +30,8 @@ merge of the window's slices: do it once per poll, not per request.
 **Prometheus.** A slice is folded into cumulative totals when a later second begins;
 `export()` returns those totals plus the open slice: `uwsgi_request_duration_seconds` and
 `uwsgi_request_queue_seconds` as cumulative `le` buckets (`loghist.PROM_BOUNDS`: 1 ms to 30
-s, log-spaced), their sums and counts, requests by status class, and per route (first
+s, log-spaced; the queue's `QUEUE_BOUNDS` from 10 µs), their sums and counts, requests by
+status class, and per route (first
 `MAX_EXPORTED_ROUTES` routes seen, the rest under `OTHER`, so a counter never moves between
 series). Every value only grows.
 
@@ -442,7 +443,7 @@ class LatencyRecorder:
         self._open = _Slice(-1)
         self._closed: deque[_KeptSlice] = deque(maxlen=SLICES)
         self._sum_service = _Cum()
-        self._sum_queue = _Cum()
+        self._sum_queue = _Cum(loghist.QUEUE_BOUNDS)
         self._sum_status = [0] * len(STATUS_CLASSES)
         self._sum_routes: dict[str, _Cum] = {}
         self._route_of: dict[bytes, str] = {}
@@ -857,27 +858,28 @@ class _Cum:
     +Inf) and the sum (µs). Cumulative counts add up, so a second is folded in as its own
     cumulative counts: the fine histograms of the totals are never kept."""
 
-    __slots__ = ("cum", "total")
+    __slots__ = ("bounds", "cum", "total")
 
-    def __init__(self) -> None:
-        self.cum = [0] * (len(loghist.PROM_BOUNDS) + 1)
+    def __init__(self, bounds: tuple[float, ...] = loghist.PROM_BOUNDS) -> None:
+        self.bounds = bounds
+        self.cum = [0] * (len(bounds) + 1)
         self.total = 0
 
     def copy(self) -> _Cum:
-        out = _Cum()
+        out = _Cum(self.bounds)
         out.cum = self.cum.copy()
         out.total = self.total
         return out
 
     def absorb(self, part: _PartView) -> _Cum:
         if len(part.hist):
-            self.cum = list(map(add, self.cum, loghist.cumulative(part.hist)))
+            self.cum = list(map(add, self.cum, loghist.cumulative(part.hist, self.bounds)))
             self.total += part.total
         return self
 
     def prom(self) -> PromHistogram:
         cum = self.cum
-        return PromHistogram(loghist.PROM_BOUNDS, tuple(cum), cum[-1], self.total / 1e6)
+        return PromHistogram(self.bounds, tuple(cum), cum[-1], self.total / 1e6)
 
 
 class _Routes:

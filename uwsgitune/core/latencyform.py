@@ -29,7 +29,7 @@ from uwsgitune.core.latencyreport import (
     RouteLatency,
     StampReport,
 )
-from uwsgitune.core.loghist import PROM_BOUNDS
+from uwsgitune.core.loghist import PROM_BOUNDS, QUEUE_BOUNDS
 
 DECIMALS = 4
 
@@ -80,7 +80,8 @@ def _window(data: Mapping[str, Any]) -> LatencyWindow:
 def empty_export() -> LatencyExport:
     """A Prometheus export with nothing counted (a replayed view carries none)."""
     empty = PromHistogram(PROM_BOUNDS, (0,) * (len(PROM_BOUNDS) + 1), 0, 0.0)
-    return LatencyExport(duration=empty, queue=empty, status={}, routes={})
+    queue = PromHistogram(QUEUE_BOUNDS, (0,) * (len(QUEUE_BOUNDS) + 1), 0, 0.0)
+    return LatencyExport(duration=empty, queue=queue, status={}, routes={})
 
 
 def view_from_summary(data: Mapping[str, Any]) -> LatencyView:
