@@ -31,9 +31,8 @@ merge of the window's slices: do it once per poll, not per request.
 `export()` returns those totals plus the open slice: `uwsgi_request_duration_seconds` and
 `uwsgi_request_queue_seconds` as cumulative `le` buckets (`loghist.PROM_BOUNDS`: 1 ms to 30
 s, log-spaced; the queue's `QUEUE_BOUNDS` from 10 µs), their sums and counts, requests by
-status class, and per route (first
-`MAX_EXPORTED_ROUTES` routes seen, the rest under `OTHER`, so a counter never moves between
-series). Every value only grows.
+status class, and per route (first `MAX_EXPORTED_ROUTES` routes seen, the rest under `OTHER`,
+so a counter never moves between series). Every value only grows.
 
 **Coverage.** `recorded` counts the requests recorded; `coverage(lines, requests)` is the
 share of the requests uWSGI's stats counted (a delta) that arrived as lines (the delta of
