@@ -61,10 +61,10 @@ logger got during the round (the counts are checked equal: `same requests`).
    matched by its stamp: wrk's real latency of it (answer read − stamp) = queue wait +
    service time + the gap from uWSGI's end of the request (`tmicros + micros`) until wrk read
    the answer. Reported per round: the p99 of wrk's real samples, the exact p99(queue +
-   service) and the shown one (3c) against it, and the gap's p50, p99 and max. (wrk's printed percentiles are not
-   its samples alone: wrk 4.1 calls `stats_correct(latency, runtime / (requests /
-   connections))` before `done()` (src/wrk.c), a coordinated-omission correction that adds
-   synthetic samples for each latency over twice that interval.)
+   service) and the shown one (3c) against it, and the gap's p50, p99 and max. (wrk's
+   printed percentiles are not its samples alone: wrk 4.1 calls `stats_correct(latency,
+   runtime / (requests / connections))` before `done()` (src/wrk.c), a coordinated-omission
+   correction that adds synthetic samples for each latency over twice that interval.)
 
 Writes bench/results/latency_accuracy.md (with the commit).
 """
