@@ -19,3 +19,22 @@ def test_a_cpu_bound_pool_of_long_requests_goes_to_the_cpus_count() -> None:
     # 100 ms CPU and 50 ms blocked a request: 3 requests in service keep 2 CPUs busy, 5
     # with `cpu_workers_per_cpu` (1.5); the top of the estimate's range at most a step above
     assert 5 <= d.desired <= 7, d.line()
+
+
+def test_cpus_used_with_no_request_served_nor_in_service_are_no_reason_to_shrink() -> None:
+    """64 Django workers just forked held 2 CPUs for 15 s before any request came (the
+    third-party bench, the tuner started before the load), and the tuner halved them by a
+    reload on it: the CPU was not the requests', and the worker count no lever on it. A
+    request in service (a long one, none finished yet) is."""
+    from tests.support.frames import series
+
+    s = TunerSettings(min_workers=2, max_workers=64)
+    box = {"live": 64, "workers_max": 64, "instance_cpu_cores": 2.0, "host_cpu_pct": 100}
+    box |= {"cpu_count": 2, "effective_cpus": 2.0}
+    idle = series(12, rps=0, busy_ratio=0.0, **box)
+    d = decide(idle, TunerState(), s, now=idle[-1].mono)
+    assert d.action == "hold" and d.code != "cpu-oversubscribed", d.line()
+    for load in ({"rps": 0, "busy_ratio": 1.0}, {"rps": 20, "busy_ratio": 1.0}):
+        busy = series(12, **load, **box)
+        d = decide(busy, TunerState(), s, now=busy[-1].mono)
+        assert (d.action, d.code) == ("down", "cpu-oversubscribed"), (load, d.line())

@@ -116,8 +116,11 @@ def memory_over(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | Non
 
 def _cpu_bound(f: Measures, s: TunerSettings) -> bool:
     # The instance itself must be using the CPUs: a host kept busy by others does not make
-    # an IO-bound pool oversubscribed.
-    return cpu_hot(f, s) and bool(f.cpus) and (f.cpu_used or 0) >= 0.5 * (f.cpus or 0)
+    # an IO-bound pool oversubscribed. And its requests must: with none served and no worker
+    # busy, the CPU is the workers' own (64 Django workers just forked held 2 CPUs for 15 s
+    # with no request in sight, and were halved by a reload), and their count is no lever.
+    serving = (f.x or 0.0) > 0 or (f.busy_ratio or 0.0) > 0
+    return serving and cpu_hot(f, s) and bool(f.cpus) and (f.cpu_used or 0) >= 0.5 * (f.cpus or 0)
 
 
 def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
