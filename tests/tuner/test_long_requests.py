@@ -34,7 +34,35 @@ def test_cpus_used_with_no_request_served_nor_in_service_are_no_reason_to_shrink
     idle = series(12, rps=0, busy_ratio=0.0, **box)
     d = decide(idle, TunerState(), s, now=idle[-1].mono)
     assert d.action == "hold" and d.code != "cpu-oversubscribed", d.line()
+    # long requests, none finished: after ESTIMATE_WAIT (no estimate can come)
     for load in ({"rps": 0, "busy_ratio": 1.0}, {"rps": 20, "busy_ratio": 1.0}):
-        busy = series(12, **load, **box)
+        busy = series(25, **load, **box)
         d = decide(busy, TunerState(), s, now=busy[-1].mono)
         assert (d.action, d.code) == ("down", "cpu-oversubscribed"), (load, d.line())
+
+
+def test_the_first_requests_on_busy_cpus_wait_for_the_estimate_not_a_halving() -> None:
+    """The same Django pool, the load begun: its first 2 requests (0.2 req/s) on CPUs the
+    workers held, no estimate yet (it needs `MIN_REQUESTS`), and the tuner halved 64 -> 32
+    by a reload, then needed two more to reach 6 and 4 where one estimate gives the count.
+    With the CPU per worker read, it waits for the estimate; without it (no host data) no
+    estimate will come and the halving stays."""
+    from tests.support.frames import series
+    from uwsgitune.core.staffing import MIN_REQUESTS
+
+    s = TunerSettings(min_workers=2, max_workers=64)
+    box = {"live": 64, "workers_max": 64, "host_cpu_pct": 100, "cpu_count": 2}
+    box |= {"effective_cpus": 2.0, "busy_ratio": 0.05}
+    first = series(4, rps=0.5, instance_cpu_cores=2.0, **box)  # 2 requests at this count
+    d = decide(first, TunerState(), s, now=first[-1].mono)
+    assert (d.action, d.code) == ("hold", "cpu-estimating"), d.line()
+    assert f"the model needs {MIN_REQUESTS}" in d.reason
+    blind = series(4, rps=0.5, instance_cpu_cores=None, **box)
+    d = decide(blind, TunerState(), s, now=blind[-1].mono)
+    assert d.code != "cpu-estimating", d.line()
+    # requests too long to finish: the wait ends ESTIMATE_WAIT after the first was seen
+    long = series(25, rps=0, instance_cpu_cores=2.0, **box)
+    d = decide(long, TunerState(), s, now=long[-1].mono)
+    assert (d.action, d.code) == ("down", "cpu-oversubscribed"), d.line()
+    d = decide(long[:15], TunerState(), s, now=long[14].mono)
+    assert (d.action, d.code) == ("hold", "cpu-estimating"), d.line()
