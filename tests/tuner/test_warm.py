@@ -52,18 +52,3 @@ def test_no_change_no_warm_up() -> None:
     frames = [_cold(f) for f in _frames(cold_until=0.0)]
     f = gather(frames[:20], S, 19.0, float("-inf"))
     assert len(f.regime) == 20  # every poll (the plant rates its first): a pool as found
-
-
-def test_an_instance_just_loaded_warms_up_as_after_a_change() -> None:
-    """A deploy (or the tuner started beside an instance just loaded): its workers are as
-    cold as after the tuner's own change. The tuner that started beside a Django instance
-    estimated on the first 30 requests of 64 cold workers (1.2 s of "IO" a request) and went
-    64 -> 36 where the same pool warm gave 64 -> 6."""
-    frames = _frames(cold_until=START + 4)
-    loaded = frames[10].t  # the instance loaded at the poll at START
-    frames = [replace(f, loaded_at=loaded) for f in frames[10:25]]  # its first poll at START
-    f = gather(frames, S, 24.0, float("-inf"))
-    assert f.regime[0].mono == START + 5  # as after a change settled at START
-    # loaded long before: a pool as found, every poll counts
-    old = [replace(fr, loaded_at=loaded - 1000) for fr in frames]
-    assert gather(old, S, 24.0, float("-inf")).regime[0].mono == START

@@ -248,15 +248,7 @@ def _warmed(regime: list[Frame], start: float) -> list[Frame]:
     read every live worker past its first WARM_REQUESTS). Measured: 16 new Django workers
     read 15 req/s in their first polls after a reload, where 64 had served 22.6 and 2 serve
     22: the step 64 -> 16 was judged worse on them and reverted. Only within WARM_LIMIT of
-    the change: workers an idle pool never hands a request do not hold it up. A (re)load of
-    the instance starts its workers cold too, the tuner's or not (a deploy): the limit runs
-    from the later of the two. (The tuner started beside a Django instance just loaded
-    estimated on the first 30 requests of 64 cold workers, read 1.2 s of IO a request, and
-    went 64 -> 36, where the same pool warm gave 64 -> 6.)"""
-    if regime:
-        latest = regime[-1]
-        if latest.loaded_at is not None:
-            start = max(start, latest.mono - (latest.t - latest.loaded_at))
+    the change: workers an idle pool never hands a request do not hold it up."""
     # past the limit (a pool long since changed, every decision after): no worker is read
     if not regime or regime[0].mono >= start + WARM_LIMIT or _warm(regime[0]):
         return regime
