@@ -44,10 +44,11 @@ logger got during the round (the counts are checked equal: `same requests`).
 2. `histogram_quantile` (Prometheus's algorithm, bench/latency_rig.py, cross-checked
    against `promtool test rules` once when promtool is installed) over the exported
    `uwsgi_request_duration_seconds` and `uwsgi_request_queue_seconds` buckets, q = 0.5,
-   0.95, 0.99, against the same exact percentiles: **within 10%**. The exported bounds
+   0.95, 0.99, against the same exact percentiles: **within 10%**. The duration's bounds
    start at 1 ms (the issue's 1 ms to 30 s): values below it share the bucket [0, 1 ms],
-   where `histogram_quantile` interpolates linearly, so a sub-millisecond queue wait can
-   read off by up to 1 ms whatever its size. Such rows are judged by the same 10% rule.
+   where `histogram_quantile` interpolates linearly. The queue's start at 10 µs (since
+   b79b5d6; before, a sub-millisecond queue wait read off by up to 1 ms). Every row is
+   judged by the same 10% rule.
 3. wrk's p99 (its own latency, exact to the µs) against p99 of queue wait + service time:
    (a) p99(queue) + p99(service) of the 10 s window, the two spreads added; (b) the exact
    p99 of the per-request sum, from the logged lines; (c) as uwsgitune shows it, the p99 of

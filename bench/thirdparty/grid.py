@@ -262,7 +262,7 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
                 "--audit",
                 str(audit),
                 "--duration",
-                str(TUNE_S + 10),
+                str(TUNE_S + 130),  # its first poll may take up to 120 s under load
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -278,28 +278,34 @@ def tune(db: Database, path: str, top: int = 64) -> dict[str, Any]:
                 first.set()
             first.set()
 
-        reader = threading.Thread(target=read)
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        if not first.wait(120.0) or tuner.poll() is not None:
-            raise RuntimeError(f"the tuner made no first poll: {''.join(lines)[-500:]}")
-        t0 = time.monotonic()
         stop = threading.Event()
-
-        def watch() -> None:
-            while not stop.wait(1.0):
-                n = _live(proc)
-                if n is not None:
-                    live.append((round(time.monotonic() - t0, 1), n))
-
-        th = threading.Thread(target=watch)
-        th.start()
+        th = None
         try:
+            if not first.wait(120.0) or not lines:
+                raise RuntimeError(f"the tuner made no first poll: {''.join(lines)[-500:]}")
+            t0 = time.monotonic()
+
+            def watch() -> None:
+                while not stop.wait(1.0):
+                    n = _live(proc)
+                    if n is not None:
+                        live.append((round(time.monotonic() - t0, 1), n))
+
+            th = threading.Thread(target=watch)
+            th.start()
             r = _load(url(proc, path), db, CLIENTS, TUNE_S, max_requests=1_000_000)
         finally:
             stop.set()
-            th.join()
+            if th is not None:
+                th.join()
             tuner.send_signal(signal.SIGINT)  # our own child: stops as on Ctrl-C
-            tuner.wait(timeout=30)
+            try:
+                tuner.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                tuner.kill()
+                tuner.wait()
             reader.join(timeout=30)
             log = "".join(lines)
     edge = r.started + TUNE_S - SETTLE_S

@@ -43,26 +43,51 @@ def test_cpus_used_with_no_request_served_nor_in_service_are_no_reason_to_shrink
 
 def test_the_first_requests_on_busy_cpus_wait_for_the_estimate_not_a_halving() -> None:
     """The same Django pool, the load begun: its first 2 requests (0.2 req/s) on CPUs the
-    workers held, no estimate yet (it needs `MIN_REQUESTS`), and the tuner halved 64 -> 32
-    by a reload, then needed two more to reach 6 and 4 where one estimate gives the count.
-    With the CPU per worker read, it waits for the estimate; without it (no host data) no
-    estimate will come and the halving stays."""
+    workers held, no estimate yet (it needs `MIN_REQUESTS` in the polls it reads), and the
+    tuner halved 64 -> 32 by a reload, then needed two more to reach 6 and 4 where one
+    estimate gives the count. Where the estimate can come (the CPU per worker read, and the
+    wait for a CPU on a contended host), it waits for it, and moves on it once the polls
+    hold enough requests; where it cannot (no host data), the halving stays."""
+    from dataclasses import replace
+
     from tests.support.frames import series
     from uwsgitune.core.staffing import MIN_REQUESTS
 
     s = TunerSettings(min_workers=2, max_workers=64)
     box = {"live": 64, "workers_max": 64, "host_cpu_pct": 100, "cpu_count": 2}
-    box |= {"effective_cpus": 2.0, "busy_ratio": 0.05}
-    first = series(4, rps=0.5, instance_cpu_cores=2.0, **box)  # 2 requests at this count
+    box |= {"effective_cpus": 2.0, "instance_cpu_cores": 2.0}
+
+    def polls(n: int, start: int = 0, **load: float) -> list:  # type: ignore[type-arg]
+        # 64 busy workers on 2 CPUs: each request waits for a CPU most of its time
+        return [replace(f, runq_cores=62.0) for f in series(n, start, **load, **box)]
+
+    first = polls(4, rps=0.5, busy_ratio=0.05)  # 2 requests at this count
     d = decide(first, TunerState(), s, now=first[-1].mono)
     assert (d.action, d.code) == ("hold", "cpu-estimating"), d.line()
-    assert f"the model needs {MIN_REQUESTS}" in d.reason
-    blind = series(4, rps=0.5, instance_cpu_cores=None, **box)
+    assert f"it needs {MIN_REQUESTS}" in d.reason
+    # the load comes: the polls the model reads hold enough, the move goes on its estimate
+    loaded = first + polls(6, 4, rps=20.0, busy_ratio=1.0)
+    d = decide(loaded, TunerState(), s, now=loaded[-1].mono)
+    assert (d.action, d.code) == ("down", "cpu-oversubscribed"), d.line()
+    assert "keep the CPUs busy" in d.reason and d.desired <= 4, d.line()  # not a halving
+    # no CPU per worker: no estimate will come
+    blind = [replace(f, instance_cpu_cores=None) for f in first]
     d = decide(blind, TunerState(), s, now=blind[-1].mono)
     assert d.code != "cpu-estimating", d.line()
+    # a contended host whose wait for a CPU is not read: the model would count it as IO
+    # and declines (`staffing.estimable`), so no estimate will come either
+    unread = [replace(f, runq_cores=None) for f in first]
+    d = decide(unread, TunerState(), s, now=unread[-1].mono)
+    assert d.code != "cpu-estimating", d.line()
     # requests too long to finish: the wait ends ESTIMATE_WAIT after the first was seen
-    long = series(25, rps=0, instance_cpu_cores=2.0, **box)
+    long = polls(25, rps=0, busy_ratio=0.05)
     d = decide(long, TunerState(), s, now=long[-1].mono)
     assert (d.action, d.code) == ("down", "cpu-oversubscribed"), d.line()
     d = decide(long[:15], TunerState(), s, now=long[14].mono)
     assert (d.action, d.code) == ("hold", "cpu-estimating"), d.line()
+    # a count already at the plain CPU count (3 on 2 CPUs): no move would follow, no wait
+    few = [
+        replace(f, runq_cores=1.0)
+        for f in series(4, rps=0.5, busy_ratio=0.5, **(box | {"live": 3}))
+    ]
+    assert decide(few, TunerState(), s, now=few[-1].mono).code != "cpu-estimating"

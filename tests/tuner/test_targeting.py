@@ -416,3 +416,22 @@ def test_a_clear_miss_from_queue_wait_grows_by_a_stride_unless_a_backlog_grows()
     assert wide.action == "up" and wide.desired > 5, wide.line()
     d = decide(grown, TunerState(), TARGET, now=74.0, latency=clear)
     assert (d.action, d.desired) == ("up", wide.desired), d.line()
+
+
+def test_a_queue_miss_cut_to_a_stride_keeps_the_steps_flags() -> None:
+    """The stride keeps what the throughput tuner's step carried: a GIL-bound step's leave
+    to pass hot CPUs (`past_hot_cpu`), a probe's judging; a fresh proposal had dropped them,
+    and the CPU bound then held a GIL-bound pool (found in review)."""
+    from uwsgitune.tuner.decision import Proposal
+    from uwsgitune.tuner.measures import gather
+    from uwsgitune.tuner.targeting import _queue_miss, reading_at_count
+
+    frames = series(70, **BUSY)
+    f = gather(frames, TARGET, frames[-1].mono, float("-inf"))
+    assert TARGET.latency_target is not None
+    r, problem, _ = reading_at_count(_minute(wait_ms=400), TARGET.latency_target, 70.0, TARGET)
+    assert r is not None and problem is None and r.cause == "queue"
+    gil = Proposal(8, "gil-bound", "threads wait for the GIL", probe=True, past_hot_cpu=True)
+    out = _queue_miss(gil, f, TunerState(), TARGET, r)
+    assert out is not None and (out.desired, out.code) == (5, "latency-queue")
+    assert out.past_hot_cpu and out.probe and "gil-bound wanted 8" in out.reason

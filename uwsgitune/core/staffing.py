@@ -200,6 +200,15 @@ def _spread(frames: Sequence[Frame], cpus: float) -> float:
     return pstdev(per) / fmean(per) / math.sqrt(len(per))
 
 
+def estimable(frames: Sequence[Frame], saturated: float = CONTENDED) -> bool:
+    """Whether `estimate` can answer on these frames once they hold `MIN_REQUESTS`: the
+    instance's CPU is read, the CPUs it can get are known, and where the host is contended
+    the wait for a CPU is read too (else it would be counted as IO)."""
+    if not frames or frames[-1].instance_cpu_cores is None or available_cpus(frames[-1]) is None:
+        return False
+    return frames[-1].runq_cores is not None or not _contended(frames, saturated)
+
+
 def estimate(
     frames: Sequence[Frame], per_cpu: float, saturated: float = CONTENDED
 ) -> Estimate | None:

@@ -40,7 +40,8 @@ What is exported, in the order `add_snapshot` adds it:
   `uwsgi_request_duration_seconds` (service time) and, once the proxy stamps requests,
   `uwsgi_request_queue_seconds`, histograms with log-spaced `le` bounds from 1 ms to 30 s
   (`loghist.PROM_BOUNDS`: ten a decade, so `histogram_quantile` interpolates within a few
-  percent); `uwsgi_request_status_total{class}`; per route, only with `latency_routes`
+  percent; the queue's `loghist.QUEUE_BOUNDS` from 10 µs);
+  `uwsgi_request_status_total{class}`; per route, only with `latency_routes`
   (`uwsgi_request_route_duration_seconds{route}`: 47 buckets a route, so at most
   `MAX_EXPORTED_ROUTES` routes, then `other`, about 2,500 series). They are uwsgi_* names
   (`REQUEST_LOG_PREFIX`) as the issue names them and `histogram_quantile` users look for

@@ -49,11 +49,14 @@ like any probe; when the polls disagree on the estimate by more than `uncertain`
 the top of the estimate's range instead (estimate x (1 + spread), never slower than a
 halving), judged there. On a pool far too large the estimate errs high, so the top of its
 range is safe, and the next estimate, made with fewer idle workers, is closer. Without an
-estimate (no requests, no host data), the old rule stands: halve towards
-`cpu_workers_per_cpu` per CPU. Come down to a count within the band above the estimate made
-there (a step down that was not worse leaves `plateau_up` at it), the pool is probed down
-to the estimate (`cpu_trim`), judged on throughput: the band otherwise holds the top of an
-uncertain range for good (64 -> 13 -> 7 on a CPU-bound Django page, estimate 5 at 7).
+estimate, the old rule stands: halve towards `cpu_workers_per_cpu` per CPU; but while
+requests have just begun at the count and the estimate can come with the next polls, it
+waits for it (`cpu-estimating`, at most `ESTIMATE_WAIT`), and CPUs used while no request
+is served or in service (workers just forked) move nothing (`_cpu_bound`). Come down to a
+count within the band above the estimate made there (a step down that was not worse leaves
+`plateau_up` at it), the pool is probed down to the estimate (`cpu_trim`), judged on
+throughput: the band otherwise holds the top of an uncertain range for good (64 -> 13 -> 7
+on a CPU-bound Django page, estimate 5 at 7).
 
 What probing learned (the plateaus) holds for one load: it is forgotten when a request's CPU
 or IO time moves by more than the band, or after `reprobe_after`; the ceiling of a climb
@@ -69,7 +72,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from uwsgitune.core.signals import requests_waiting
-from uwsgitune.core.staffing import MIN_REQUESTS, workers_for, workers_holding
+from uwsgitune.core.staffing import MIN_REQUESTS, estimable, workers_for, workers_holding
 from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import SMALL_QUEUE, all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
@@ -132,13 +135,14 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
     if cap is None and f.model is not None:
         return None  # next to no CPU per request: the CPUs bound nothing
     floor = max(s.min_workers, st.plateau_down or 0)
-    if cap is None and (waiting := _estimating(f)) is not None:
-        return Proposal(f.live, "cpu-estimating", waiting)
     if cap is None:  # no estimate yet: halve towards the plain CPU count
         assert f.cpus is not None
         target = max(math.ceil(f.cpus * s.cpu_workers_per_cpu), floor)
         if f.live <= target:
             return None
+        waiting = _estimating(f, s)
+        if waiting is not None:
+            return Proposal(f.live, "cpu-estimating", waiting)
         desired = max(target, f.live - f.live // 2)
         why = f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {f.cpus:g} CPUs; try {desired}"
         return Proposal(desired, "cpu-oversubscribed", why, probe=True)
@@ -167,21 +171,25 @@ def over_capacity(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | N
     return Proposal(target, "cpu-oversubscribed", why, probe=True, fast=f.live >= 2 * target)
 
 
-def _estimating(f: Measures) -> str | None:
-    """Why the model's count is worth waiting for: requests have begun at this count, fewer
-    yet than the model needs (`MIN_REQUESTS`), on a host whose CPU per worker is read, so
-    the estimate comes with the next polls (None: it will not, or there is no wait). On a
-    real Django page the halving without one went 64 -> 32 on the first 2 requests, and took
-    two more reloads to the count an estimate 20 s on gave in one (64 -> 6)."""
-    if f.latest.instance_cpu_cores is None:
-        return None  # no CPU per worker: no estimate will come, the halving is all there is
-    served = sum(fr.rps * fr.dt for fr in f.regime if fr.rps and fr.dt)
+def _estimating(f: Measures, s: TunerSettings) -> str | None:
+    """Why the model's count is worth waiting for: requests have begun at this count, the
+    polls the model reads (`measure_frames`) hold fewer than it needs (`MIN_REQUESTS`), and
+    it can answer once they do: the CPU per worker is read, and the wait for a CPU too where
+    the host is contended (`staffing.estimable`). None: no wait. The wait ends
+    `ESTIMATE_WAIT` after the first poll with a request at this count, and is never taken
+    on a count older than the down window (its regime then no longer starts at the count's
+    first poll). On a real Django page the halving without an estimate went 64 -> 32 on
+    the first 2 requests, and took two more reloads to reach 4."""
+    if not estimable(f.regime, s.cpu_saturated) or f.window_covered:
+        return None
+    sample = f.regime[-s.measure_frames :]
+    served = sum(fr.rps * fr.dt for fr in sample if fr.rps and fr.dt)
     begun = [fr.mono for fr in f.regime if fr.rps or fr.busy_ratio]
     if served >= MIN_REQUESTS or not begun or f.latest.mono - begun[0] >= ESTIMATE_WAIT:
-        return None  # enough, or none yet, or requests too long to finish in time
+        return None  # enough (the model declined for its own reason), none yet, or too slow
     return (
-        f"CPU {f.cpu_sat or 0:.0%} used by {f.live} workers; {served:.0f} requests served at "
-        f"this count, the model needs {MIN_REQUESTS}: estimating before a move (at most "
+        f"CPU {f.cpu_sat or 0:.0%} used by {f.live} workers; {served:.0f} requests in the "
+        f"polls the model reads, it needs {MIN_REQUESTS}: estimating before a move (at most "
         f"{ESTIMATE_WAIT:.0f}s)"
     )
 

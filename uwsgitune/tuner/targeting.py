@@ -210,8 +210,9 @@ def _idle(f: Measures) -> bool:
 
 
 def _backlog(f: Measures) -> bool:
-    """Before a window at this count can be read (a count just changed): a backlog the
-    next window's percentiles will show, grown out of now: a socket's
+    """A backlog grown out of now, which the next window's percentiles will show (read
+    before a window at a count just changed can be judged, and to let a miss from queue
+    wait take the throughput tuner's whole step): a socket's
     backlog full (the kernel refusing connections), or a queue at every recent poll and, at
     the latest, more than twice the workers can hold (`Measures.far_too_small`). Not a level
     of a few per worker: at rho 0.9 on 4 workers a mean queue of 4-6 over three polls is the
@@ -279,8 +280,10 @@ def _queue_miss(
     if p.desired > want:
         # the throughput tuner's step is sized on a queue; without a backlog that grows, a
         # miss from queue wait is a few requests too many for the pool: one stride, then
-        # the next window at that count judges again
+        # the next window at that count judges again. Its flags stay (a GIL-bound step's
+        # leave to pass hot CPUs, a probe's judging).
         why += f" ({p.code} wanted {p.desired}: no backlog growing)"
+        return replace(p, desired=want, code="latency-queue", reason=why)
     return Proposal(want, "latency-queue", why)
 
 
