@@ -143,13 +143,30 @@ class _Totals:
     gil_busy: float | None  # request-weighted; None with one thread per process
 
 
+def _counted(f: Frame) -> bool:
+    """A poll whose requests the model counts: rated, with the instance's CPU read."""
+    return (
+        bool(f.rps)
+        and f.dt is not None
+        and f.instance_cpu_cores is not None
+        and (f.mean_rt_ms is not None)
+    )
+
+
+def requests_counted(frames: Sequence[Frame]) -> float:
+    """The requests `estimate` counts over these frames (it answers from `MIN_REQUESTS`)."""
+    return sum(f.rps * f.dt for f in frames if _counted(f) and f.rps and f.dt)
+
+
 def _weighted(frames: Sequence[Frame]) -> _Totals | None:
     """Per-request figures over the frames, each poll weighted by its requests."""
     req = cpu = rt = runq = gil = 0.0
     runq_known = gil_known = True
     for f in frames:
-        if not f.rps or f.dt is None or f.instance_cpu_cores is None or f.mean_rt_ms is None:
+        if not _counted(f):
             continue
+        assert f.rps and f.dt is not None and f.instance_cpu_cores is not None
+        assert f.mean_rt_ms is not None
         n = f.rps * f.dt
         req += n
         cpu += f.instance_cpu_cores * f.dt * 1000

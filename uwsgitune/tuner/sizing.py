@@ -72,7 +72,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from uwsgitune.core.signals import requests_waiting
-from uwsgitune.core.staffing import MIN_REQUESTS, estimable, workers_for, workers_holding
+from uwsgitune.core.staffing import (
+    MIN_REQUESTS,
+    estimable,
+    requests_counted,
+    workers_for,
+    workers_holding,
+)
 from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import SMALL_QUEUE, all_served, capacity, littles_law, queue_served
 from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
@@ -182,8 +188,7 @@ def _estimating(f: Measures, s: TunerSettings) -> str | None:
     the first 2 requests, and took two more reloads to reach 4."""
     if not estimable(f.regime, s.cpu_saturated) or f.window_covered:
         return None
-    sample = f.regime[-s.measure_frames :]
-    served = sum(fr.rps * fr.dt for fr in sample if fr.rps and fr.dt)
+    served = requests_counted(f.regime[-s.measure_frames :])  # what the model reads
     begun = [fr.mono for fr in f.regime if fr.rps or fr.busy_ratio]
     if served >= MIN_REQUESTS or not begun or f.latest.mono - begun[0] >= ESTIMATE_WAIT:
         return None  # enough (the model declined for its own reason), none yet, or too slow
