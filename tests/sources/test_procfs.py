@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -12,16 +15,19 @@ from uwsgitune.sources.procfiles import ProcFiles
 from uwsgitune.sources.procfs import CLOCK_TICKS, PAGE_SIZE, parse_stat, proc_sample
 
 
-def _stat(comm: str, utime: int, stime: int, threads: int, nice: int = 0) -> bytes:
-    fields = ["S"] + ["0"] * 40
+def _stat(
+    comm: str, utime: int, stime: int, threads: int, nice: int = 0, state: str = "S"
+) -> bytes:
+    fields = [state] + ["0"] * 40
     fields[14 - 3], fields[15 - 3], fields[20 - 3] = str(utime), str(stime), str(threads)
     fields[19 - 3] = str(nice)
     return f"42 ({comm}) {' '.join(fields)}\n".encode()
 
 
 def test_a_command_with_spaces_and_parentheses_does_not_shift_the_fields() -> None:
-    cpu, threads, nice = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5, -5)) or (0.0, 0, 0)
-    assert cpu == 400 / CLOCK_TICKS and threads == 5 and nice == -5
+    got = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5, -5, state="R")) or (0.0, 0, 0, "")
+    cpu, threads, nice, state = got
+    assert cpu == 400 / CLOCK_TICKS and threads == 5 and nice == -5 and state == "R"
 
 
 def test_a_truncated_or_garbled_line_is_unreadable() -> None:
@@ -126,3 +132,34 @@ def test_a_process_reads_at_its_nice() -> None:
     finally:
         procs.close()
     assert one is not None and one.nice == kept.nice == mine
+
+
+def test_a_process_reads_in_its_scheduler_state() -> None:
+    """The state is the kernel's for the process at the read: a child asleep in a pipe read
+    reads "S", one spinning on a CPU reads "R" (each read a few times: a spinning process
+    can be caught between its timeslices only as runnable, still "R")."""
+    asleep = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    procs = ProcFiles(KeptFiles())
+    try:
+        deadline = time.monotonic() + 30
+        seen: dict[int, set[str]] = {asleep.pid: set(), spinning.pid: set()}
+        while time.monotonic() < deadline and not (
+            seen[asleep.pid] == {"S"} and seen[spinning.pid] == {"R"}
+        ):
+            seen = {asleep.pid: set(), spinning.pid: set()}
+            time.sleep(0.2)  # both started: the interpreter loaded and in its loop or read
+            for _ in range(5):
+                for s in (*procs.sample([asleep.pid, spinning.pid]), proc_sample(spinning.pid)):
+                    assert s is not None
+                    seen[s.pid].add(s.state)
+        assert seen == {asleep.pid: {"S"}, spinning.pid: {"R"}}
+    finally:
+        procs.close()
+        for child in (asleep, spinning):
+            child.kill()
+            child.wait()
+        assert asleep.stdin is not None
+        asleep.stdin.close()

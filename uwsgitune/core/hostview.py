@@ -128,6 +128,27 @@ def instance_cpu(
     return InstanceCpu(inst, runq, gil, niced)
 
 
+def busy_blocked(frame: Frame, host: HostSample) -> int | None:
+    """Busy workers asleep at the host sample (`Frame.busy_blocked`): a time sample of the
+    requests in service that wait on IO. Each poll sees a snapshot; over many polls their
+    mean is the mean number blocked, and it is read at once, where schedstat counts a
+    task's wait for a CPU only when it gets one (at 64 runnable workers on 2 CPUs, in a
+    later poll). None when any busy worker's state is unknown, or with threads."""
+    if frame.threads > 1:
+        return None
+    states = {p.pid: p.state for p in host.procs}
+    blocked = 0
+    for w in frame.workers:
+        if w.status != "busy" or w.pid <= 0:
+            continue
+        state = states.get(w.pid, "")
+        if not state:
+            return None
+        if state == "S" or state == "D":
+            blocked += 1
+    return blocked
+
+
 def _memory(frame: Frame, host: HostSample) -> dict[str, Any]:
     live_rss = [w.rss for w in frame.workers if w.rss and w.status != "cheap" and w.pid > 0]
     mem_source = "stats" if frame.memory_report else ("psutil" if live_rss else "none")
@@ -157,6 +178,7 @@ def host_fields(
     if host is None:
         return {}
     fields = _memory(frame, host)
+    fields["busy_blocked"] = busy_blocked(frame, host)
     if prev is None or dt is None or dt <= 0:
         return fields
     total = host.cpu_total_seconds - prev.cpu_total_seconds

@@ -27,6 +27,9 @@ class ProcSample(msgspec.Struct, frozen=True, gc=False):
     # seconds its threads waited for a CPU, cumulative (/proc/PID/schedstat); None: unknown
     runq_seconds: float | None = None
     nice: int = 0  # its nice value: above 0, the host counts its CPU as niced
+    # its main thread's scheduler state when read (/proc/PID/stat): "R" running or waiting
+    # for a CPU, "S" asleep, "D" asleep on disk, ...; "" not read
+    state: str = ""
 
 
 # What a process had used when it was born: a pid new to the instance (or to its slot) since

@@ -41,6 +41,19 @@ io, so the estimate errs high (measured, 64 workers on 2 CPUs: 13 ms of IO read 
 3 ms CPU request, 17 in a 2 ms CPU + 12 ms IO one; at 24 workers, all busy, 12.0 of 12). The
 policy leans on that direction.
 
+The remainder errs high for a second reason: schedstat reports a task's wait for a CPU when
+the task gets one, and at 64 runnable workers on 2 CPUs that is often a later poll, while
+a request that ends in the polls counted brings all its time, some of it spent before them.
+On a CPU-bound Django page at 64 workers the first estimate read 240 ms of "IO" in a
+request that waited for a CPU nearly all its time, and went to 17 workers where 4 do. So
+the IO is also read directly: at each poll, the busy workers' scheduler states
+(/proc/PID/stat, read just after the stats: `Frame.busy_blocked`) count the requests in
+service that sleep (S, D), and their mean over the polls, by Little's law, is the IO a
+request waits. That sample errs high only (a worker that ended its request between the
+two reads sleeps in accept), so the lesser of the two is taken, once the polls have seen
+`MIN_OBSERVED` busy workers. Threaded processes keep the remainder: a process's state is
+its main thread's.
+
 The CPUs the instance can get are its effective CPUs (affinity, cgroup quota) less what the
 rest of the host keeps busy. Figures are request-weighted over the polls given, so a quiet
 poll weighs little; too few requests give no estimate.
@@ -62,6 +75,7 @@ from uwsgitune.core.frame import Frame
 from uwsgitune.core.settings import SharedSettings
 
 MIN_REQUESTS = 30  # fewer requests than this over the polls: no estimate
+MIN_OBSERVED = 30  # fewer busy workers' states than this over the polls: IO is the remainder
 MIN_CPU_MS = 0.02  # less CPU per request than this: the CPUs do not bound the count
 # host CPU busy share from which, without schedstat, W - cpu is not IO: the CPU is used up
 CONTENDED: float = SharedSettings.model_fields["cpu_saturated"].default
@@ -141,6 +155,8 @@ class _Totals:
     runq_ms: float | None
     rt_ms: float
     gil_busy: float | None  # request-weighted; None with one thread per process
+    blocked_ms: float | None  # asleep in a request, from the busy workers' states
+    observed: int  # busy workers whose state those polls read
 
 
 def _counted(f: Frame) -> bool:
@@ -160,8 +176,9 @@ def requests_counted(frames: Sequence[Frame]) -> float:
 
 def _weighted(frames: Sequence[Frame]) -> _Totals | None:
     """Per-request figures over the frames, each poll weighted by its requests."""
-    req = cpu = rt = runq = gil = 0.0
-    runq_known = gil_known = True
+    req = cpu = rt = runq = gil = blocked = 0.0
+    runq_known = gil_known = blocked_known = True
+    observed = 0
     for f in frames:
         if not _counted(f):
             continue
@@ -175,6 +192,9 @@ def _weighted(frames: Sequence[Frame]) -> _Totals | None:
         runq += (f.runq_cores or 0.0) * f.dt * 1000
         gil_known = gil_known and f.gil_busy is not None
         gil += (f.gil_busy or 0.0) * n
+        blocked_known = blocked_known and f.busy_blocked is not None
+        blocked += (f.busy_blocked or 0) * f.dt * 1000
+        observed += f.busy
     if req < MIN_REQUESTS:
         return None
     return _Totals(
@@ -183,7 +203,19 @@ def _weighted(frames: Sequence[Frame]) -> _Totals | None:
         runq / req if runq_known else None,
         rt / req,
         gil / req if gil_known else None,
+        blocked / req if blocked_known else None,
+        observed,
     )
+
+
+def _io_seen(rest: float, blocked_ms: float | None) -> float:
+    """The IO share of a request: what remains of its time (`io_ms`), or what the busy
+    workers' states saw of it when that is less. Each errs one way only: the remainder
+    counts as IO the wait for a CPU that schedstat has not reported yet (and the time a
+    request spent before the polls counted, where it began in one), and the states count as
+    IO a worker that ended its request between the stats and /proc (it sleeps in accept).
+    Neither errs low, so the lesser is the nearer."""
+    return rest if blocked_ms is None else min(rest, blocked_ms)
 
 
 def io_ms(rt_ms: float, cpu_ms: float, runq_ms: float | None, gil_busy: float | None) -> float:
@@ -205,13 +237,22 @@ def _concurrency(cpus: float, cpu_ms: float, io_ms: float) -> float:
     return cpus * (cpu_ms + io_ms) / cpu_ms
 
 
-def _spread(frames: Sequence[Frame], cpus: float) -> float:
-    """Relative standard error of the per-poll concurrency estimates."""
+def _blocked_ms(f: Frame) -> float | None:
+    """A poll's blocked busy workers as IO per request (Little: N / X)."""
+    if f.busy_blocked is None or not f.rps:
+        return None
+    return f.busy_blocked / f.rps * 1000
+
+
+def _spread(frames: Sequence[Frame], cpus: float, states: bool) -> float:
+    """Relative standard error of the per-poll concurrency estimates (`states`: each poll's
+    IO as `estimate` reads it, with the busy workers' states)."""
     per = []
     for f in frames:
         c, q, w = f.cpu_ms_per_request, f.runq_ms_per_request, f.mean_rt_ms
         if c and c >= MIN_CPU_MS and w is not None:
-            per.append(_concurrency(cpus, c, io_ms(w, c, q, f.gil_busy)))
+            io = io_ms(w, c, q, f.gil_busy)
+            per.append(_concurrency(cpus, c, _io_seen(io, _blocked_ms(f)) if states else io))
     if len(per) < 2:
         return 1.0
     return pstdev(per) / fmean(per) / math.sqrt(len(per))
@@ -243,11 +284,14 @@ def estimate(
     threads = max(frames[-1].threads, 1)
     gil = totals.gil_busy if threads > 1 else None
     io = io_ms(totals.rt_ms, cpu_ms, runq_ms, gil)
+    states = threads == 1 and totals.blocked_ms is not None and totals.observed >= MIN_OBSERVED
+    if states:
+        io = _io_seen(io, totals.blocked_ms)
     if cpu_ms < MIN_CPU_MS:
         return Estimate(None, cpu_ms, runq_ms, io, cpus, math.inf, 0.0, threads, gil)
     conc = _concurrency(cpus, cpu_ms, io)
     workers = math.ceil(conc * per_cpu / threads - 1e-9)
     if threads > 1:  # one GIL a process, a CPU each at most: the CPUs' share in processes
         workers = max(workers, math.ceil(cpus * per_cpu - 1e-9))
-    spread = _spread(frames, cpus)
+    spread = _spread(frames, cpus, states)
     return Estimate(max(workers, 1), cpu_ms, runq_ms, io, cpus, conc, spread, threads, gil)

@@ -9,11 +9,13 @@ process's run-queue time is its threads' (task/*/schedstat), read through `files
 
 A process with one thread whose schedstat reads as it did at the last poll has not run
 since: its run time, run-queue time and timeslices are all in that line, and the kernel
-counts CPU time (stat) only while a task runs. Its CPU time and threads are then as read
-at the last poll, and only its RSS is read again (the kernel can reclaim the pages of a
-process that sleeps). That takes a read and its parsing off each idle worker, most of an
-over-provisioned pool. Threaded processes are read in full: another thread can run while
-the main one, whose schedstat this is, sleeps.
+counts CPU time (stat) only while a task runs. Its CPU time, threads and scheduler state
+are then as read at the last poll, and only its RSS is read again (the kernel can reclaim
+the pages of a process that sleeps). The state can be stale by a wake-up: a task woken
+since that has not yet had a CPU reads as it slept, for the few milliseconds until it runs.
+That takes a read and its parsing off each idle worker, most of an over-provisioned pool.
+Threaded processes are read in full: another thread can run while the main one, whose
+schedstat this is, sleeps.
 Not thread-safe: one polling thread (`HostSampler` locks it).
 """
 
@@ -100,7 +102,9 @@ class ProcFiles(Kept[int]):
         if parsed[1] > 1 or sched is None:
             self._last.pop(pid, None)
             return self._threaded(pid, parsed, resident, sched is not None)
-        got = ProcSample(pid, parsed[0], resident, parsed[1], parse_schedstat(sched), parsed[2])
+        got = ProcSample(
+            pid, parsed[0], resident, parsed[1], parse_schedstat(sched), parsed[2], parsed[3]
+        )
         if sched.startswith(b"0 "):  # no run time counted here (scheduler statistics off)
             self._last.pop(pid, None)
         else:
@@ -112,13 +116,13 @@ class ProcFiles(Kept[int]):
         super()._close(key)
 
     def _threaded(
-        self, pid: int, parsed: tuple[float, int, int], resident: int | None, sched: bool
+        self, pid: int, parsed: tuple[float, int, int, str], resident: int | None, sched: bool
     ) -> ProcSample:
         """A process with threads (their run-queue times summed from task/), or without a
         schedstat here (its run-queue time unknown)."""
-        cpu, threads, nice = parsed
+        cpu, threads, nice, state = parsed
         runq = runq_seconds(pid, threads, self._root, self._files.read) if sched else None
-        return ProcSample(pid, cpu, resident, threads, runq, nice)
+        return ProcSample(pid, cpu, resident, threads, runq, nice, state)
 
     def _once(self, pid: int, rss: bool = True) -> ProcSample | None:
         return proc_sample(pid, self._root, read_once, rss)

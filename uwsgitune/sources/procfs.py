@@ -39,16 +39,19 @@ def socket_inodes(pid: int, proc: Path = PROC) -> set[int]:
     return out
 
 
-def parse_stat(data: bytes) -> tuple[float, int, int] | None:
-    """(user + system CPU seconds, threads, nice) from a `/proc/PID/stat` line. The command
-    may hold spaces and parentheses: fields are counted after its last `)`."""
+def parse_stat(data: bytes) -> tuple[float, int, int, str] | None:
+    """(user + system CPU seconds, threads, nice, state) from a `/proc/PID/stat` line. The
+    command may hold spaces and parentheses: fields are counted after its last `)`. The
+    state is the kernel's letter for the main thread: R running or runnable, S asleep, D in
+    uninterruptible sleep (disk), and others."""
     end = data.rfind(b")")
     fields = data[end + 2 :].split(None, _THREADS + 1) if end >= 0 else []  # not the 30 after
     if len(fields) <= _THREADS:
         return None
     try:
         cpu = (int(fields[_UTIME]) + int(fields[_STIME])) / CLOCK_TICKS
-        return cpu, int(fields[_THREADS]), int(fields[_NICE])
+        state = fields[0].decode("ascii", "replace")[:1]
+        return cpu, int(fields[_THREADS]), int(fields[_NICE]), state
     except ValueError:
         return None
 
@@ -100,8 +103,8 @@ def sample_of(
     resident = parse_statm(statm) if statm else None
     if parsed is None or (rss and resident is None):
         return None
-    cpu, threads, nice = parsed
-    return ProcSample(pid, cpu, resident, threads, runq(threads), nice)
+    cpu, threads, nice, state = parsed
+    return ProcSample(pid, cpu, resident, threads, runq(threads), nice, state)
 
 
 def proc_sample(
