@@ -496,6 +496,8 @@ class Box:
                     threads=T,
                     busy=min(n_busy, live),
                     held=n_insvc if T > 1 else None,
+                    # the busy processes in IO, not on a CPU or waiting for one
+                    blocked=max(min(n_busy - n_run, live), 0) if T == 1 else None,
                     rps=x,
                     in_service=ins,
                     worker_cpu=cores / n,

@@ -24,14 +24,19 @@ CPU, RUNQ = 0.1, 0.8  # each busy worker's seconds a second on a CPU and waiting
 
 
 def long_requests(
-    polls: int = 10, busy: int = 3, cpu: float = CPU, runq: float = RUNQ
+    polls: int = 10,
+    busy: int = 3,
+    cpu: float = CPU,
+    runq: float = RUNQ,
+    blocked: tuple[int, ...] | None = None,
 ) -> list[Frame]:
     """`busy` workers each in one 3 s request at a time, a third of them ending at each 1 s
     poll (their running time and request count grow then, as uWSGI's do), each on a CPU
     `cpu` and waiting for one `runq` seconds a second; one more worker idle, woken for
     connections the others take (the thundering herd): it waits for a CPU too. The
     schedstat and CPU counters grow every second; the host's 2 CPUs as busy as the workers
-    keep them."""
+    keep them. `blocked`: at poll t, the first `blocked[t % len]` busy workers read asleep
+    ("S") and the rest runnable ("R"), the idle one asleep; None: no state read."""
     tracker = Tracker("long")
     idle = 100 + busy
     out = []
@@ -42,8 +47,13 @@ def long_requests(
             for k, n in enumerate(done)
         ]
         workers.append(worker(busy + 1, idle, status="idle"))
-        procs = [ProcSample(100 + k, cpu * t, 50 << 20, 1, runq * t) for k in range(busy)]
-        procs.append(ProcSample(idle, 0.0, 50 << 20, 1, 0.2 * t))
+        asleep = blocked[t % len(blocked)] if blocked is not None else 0
+        state = (lambda k: "S" if k < asleep else "R") if blocked is not None else (lambda k: "")
+        procs = [
+            ProcSample(100 + k, cpu * t, 50 << 20, 1, runq * t, state=state(k))
+            for k in range(busy)
+        ]
+        procs.append(ProcSample(idle, 0.0, 50 << 20, 1, 0.2 * t, state=state(busy)))
         host = HostSample(
             cpu_count=2,
             effective_cpus=2.0,

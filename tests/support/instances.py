@@ -143,6 +143,9 @@ class Load:
     # each live worker's share of the requests and running time (default: even)
     weights: tuple[float, ...] = ()
     host: bool = True  # a host sample beside the document
+    # busy workers asleep (state "S") at the host sample, the other busy ones runnable ("R"),
+    # the idle ones asleep; None: no state read ("")
+    blocked: int | None = None
     spawned: float = 0.0  # epoch of the last (re)load: the live workers' `last_spawn`
 
 
@@ -277,6 +280,12 @@ class Instance:
                 core |= {"in_request": 1, "req_info": {"request_start": t}}
         return w
 
+    def _state(self, k: int, load: Load) -> str:
+        """Worker slot k's scheduler state (`Load.blocked`; the master: asleep)."""
+        if load.blocked is None:
+            return ""
+        return "S" if k < 0 or k >= load.busy or k < load.blocked else "R"
+
     def _host(self, load: Load) -> HostSample:
         runq = load.runq is not None
         procs = [
@@ -285,8 +294,9 @@ class Instance:
                 float(self.cpu[pid]),
                 load.rss if pid != self.master_pid else 0,
                 runq_seconds=float(self.runq[pid]) if runq else None,
+                state=self._state(k, load),
             )
-            for pid in [self.master_pid, *self.pids[: load.live]]
+            for k, pid in enumerate([self.master_pid, *self.pids[: load.live]], start=-1)
         ]
         return HostSample(
             cpu_count=load.cpus,

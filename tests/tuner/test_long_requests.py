@@ -91,3 +91,17 @@ def test_the_first_requests_on_busy_cpus_wait_for_the_estimate_not_a_halving() -
         for f in series(4, rps=0.5, busy_ratio=0.5, **(box | {"live": 3}))
     ]
     assert decide(few, TunerState(), s, now=few[-1].mono).code != "cpu-estimating"
+
+
+def test_a_wait_for_a_cpu_not_yet_reported_still_goes_to_the_cpus_count_in_one_move() -> None:
+    """schedstat reports a wait for a CPU when the task gets one: here it has reported half
+    of it (0.5 s of 0.95 s a second). The remainder reads 1.4 s of IO a request and the pool
+    stays far too large; with the busy workers' states read (all runnable), the move goes to
+    the CPUs' count at once, as on the Django page (64 -> 12 -> 3, was 64 -> 17 -> 5 -> 4)."""
+    s = TunerSettings(min_workers=2, max_workers=64)
+    blind = long_requests(polls=12, busy=60, cpu=2.0 / 60, runq=0.5)
+    d = decide(blind, TunerState(), s, now=blind[-1].mono)
+    assert not (d.action == "down" and d.desired <= 8), d.line()
+    seen = long_requests(polls=12, busy=60, cpu=2.0 / 60, runq=0.5, blocked=(0,))
+    d = decide(seen, TunerState(), s, now=seen[-1].mono)
+    assert (d.action, d.code, d.desired) == ("down", "cpu-oversubscribed", 3), d.line()
