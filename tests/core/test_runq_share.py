@@ -48,12 +48,14 @@ def long_requests(
         ]
         workers.append(worker(busy + 1, idle, status="idle"))
         asleep = blocked[t % len(blocked)] if blocked is not None else 0
-        state = (lambda k: "S" if k < asleep else "R") if blocked is not None else (lambda k: "")
+        states = ["S" if k < asleep else "R" for k in range(busy)] + ["S"]
+        if blocked is None:
+            states = [""] * (busy + 1)
         procs = [
-            ProcSample(100 + k, cpu * t, 50 << 20, 1, runq * t, state=state(k))
+            ProcSample(100 + k, cpu * t, 50 << 20, 1, runq * t, state=states[k])
             for k in range(busy)
         ]
-        procs.append(ProcSample(idle, 0.0, 50 << 20, 1, 0.2 * t, state=state(busy)))
+        procs.append(ProcSample(idle, 0.0, 50 << 20, 1, 0.2 * t, state=states[busy]))
         host = HostSample(
             cpu_count=2,
             effective_cpus=2.0,

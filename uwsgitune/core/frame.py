@@ -152,8 +152,9 @@ class Frame:
     gil_busy: float | None = None
     # busy workers (status "busy" in the stats) asleep, S or D, when /proc was read just after
     # the stats: in a request and waiting on IO, not on a CPU or for one (a snapshot, one a
-    # poll); None: threaded processes (a process's state is its main thread's), or unread
-    busy_blocked: int | None = None
+    # poll; from Prometheus, their mean over the step); None: threaded processes (a
+    # process's state is its main thread's), or unread
+    busy_blocked: float | None = None
     somaxconn: int | None = None
     mem_total_rss: int | None = None
     mem_per_worker: int | None = None

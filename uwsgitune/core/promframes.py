@@ -313,6 +313,7 @@ class _Fold:
         )
         maxconn, avail, limit = col("somaxconn"), col("mem_available"), col("mem_limit")
         nice, runq, gil = col("host_nice"), col("runq_cores"), col("gil_busy")
+        blocked = col("blocked")
         over, drops = col("overflows"), col("drops")
         sockets = self.socket_views()
         exporter, name, step, start = self.exporter, self.name, inst.step, inst.start
@@ -380,6 +381,7 @@ class _Fold:
                     instance_cpu_cores=cores[i],
                     runq_cores=runq[i],
                     gil_busy=gil[i],
+                    busy_blocked=blocked[i],
                     somaxconn=None if mc is None else int(mc),
                     mem_total_rss=int(r) if r and rn else None,
                     mem_per_worker=int(r // rn) if r and rn else None,

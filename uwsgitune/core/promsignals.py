@@ -114,6 +114,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("host_nice", "avg_over_time(uwsgitune_host_nice_ratio{sel}[{step}])", "daemon"),
     Signal("runq_cores", "avg_over_time(uwsgitune_runq_cores{sel}[{step}])", "daemon"),
     Signal("gil_busy", "avg_over_time(uwsgitune_gil_busy_ratio{sel}[{step}])", "daemon"),
+    Signal("blocked", "avg_over_time(uwsgitune_busy_blocked_workers{sel}[{step}])", "daemon"),
     Signal("effective_cpus", "uwsgitune_effective_cpus{sel}", "daemon"),
     Signal("host_cpus", "uwsgitune_host_cpus{sel}", "daemon"),
     Signal("mem_available", "uwsgitune_memory_available_bytes{sel}", "daemon"),

@@ -584,6 +584,11 @@ def add_fleet_inputs(out: Families, uri: str, doc: StatsDoc, frame: Frame) -> No
     out.gauge("uwsgitune_host_nice_ratio", doc_, uri, _ratio(frame.others_nice_pct))
     doc_ = "With threads: the mean share of the poll each process's GIL was held or wanted."
     out.gauge("uwsgitune_gil_busy_ratio", doc_, uri, frame.gil_busy)
+    doc_ = (
+        "Busy workers asleep (waiting on IO, not for a CPU) at the poll, one-thread workers "
+        "only: their mean over time / the request rate is the IO a request waits."
+    )
+    out.gauge("uwsgitune_busy_blocked_workers", doc_, uri, frame.busy_blocked)
 
 
 # The request log (`--latency`) ------------------------------------------------------------
