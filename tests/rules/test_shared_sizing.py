@@ -29,9 +29,10 @@ def instance(table: str, **knobs: float) -> InstanceConfig:
 
 
 def oversubscribed() -> list[Frame]:
-    """32 workers on 2 CPUs, every request pure CPU: the model's count is the CPUs times
-    `cpu_workers_per_cpu`, and the tuner goes there in one move."""
-    plant = Plant(live=32, workers_max=32, cpus=2.0, cpu_ms=10.0, clients=32)
+    """32 workers on 2 CPUs, a request 10 ms on a CPU and 2 ms waiting on IO: the model's
+    count is 2.4 in service times `cpu_workers_per_cpu`, and the tuner goes there in one
+    move. (With no IO, 32 clients would keep the CPUs' count fed: no spare to set.)"""
+    plant = Plant(live=32, workers_max=32, cpus=2.0, cpu_ms=10.0, io_ms=2.0, clients=32)
     return [plant.frame(float(t)) for t in range(40)]
 
 
@@ -43,10 +44,10 @@ def backlog_full() -> list[Frame]:
 
 CASES: dict[str, tuple[Callable[[], list[Frame]], str, str, float, int]] = {
     # name: frames, the finding, the knob, its value, the count it gives (default beside)
-    "cpu_workers_per_cpu": (oversubscribed, "oversubscribed_cpu", "cpu_workers_per_cpu", 1, 2),
+    "cpu_workers_per_cpu": (oversubscribed, "oversubscribed_cpu", "cpu_workers_per_cpu", 1, 3),
     "staffing_beta": (backlog_full, "listen_queue.capacity_short", "staffing_beta", 0.5, 9),
 }
-DEFAULT_COUNT = {"cpu_workers_per_cpu": 3, "staffing_beta": 13}
+DEFAULT_COUNT = {"cpu_workers_per_cpu": 4, "staffing_beta": 13}
 
 
 def counts(inst: InstanceConfig, frames: list[Frame], rule: str) -> tuple[int, int]:

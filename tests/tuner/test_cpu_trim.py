@@ -49,3 +49,53 @@ def test_a_trim_is_a_probe_step_never_under_the_models_count_nor_a_lost_step() -
     # scenario held 7 on 4 CPUs, and 25 on 16, one over the live-worker bound)
     p = cpu_trim(_measures(7), TunerState(plateau_up=7), S)
     assert p is not None and (p.desired, p.code) == (6, "cpu-trim")
+
+
+def _fed(live: int, io_ms: float = 0.0, clients: int = 64) -> Measures:
+    """One-thread workers on 2 CPUs, 3 ms CPU a request, a closed loop of `clients`."""
+    plant = Plant(live=live, workers_max=64, cpu_ms=3, io_ms=io_ms, clients=clients, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(8)]
+    return gather(frames, S, 7.0, -1.0)
+
+
+def test_a_standing_queue_on_requests_all_cpu_needs_no_spare_workers() -> None:
+    """A queue feeds every worker as it ends a request, and with no IO each is always
+    runnable: the CPUs' count keeps them busy, and the spare `cpu_workers_per_cpu` adds
+    only workers sharing them (`demand.capacity`)."""
+    from uwsgitune.tuner.demand import capacity
+
+    f = _fed(4)
+    assert f.model is not None and f.model.workers == 4  # 2 CPUs x 2 a CPU
+    assert capacity(f) == 2
+    # IO to hide (3 ms CPU, 1 ms IO: 75% CPU), or too few requests to feed them (3 for
+    # 2 workers): the model's count
+    io = _fed(8, io_ms=1)
+    assert io.model is not None and capacity(io) == io.model.workers == 6
+    unfed = _fed(4, clients=3)
+    assert unfed.model is not None and capacity(unfed) == unfed.model.workers
+
+
+def test_a_climbs_count_is_trimmed_to_the_cpus_where_the_queue_feeds_every_worker() -> None:
+    """The trim goes from a count a climb reached too: what it trims to is the CPUs' own
+    count, not an estimate's noise. A loss still reverts it and stops there."""
+    p = cpu_trim(_fed(4), TunerState(), S)
+    assert p is not None and (p.desired, p.code, p.probe) == (3, "cpu-trim", True), p
+    p = cpu_trim(_fed(3), TunerState(), S)
+    assert p is not None and p.desired == 2
+    assert cpu_trim(_fed(2), TunerState(), S) is None
+    assert cpu_trim(_fed(4), TunerState(plateau_down=3), S) is not None
+    assert cpu_trim(_fed(3), TunerState(plateau_down=3), S) is None
+    # unfed, a climb's count stays the band's to hold
+    assert cpu_trim(_fed(4, clients=3), TunerState(), S) is None
+
+
+def test_from_64_workers_a_fed_cpu_bound_pool_goes_to_the_cpus_count() -> None:
+    """From 64 workers under 64 clients on 2 CPUs (no queue yet: a worker each), the first
+    move goes to 2, not to the model's 4 with its spare: the 64 requests in the instance
+    would keep 62 queued there."""
+    from tests.tuner.plant import run
+
+    plant = Plant(live=64, workers_max=64, cpu_ms=3, clients=64, noise=0.0)
+    moves = [(d.live, d.desired, d.code) for _, _, d in run(plant, S, 60) if d.is_change]
+    assert moves and moves[0][1:] == (2, "cpu-oversubscribed"), moves
+    assert plant.live == 2, moves

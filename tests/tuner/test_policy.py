@@ -39,10 +39,11 @@ def test_a_short_queue_steps_by_at_most_max_up_factor_after_measuring() -> None:
 
 def test_a_step_up_stops_near_what_the_cpus_can_serve() -> None:
     # 1 worker, CPU-bound: 1 request in service keeps 1 core busy, so 2 CPUs serve about 2
-    # (3 at cpu_workers_per_cpu 1.5), whatever the queue of 15 asks for.
+    # (3 at cpu_workers_per_cpu 1.5, but 16 clients keep every worker fed: no spare),
+    # whatever the queue of 15 asks for.
     plant = Plant(live=1, workers_max=16, cpu_ms=10, clients=16)
     _, first = changes(plant, 30)[0]
-    assert first.desired == 3 and "the CPUs keep about 3 busy" in first.reason
+    assert first.desired == 2 and "the CPUs keep about 2 busy" in first.reason
 
 
 def test_no_worker_added_while_cpu_saturated() -> None:
@@ -50,7 +51,7 @@ def test_no_worker_added_while_cpu_saturated() -> None:
     for _, frame, d in run(plant, S, 120):
         if d.action == "up":
             assert (frame.cpu_saturation or 0) < S.cpu_saturated
-    assert plant.live == 3  # up while the CPU had room: 1.5 per CPU
+    assert plant.live == 2  # up while the CPU had room: a CPU each, the queue feeds them
     plant = Plant(live=2, workers_max=16, cpu_ms=10, clients=16)
     frames = [plant.frame(float(t)) for t in range(5)]
     d = decide(frames, TunerState(), S, now=4.0)
@@ -60,7 +61,7 @@ def test_no_worker_added_while_cpu_saturated() -> None:
 def test_cpu_oversubscribed_pool_goes_to_the_model_count_in_one_reload() -> None:
     plant = Plant(live=16, workers_max=16, cpu_ms=10, clients=16)
     steps = changes(plant, 200)
-    assert [d.desired for _, d in steps] == [3]  # 2 CPUs x 1.5, in one move
+    assert [d.desired for _, d in steps] == [2]  # the 2 CPUs' count (fed), in one move
     assert steps[0][1].via == "reload"  # every worker busy: `-` would stay pending
     assert steps[0][0] <= S.measure_frames + 1
 
@@ -69,7 +70,7 @@ def test_a_cpu_bound_pool_of_64_reaches_its_size_in_one_move_and_stays() -> None
     settings = TunerSettings(min_workers=2, max_workers=64)
     plant = Plant(live=64, workers_max=64, cpu_ms=3, clients=64)
     steps = changes(plant, 300, settings)
-    assert [(d.desired, d.via) for _, d in steps] == [(3, "reload")]
+    assert [(d.desired, d.via) for _, d in steps] == [(2, "reload")]
     assert "keep the CPUs busy" in steps[0][1].reason
 
 
@@ -223,10 +224,10 @@ def test_other_work_taking_the_cpus_during_a_probe_is_not_blamed_on_the_step() -
 
 def test_cpu_contention_is_not_read_as_demand() -> None:
     # 6 clients on 8 workers and 2 CPUs: nothing queues, but L counts requests waiting for
-    # a CPU; Little's law alone would keep 8 (it asks for 9).
+    # a CPU; Little's law alone would keep 8 (it asks for 9). 6 clients keep 2 workers fed.
     plant = Plant(live=8, workers_max=8, cpu_ms=10, clients=6)
     steps = changes(plant, 120, TunerSettings(max_workers=8))
-    assert steps[0][1].code == "cpu-oversubscribed" and plant.live == 3
+    assert steps[0][1].code == "cpu-oversubscribed" and plant.live == 2
 
 
 def test_what_probing_learned_is_forgotten_when_a_request_costs_more() -> None:

@@ -73,6 +73,7 @@ from statistics import fmean
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.settings import SharedSettings
+from uwsgitune.core.signals import requests_waiting
 
 MIN_REQUESTS = 30  # fewer requests than this over the polls: no estimate
 MIN_OBSERVED = 30  # fewer busy workers' states than this over the polls: IO is the remainder
@@ -80,6 +81,10 @@ MIN_CPU_MS = 0.02  # less CPU per request than this: the CPUs do not bound the c
 # host CPU busy share from which, without schedstat, W - cpu is not IO: the CPU is used up
 CONTENDED: float = SharedSettings.model_fields["cpu_saturated"].default
 GIL_CAP = 0.95  # a GIL busier than this is read as saturated (its M/M/1 wait is unbounded)
+# A request at least this much on a CPU (of its CPU and IO time): next to no IO to hide.
+CPU_ONLY = 0.9
+FED_POLLS = 2  # the recent polls `sized` reads the requests in the instance over, at least
+RECENT_POLLS = 3  # the recent polls the rules give `sized` (the tuner's short-term means')
 
 
 def pstdev(values: Sequence[float]) -> float:
@@ -295,3 +300,30 @@ def estimate(
         workers = max(workers, math.ceil(cpus * per_cpu - 1e-9))
     spread = _spread(frames, cpus, states)
     return Estimate(max(workers, 1), cpu_ms, runq_ms, io, cpus, conc, spread, threads, gil)
+
+
+def in_instance(f: Frame) -> float:
+    """Requests in the instance at a poll: in service (Little's L) and queued."""
+    return (f.littles_l or 0.0) + (requests_waiting(f) or 0)
+
+
+def sized(m: Estimate, recent: Sequence[Frame]) -> int | None:
+    """The model's count, without its spare where the spare has nothing to absorb: one-
+    thread workers whose requests are almost all CPU (`CPU_ONLY`), and requests enough in
+    the instance, over the `recent` polls (at least `FED_POLLS`) and at the latest, to keep
+    twice as many as that count: the rest queue, so each worker ends a request to find the
+    next. The spare (`cpu_workers_per_cpu` a CPU) absorbs the randomness of arrivals and of
+    IO; fed by a queue and with no IO, every worker is always runnable, the requests that
+    keep the CPUs busy (`Estimate.concurrency`) are the count, and more only share the CPUs
+    (simulated `thrash` on 16 CPUs, 32 MiB touched a request: 24 workers served 84% of what
+    16 did; a CPU-bound Django page on 2 CPUs: 2-3 workers best). At 64 workers under 64
+    clients nothing queues yet, but the 64 requests would keep 62 queued on 2 workers. The
+    rules' findings and the tuner both size with this. None: the CPUs set no bound."""
+    if m.workers is None:
+        return None
+    if m.threads != 1 or m.cpu_share < CPU_ONLY or len(recent) < FED_POLLS:
+        return m.workers
+    bare = min(m.workers, max(math.ceil(m.concurrency - 1e-9), 1))
+    held = [in_instance(f) for f in recent]
+    need = 2 * bare
+    return bare if fmean(held) >= need and held[-1] >= need else m.workers

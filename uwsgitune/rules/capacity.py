@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from uwsgitune.core.frame import Frame
+from uwsgitune.core.staffing import RECENT_POLLS, sized
 from uwsgitune.core.units import ms, percent, reading, seconds, size
 from uwsgitune.rules.build import (
     demand_workers,
@@ -57,8 +58,9 @@ def _stretched(ctx: Context, frames: Sequence[Frame], eff: float) -> _Stretch | 
         return None
     model = model_estimate(frames, s)
     target = max(1, math.ceil(eff * s.cpu_workers_per_cpu))
-    if model is not None and model.workers is not None:
-        target = model.workers  # the tuner's count: the IO share of a request included
+    count = sized(model, frames[-RECENT_POLLS:]) if model is not None else None
+    if count is not None:
+        target = count  # the tuner's count: the IO share of a request included
     if f.live <= target:
         return None
     return _Stretch(cpu, mean(cpu_ms), mean(rt_ms), stretch, target)

@@ -56,7 +56,9 @@ is served or in service (workers just forked) move nothing (`_cpu_bound`). Come 
 count within the band above the estimate made there (a step down that was not worse leaves
 `plateau_up` at it), the pool is probed down to the estimate (`cpu_trim`), judged on
 throughput: the band otherwise holds the top of an uncertain range for good (64 -> 13 -> 7
-on a CPU-bound Django page, estimate 5 at 7).
+on a CPU-bound Django page, estimate 5 at 7). Where a standing queue feeds every worker and
+a request is almost all CPU, the model's count is the CPUs' own, without its spare
+(`demand.capacity`), and the trim goes there from any count.
 
 What probing learned (the plateaus) holds for one load: it is forgotten when a request's CPU
 or IO time moves by more than the band, or after `reprobe_after`; the ceiling of a climb
@@ -206,7 +208,8 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     way, to the model's count, judged on throughput like any probe. A loss reverts it and
     stops the descent there (`plateau_down`). One thread per worker only. A count a climb
     reached is the band's to hold: trimming it chases the estimate's noise, a reload at a
-    time.
+    time; but not where the model's count has no spare (`demand.capacity`: a standing
+    queue and requests almost all CPU), which is the CPUs' own count, not an estimate.
 
     The band holds a count anywhere up to half above an estimate that itself carries
     `cpu_workers_per_cpu` spare workers per CPU, so a first move landing at the top of an
@@ -216,12 +219,12 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     throughput: less memory, and each request waits less for a CPU."""
     if not f.saturated or not _cpu_bound(f, s) or f.model is None or f.latest.threads > 1:
         return None
-    if st.plateau_up != f.live:
-        return None  # not come down here (a climb's count is the band's to hold)
-    m = f.model
-    if m.workers is None:
+    m, cap = f.model, capacity(f)
+    if m.workers is None or cap is None:
         return None
-    least = max(s.min_workers, m.workers, st.plateau_down or 0)
+    if st.plateau_up != f.live and cap == m.workers:
+        return None  # not come down here (a climb's count is the band's to hold)
+    least = max(s.min_workers, cap, st.plateau_down or 0)
     if f.live <= least:
         return None
     # a probe step, or what is left of the way to the model's count: a trim that stopped a
