@@ -209,7 +209,8 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     stops the descent there (`plateau_down`). One thread per worker only. A count a climb
     reached is the band's to hold: trimming it chases the estimate's noise, a reload at a
     time; but not where the model's count has no spare (`demand.capacity`: a standing
-    queue and requests almost all CPU), which is the CPUs' own count, not an estimate.
+    queue and requests almost all CPU), which is the CPUs' own count, not an estimate. That
+    trim goes there in one move, and only from 2 or more workers over it.
 
     The band holds a count anywhere up to half above an estimate that itself carries
     `cpu_workers_per_cpu` spare workers per CPU, so a first move landing at the top of an
@@ -227,10 +228,16 @@ def cpu_trim(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | None:
     least = max(s.min_workers, cap, st.plateau_down or 0)
     if f.live <= least:
         return None
+    if cap < m.workers and f.live - least < 2:
+        return None  # one worker over the CPUs' own count is not worth a reload
     # a probe step, or what is left of the way to the model's count: a trim that stopped a
     # step short held one worker over the live-worker bound at 4 and 16 CPUs (simulated:
-    # 7 where 6 is the bound, 25 where 24), and a loss reverts it like any probe
-    desired = max(least, f.live - stride(f.live, s))
+    # 7 where 6 is the bound, 25 where 24), and a loss reverts it like any probe. To the
+    # CPUs' own count (no spare: `staffing.sized`) in one move: a count, not an estimate's
+    # noise, and each step is a reload (a CPU-bound Django page went 5 -> 4 -> 3 -> 2, one
+    # reload each, 30 s apart)
+    step = least if cap < m.workers else f.live - stride(f.live, s)
+    desired = max(least, step)
     why = (
         f"CPU {f.cpu_sat:.0%} used by {f.live} workers on {m.cpus:.2g} CPUs; about "
         f"{m.concurrency:.1f} requests in service keep them busy: try {desired}, judged on "
