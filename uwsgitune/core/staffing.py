@@ -83,6 +83,7 @@ CONTENDED: float = SharedSettings.model_fields["cpu_saturated"].default
 GIL_CAP = 0.95  # a GIL busier than this is read as saturated (its M/M/1 wait is unbounded)
 # A request at least this much on a CPU (of its CPU and IO time): next to no IO to hide.
 CPU_ONLY = 0.9
+CPU_KEPT = 0.97  # the share of the CPUs a fed pool without spare keeps busy (`fed_count`)
 FED_POLLS = 2  # the recent polls `sized` reads the requests in the instance over, at least
 RECENT_POLLS = 3  # the recent polls the rules give `sized` (the tuner's short-term means')
 
@@ -307,23 +308,46 @@ def in_instance(f: Frame) -> float:
     return (f.littles_l or 0.0) + (requests_waiting(f) or 0)
 
 
+def fed_count(cpus: float, cpu_share: float, top: int) -> int:
+    """The fewest workers, each always holding a request (fed by a queue), that keep
+    `CPU_KEPT` of `cpus` busy: each worker wants a CPU `cpu_share` of its time and waits on
+    IO the rest, independently of the others, so the CPUs busy are min(X, cpus), X binomial
+    (n, cpu_share): the finite-source model. At most `top`. All CPU: the CPUs' count; 92%
+    CPU on 1.8 CPUs: 3 (2 keep 93% of them busy); 90% on 16: 18."""
+    floor = max(math.ceil(cpus - 1e-9), 1)
+    if cpu_share >= 1 - 1e-6 or floor >= top:
+        return min(floor, top)
+    lp, lq = math.log(cpu_share), math.log1p(-cpu_share)
+    for n in range(floor, top):
+        lg = math.lgamma(n + 1)
+        busy = sum(
+            min(k, cpus)
+            * math.exp(lg - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lp + (n - k) * lq)
+            for k in range(1, n + 1)
+        )
+        if busy >= CPU_KEPT * cpus:
+            return n
+    return top
+
+
 def sized(m: Estimate, recent: Sequence[Frame]) -> int | None:
     """The model's count, without its spare where the spare has nothing to absorb: one-
     thread workers whose requests are almost all CPU (`CPU_ONLY`), and requests enough in
     the instance, over the `recent` polls (at least `FED_POLLS`) and at the latest, to keep
     twice as many as that count: the rest queue, so each worker ends a request to find the
     next. The spare (`cpu_workers_per_cpu` a CPU) absorbs the randomness of arrivals and of
-    IO; fed by a queue and with no IO, every worker is always runnable, the requests that
-    keep the CPUs busy (`Estimate.concurrency`) are the count, and more only share the CPUs
-    (simulated `thrash` on 16 CPUs, 32 MiB touched a request: 24 workers served 84% of what
-    16 did; a CPU-bound Django page on 2 CPUs: 2-3 workers best). At 64 workers under 64
-    clients nothing queues yet, but the 64 requests would keep 62 queued on 2 workers. The
-    rules' findings and the tuner both size with this. None: the CPUs set no bound."""
+    IO; fed by a queue, no arrival is random, and with next to no IO the count that keeps
+    the CPUs busy through the IO's randomness is `fed_count` (the CPUs' count with none),
+    and more only share the CPUs (simulated `thrash` on 16 CPUs, 32 MiB touched a request:
+    24 workers served 84% of what 16 did; a CPU-bound Django page on 2 CPUs: 2-3 workers
+    best). At 64 workers under 64 clients nothing queues yet, but the 64 requests would
+    keep 62 queued on 2 workers. The rules' findings and the tuner both size with this.
+    None: the CPUs set no bound."""
     if m.workers is None:
         return None
     if m.threads != 1 or m.cpu_share < CPU_ONLY or len(recent) < FED_POLLS:
         return m.workers
-    bare = min(m.workers, max(math.ceil(m.concurrency - 1e-9), 1))
+    bare = fed_count(m.cpus, m.cpu_share, m.workers)
     held = [in_instance(f) for f in recent]
     need = 2 * bare
     return bare if fmean(held) >= need and held[-1] >= need else m.workers
