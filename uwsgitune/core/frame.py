@@ -220,6 +220,13 @@ class Frame:
         return self.instance_cpu_cores / self.rps * 1000
 
     @property
+    def blocked_ms_per_request(self) -> float | None:
+        """Milliseconds per request the busy workers slept (Little: asleep / X)."""
+        if not self.rps or self.busy_blocked is None:
+            return None
+        return self.busy_blocked / self.rps * 1000
+
+    @property
     def runq_ms_per_request(self) -> float | None:
         """Milliseconds per request the workers waited for a CPU (the kernel's run queue)."""
         if not self.rps or self.runq_cores is None:

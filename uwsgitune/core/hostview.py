@@ -136,15 +136,15 @@ def busy_blocked(frame: Frame, host: HostSample) -> int | None:
     later poll). None when any busy worker's state is unknown, or with threads."""
     if frame.threads > 1:
         return None
-    states = {p.pid: p.state for p in host.procs}
+    procs = host.by_pid
     blocked = 0
     for w in frame.workers:
         if w.status != "busy" or w.pid <= 0:
             continue
-        state = states.get(w.pid, "")
-        if not state:
+        p = procs.get(w.pid)
+        if p is None or not p.state:
             return None
-        if state == "S" or state == "D":
+        if p.state == "S" or p.state == "D":
             blocked += 1
     return blocked
 

@@ -243,13 +243,6 @@ def _concurrency(cpus: float, cpu_ms: float, io_ms: float) -> float:
     return cpus * (cpu_ms + io_ms) / cpu_ms
 
 
-def _blocked_ms(f: Frame) -> float | None:
-    """A poll's blocked busy workers as IO per request (Little: N / X)."""
-    if f.busy_blocked is None or not f.rps:
-        return None
-    return f.busy_blocked / f.rps * 1000
-
-
 def _spread(frames: Sequence[Frame], cpus: float, states: bool) -> float:
     """Relative standard error of the per-poll concurrency estimates (`states`: each poll's
     IO as `estimate` reads it, with the busy workers' states)."""
@@ -258,7 +251,9 @@ def _spread(frames: Sequence[Frame], cpus: float, states: bool) -> float:
         c, q, w = f.cpu_ms_per_request, f.runq_ms_per_request, f.mean_rt_ms
         if c and c >= MIN_CPU_MS and w is not None:
             io = io_ms(w, c, q, f.gil_busy)
-            per.append(_concurrency(cpus, c, _io_seen(io, _blocked_ms(f)) if states else io))
+            per.append(
+                _concurrency(cpus, c, _io_seen(io, f.blocked_ms_per_request) if states else io)
+            )
     if len(per) < 2:
         return 1.0
     return pstdev(per) / fmean(per) / math.sqrt(len(per))

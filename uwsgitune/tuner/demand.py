@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 
-from uwsgitune.core.staffing import sized, workers_for, workers_holding
+from uwsgitune.core.staffing import workers_for, workers_holding
 from uwsgitune.tuner.decision import Proposal, TunerState
-from uwsgitune.tuner.measures import RECENT, Measures
+from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 IDLE_DEMAND = 1.0  # a level below one request in the instance: the load stopped
@@ -57,9 +57,7 @@ def capacity(f: Measures) -> int | None:
     """The model's count (None: unknown, or the CPUs set no bound), without its spare where
     it has nothing to absorb (`staffing.sized`: a queue feeding every worker, requests
     almost all CPU)."""
-    if f.model is None:
-        return None
-    return sized(f.model, f.regime[-RECENT:])
+    return f.capacity
 
 
 def _seen(f: Measures, want: int, l_max: float, s: TunerSettings, peak: int | None) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from statistics import fmean
 
 from uwsgitune.core.frame import Frame
@@ -27,11 +28,11 @@ from uwsgitune.core.signals import (
     requests_waiting,
     waiting_unless_full,
 )
-from uwsgitune.core.staffing import Estimate, estimate, pstdev
+from uwsgitune.core.staffing import RECENT_POLLS, Estimate, estimate, in_instance, pstdev, sized
 from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
 from uwsgitune.tuner.tunersettings import TunerSettings
 
-RECENT = 3  # polls behind the short-term means
+RECENT = RECENT_POLLS  # polls behind the short-term means (the rules read as many)
 LOAD_JUMP = 3.0  # the recent polls' throughputs this many times apart: the load is moving
 QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wobble)
 # Recent polls with a connection waiting that make a queue a shortage rather than a blip:
@@ -145,6 +146,13 @@ class Measures:
     recent_polls: int = 0
     backlog_full: bool = False
     pile: Pile | None = None  # the queue read against the polls at this count
+
+    @cached_property
+    def capacity(self) -> int | None:
+        """The model's count, without its spare where a queue feeds every worker and a
+        request is almost all CPU (`staffing.sized` over the recent polls); None: unknown,
+        or the CPUs set no bound. Worked out once per decision, however many rules ask."""
+        return sized(self.model, self.regime[-RECENT:]) if self.model is not None else None
 
     @property
     def saturated(self) -> bool:
@@ -292,9 +300,7 @@ def _recent(recent: Sequence[Frame], latest: Frame) -> dict[str, float | None]:
         "cpu_used": _mean([f.instance_cpu_cores for f in recent]),
         "queue_now": _waiting(latest),
         "busy_now": latest.busy_ratio,
-        "demand_peak": max(
-            ((f.littles_l or 0.0) + (_waiting(f) or 0.0) for f in recent), default=None
-        ),
+        "demand_peak": max((in_instance(f) for f in recent), default=None),
     }
 
 
