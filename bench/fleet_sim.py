@@ -440,7 +440,7 @@ class Pod:
         # The requests in the instance at the poll: L on average, Poisson around it (random
         # arrivals); those past the workers wait, beside what the fluid backlog holds.
         at_poll = max(round(in_service + math.sqrt(in_service) * self.rng.gauss(0, 1)), 0)
-        round(self.queue) + max(at_poll - self.workers, 0)
+        queued = round(self.queue) + max(at_poll - self.workers, 0)
         load = Load(
             live=self.workers,
             cheap=MAX_WORKERS - self.workers,
@@ -455,7 +455,7 @@ class Pod:
             somaxconn=None,
             mem_available=4096 * MiB,
             sockets=(
-                SocketView("0.0.0.0:8000", "http", False, round(self.queue), BACKLOG, "stats"),
+                SocketView("0.0.0.0:8000", "http", False, min(queued, BACKLOG), BACKLOG, "stats"),
             ),
             spawned=1_700_000_000.0,
             listen_overflows=round(dropped),

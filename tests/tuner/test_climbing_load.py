@@ -30,9 +30,13 @@ def _turns(codes: list[tuple[float, str, int, int]]) -> int:
 def test_a_load_that_climbs_past_the_pool_is_not_stepped_back(sim: ModuleType) -> None:
     runs = {seed: _pod(sim, seed) for seed in range(1, 11)}
     for seed, codes in runs.items():
-        assert codes and codes[0][1] == "saturated" and codes[0][3] > 12, (seed, codes)
+        # the first move is up, on the queue or on the requests in service (at 12 workers
+        # for 10 in service, random arrivals pass the pool at a poll in five)
+        assert codes and codes[0][1] in ("saturated", "littles-law-up"), (seed, codes)
+        assert codes[0][3] > 12, (seed, codes)
         assert not [c for c in codes if c[1] == "queue-served"], (seed, codes)
-    # Before: 4 of these 10 pods turned (3 by `queue-served`). One still overshoots: a step
-    # sized on a pile (12 -> 20) that `load-fell` takes to 14 (fleet.md: not fixed here).
+    # Before: 4 of these 10 pods turned (3 by `queue-served`); then one, a step sized on a
+    # pile (12 -> 20) that `load-fell` took to 14. The ways up and down now keep one count
+    # for a load (`level.reach`): none turns.
     turned = [seed for seed, codes in runs.items() if _turns(codes) > 0]
-    assert len(turned) <= 1, {seed: runs[seed] for seed in turned}
+    assert not turned, {seed: runs[seed] for seed in turned}

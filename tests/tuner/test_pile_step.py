@@ -82,13 +82,14 @@ def test_a_load_just_past_the_pool_is_met_by_a_step_that_is_not_undone(
     sim: ModuleType, seed: int
 ) -> None:
     # 14 workers serve 280 req/s; 290 arrive (±2% a poll): 10 req/s past them, where each
-    # 5 s poll piles up 50 requests. What arrives keeps 14.5 in service: one worker past
-    # the 15 that hold them, and a tenth, is what the way down keeps (18).
+    # 5 s poll piles up 50 requests. What arrives keeps 14.5 in service; random arrivals
+    # spread about it as a Poisson count, so the ways up and down keep L + 2√L for it (22,
+    # `level.reach`).
     codes = _pod(sim, seed, 290.0, 900.0)
     assert codes, "the pod never stepped up"
     _t, code, was, now = codes[0]
     assert (code, was) == ("saturated", 14), codes
-    assert 15 <= now <= 18, codes  # sized on the rate, not on the pile (32: the ceiling)
+    assert 15 <= now <= 23, codes  # sized on the rate, not on the pile (32: the ceiling)
     # and nothing takes it back while the load stays
     assert all(b > a for _t, _c, a, b in codes), codes
 

@@ -4,10 +4,14 @@ Up at once to what the requests in service need (L + beta√L, never more than t
 serve); down only to what the *maximum* L over `down_window` needs, and only by more than
 a tenth, so a load on the boundary never oscillates. A load that fell and settled
 (`Measures.level`) goes down sooner, by at most half the pool, paced like a step up.
-Neither move goes past the most requests seen in the instance at once: spare workers past
-that never serve (a load that fell keeps one spare past those in service, too: a few polls'
-count at once can read below it). Counts are processes; with threads, the requests the
-cores hold and the queue are counted in processes' worth (`level.at_once`).
+Neither move goes past what the requests in the instance need with room for their spread
+(`level.reach`): square-root staffing for random arrivals, no spare past a closed loop's
+clients (spare workers past them never serve). The spread is read over the down window,
+each poll about its own mean, so the ways up and down stop at one count for a load and
+neither undoes the other; until 8 polls tell it, they stop at the most requests seen at
+once (a load that fell keeps one spare past that, or past those in service: a few polls
+can read below it). Counts are processes; with threads, the requests the cores hold and
+the queue are counted in processes' worth (`level.at_once`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 
 from uwsgitune.core.staffing import workers_for, workers_holding
 from uwsgitune.tuner.decision import Proposal, TunerState
+from uwsgitune.tuner.level import OPEN, reach
 from uwsgitune.tuner.measures import Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
@@ -60,14 +65,23 @@ def capacity(f: Measures) -> int | None:
     return f.capacity
 
 
-def _seen(f: Measures, want: int, l_max: float, s: TunerSettings, peak: int | None) -> int:
-    """`want`, but never more workers than `peak`, the most requests seen in the instance at
-    once (a down move: over the down window; up: at this count): spare workers past that
-    never serve."""
-    if peak is None:
+def _reach(f: Measures, load: float, s: TunerSettings, peak: int | None) -> int | None:
+    """What `load` requests in the instance (in service and queued: a queued request would
+    be in service with a worker more) need with room for their spread over the down window
+    (`level.reach`); before that spread is known, `peak`, the most seen at once."""
+    if f.dispersion is None:
+        return peak
+    return reach(load, f.dispersion, f.latest.threads, s.staffing_beta)
+
+
+def _seen(f: Measures, want: int, l_max: float, s: TunerSettings, cap: int | None) -> int:
+    """`want`, but never more workers than `cap`, what the requests in the instance need
+    with room for their spread (`_reach`: a down move reads the down window's; up, the
+    load at this count): spare workers past that never serve."""
+    if cap is None:
         return want
     held = workers_holding(l_max, f.latest.threads)
-    return min(want, max(peak, held, s.min_workers))
+    return min(want, max(cap, held, s.min_workers))
 
 
 def _fell_since(f: Measures, threads: int, s: TunerSettings) -> bool:
@@ -85,7 +99,7 @@ def littles_law(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | Non
     l_now = f.l_recent or 0.0
     # Up to what the load at this count needs: the window may hold a load that since fell.
     want = max(workers_for(l_now, threads, s.staffing_beta), s.min_workers)
-    served = f.served_peak
+    served = _reach(f, l_now + (f.queue or 0.0), s, f.served_peak)
     if served is not None and all_served(f):
         # One over the pool at a poll with no queue in the means counts as served (a
         # client's next request arriving before its worker showed idle): no more here.
@@ -104,11 +118,18 @@ def littles_law(f: Measures, st: TunerState, s: TunerSettings) -> Proposal | Non
         return fell
     if f.window_covered and f.l_window is not None:
         down = max(workers_for(f.l_window, threads, s.staffing_beta), s.min_workers)
-        down = _seen(f, down, f.l_window, s, f.concurrency_peak)
+        load = f.l_window + (f.queue_window or 0.0)
+        cap = _reach(f, load, s, f.concurrency_peak)
+        down = _seen(f, down, f.l_window, s, cap)
         if down < f.live - max(1, math.ceil(0.1 * f.live)):  # a move worth a change
             why = f"peak L={f.l_window:.2f} over {s.down_window:g}s fits {down} workers"
-            if f.concurrency_peak is not None and down == f.concurrency_peak:
+            if cap is not None and down == cap and f.dispersion is None:
                 why += f" (at most {down} requests at once)"
+            elif down == cap and f.dispersion is not None and f.dispersion < OPEN and load >= 1:
+                why += (
+                    f" ({load:.1f} requests in the instance, spread {f.dispersion:.2f} of "
+                    "random arrivals': little spare past them)"
+                )
             return Proposal(down, "littles-law-down", why)
     return Proposal(f.live, "steady", f"L={l_now:.2f}: {f.live} workers keep busy near target")
 
@@ -124,13 +145,14 @@ def load_fell(f: Measures, s: TunerSettings) -> Proposal | None:
         return None
     threads = max(f.latest.threads, 1)
     need = max(workers_for(lv.demand, threads, s.staffing_beta), s.min_workers)
-    if lv.peak is not None:
-        # One spare past the requests at once, or past those in service, whichever is more:
-        # the level's few polls sample the count at once, and under random arrivals they
-        # can all read below its mean (4 polls of a load of 3 in service read at most 2, and
-        # 3 workers for it queued at once: a step up, then down again, in the fleet
-        # simulation).
-        held = max(lv.peak, workers_holding(lv.demand, threads))
+    cap = _reach(f, lv.demand, s, lv.peak)
+    if cap is not None:
+        # One spare past what the requests at once need (`level.reach`, the level's polls),
+        # or past those in service, whichever is more: the level's few polls sample the
+        # count at once, and under random arrivals they can all read below its mean (4
+        # polls of a load of 3 in service read at most 2, and 3 workers for it queued at
+        # once: a step up, then down again, in the fleet simulation).
+        held = max(cap, workers_holding(lv.demand, threads))
         need = min(need, max(held + 1, s.min_workers))
     # A lull keeps half the pool for the load's return; a load that stopped (less than one
     # request in the instance at every poll of the level) leaves nothing to keep it for:

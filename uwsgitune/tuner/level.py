@@ -26,6 +26,7 @@ from uwsgitune.core.signals import waiting_unless_full
 FALL = 1.5  # the window's peak demand is at least this many times the level's
 SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
 RISE = 2  # polls in a row at the old demand that make a rise
+OPEN = 0.5  # a spread of the requests in service this share of a Poisson count's: random
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,58 @@ def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | 
             return None
         peak, seen = max(peak, now), seen + 1
     return peak if seen >= least else None
+
+
+def _held(f: Frame) -> int | None:
+    """Requests in service at the poll's instant: busy workers, or with threads the requests
+    the cores hold (None when a threaded worker's cores are not in the stats)."""
+    if f.threads <= 1:
+        return f.busy
+    held = 0
+    for w in f.workers:
+        if w.live:
+            if len(w.cores_requests) != f.threads:
+                return None
+            held += len(w.requests_in_flight)
+    return held
+
+
+def dispersion(frames: Sequence[Frame], edge: float, least: int) -> float | None:
+    """How the requests in service at an instant spread about their mean, per request: the
+    squared differences of each poll's count at its instant (`_held`) from its Little's L
+    (the mean over the poll's interval), over the sum of L, for the good polls since `edge`
+    (None unless `least` tell it). Each poll is taken about its own mean, so polls of
+    different loads or counts pool. Under random arrivals the count in service is Poisson
+    (variance L): about 1; a closed loop's clients, busy at every instant: about 0."""
+    sq, total, seen = 0.0, 0.0, 0
+    for f in reversed(frames):
+        if f.mono < edge:
+            break
+        if not f.ok or f.littles_l is None:
+            continue
+        held = _held(f)
+        if held is None:
+            continue
+        sq += (held - f.littles_l) ** 2
+        total += f.littles_l
+        seen += 1
+    return sq / total if seen >= max(least, 1) and total > 0 else None
+
+
+def reach(load: float, dispersion: float, threads: int, beta: float) -> int:
+    """Processes that hold `load` requests in the instance with room for their spread:
+    load + beta·√(d·load) requests, d the `dispersion` over OPEN, no more than 1. A spread
+    of OPEN or more is random arrivals, and this is square-root staffing (L + beta√L): the
+    estimate wanders (30 polls of a Poisson count read 0.6 to 1.5 in the fleet simulation)
+    and a count sized on it as read turned at a steady load. Less is a closed loop's
+    clients, who keep every worker they have busy: K clients need about K, which
+    square-root staffing of L cannot know. Unlike the most requests seen at once, which
+    this replaces, it does not grow with the number of polls read: the most of a Poisson
+    count of mean 14 is about 22 over 30 polls and 25 over 300, and the ways up and down,
+    reading maxima over different spans, turned at a steady load too."""
+    load = max(load, 0.0)
+    spare = beta * math.sqrt(min(max(dispersion, 0.0) / OPEN, 1.0) * load)
+    return math.ceil((load + spare) / max(threads, 1) - 1e-9)
 
 
 def _rose_again(before: Sequence[float], high: float, low: float) -> bool:

@@ -29,11 +29,14 @@ from uwsgitune.core.signals import (
     waiting_unless_full,
 )
 from uwsgitune.core.staffing import RECENT_POLLS, Estimate, estimate, in_instance, pstdev, sized
-from uwsgitune.tuner.level import Level, concurrency_peak, settled_level
+from uwsgitune.tuner.level import Level, concurrency_peak, dispersion, settled_level
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 RECENT = RECENT_POLLS  # polls behind the short-term means (the rules read as many)
 LOAD_JUMP = 3.0  # the recent polls' throughputs this many times apart: the load is moving
+# Polls the spread of the requests in service is read over before the ways up and down
+# stop at it rather than at the most seen at once (its estimate's error about 1/√(n/2))
+DISPERSION_POLLS = 8
 QUIET_RPS = 1.0  # throughputs below this count as this much (an idle pool's wobble)
 # Recent polls with a connection waiting that make a queue a shortage rather than a blip:
 # at a steady load near the workers' count (rho 0.9 on 4 workers) a queue of a few comes
@@ -134,6 +137,12 @@ class Measures:
     # the same over the polls at this count since it settled (`regime`): what the pool
     # serves now, not what a load that since fell needed
     served_peak: int | None = None
+    # how the requests in service spread about their mean over the down window, per request
+    # (`level.dispersion`: about 1 for random arrivals, 0 for a closed loop's clients): the
+    # ways up and down stop at the same spare for it (`level.reach`), so neither undoes the
+    # other; None: unknown, and they stop at the most seen at once instead
+    dispersion: float | None = None
+    queue_window: float | None = None  # mean connections queued over the polls of l_window
     # the least and most requests/s of the recent polls and the one before them, when they
     # differ by LOAD_JUMP or more: the means mix two loads (one that just started or
     # stopped, or the poll it started in), until the last poll of the old load is behind them
@@ -327,12 +336,14 @@ def gather(
         w_part=w_part,
         noise_part=max(noise, 2 * settings.min_noise),
         l_window=max((f.littles_l or 0.0 for f in regime if f.mono >= edge), default=None),
+        queue_window=_mean([_waiting(f) for f in regime if f.mono >= edge]),
         window_covered=bool(regime) and regime[0].mono <= edge + settings.interval,
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
         concurrency_peak=concurrency_peak(frames, edge, RECENT),
         served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
+        dispersion=dispersion(frames, edge, DISPERSION_POLLS),
         load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
         level=settled_level(regime, frames, edge, settings.measure_frames),
         queue_min=settings.queue_min,

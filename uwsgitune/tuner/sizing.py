@@ -25,7 +25,8 @@ to the rate the pool serves, so a pile the backlog built over a poll or two, at 
 crept past the pool, is sized as the few percent more arrivals it is, not as that many
 requests of steady demand (a pod of 14 workers went to 32 on a queue of 40 piled in one
 5 s poll, and went back down a minute later); and no further than the way down keeps for
-that load (`_kept`), so the step is not undone while the load holds. A queue that stood
+that load (`level.reach` once the spread of the requests is read, `_kept` before), so the
+step is not undone while the load holds. A queue that stood
 still over the last poll came at once (a closed loop's clients that doubled) and stands.
 At the capacity, with the CPUs still not saturated, the model was wrong or uncertain: it
 probes up by `probe_step`.
@@ -83,6 +84,7 @@ from uwsgitune.core.staffing import (
 )
 from uwsgitune.tuner.decision import Proposal, TunerState
 from uwsgitune.tuner.demand import SMALL_QUEUE, all_served, capacity, littles_law, queue_served
+from uwsgitune.tuner.level import reach
 from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
@@ -368,22 +370,30 @@ def _demand(f: Measures, s: TunerSettings) -> tuple[float, int, str]:
     the queue says of the arrival rate (`_arriving`), and why (or "")."""
     threads = max(f.latest.threads, 1)
     demand = max(f.demand_peak or 0.0, (f.l_recent or f.live * threads) + (f.queue or 0.0))
-    arriving = _arriving(f) or _refused(f)
+    piled = _arriving(f)
+    arriving = piled or _refused(f)
     why = ""
     want = workers_for(demand, threads, s.staffing_beta)
     if arriving is not None and arriving[0] < demand:
         demand, why = arriving
-        want = min(workers_for(demand, threads, s.staffing_beta), _kept(demand, threads))
+        want = workers_for(demand, threads, s.staffing_beta)
+        if f.dispersion is not None:
+            # what the ways up and down keep for that load with its spread (`level.reach`)
+            want = min(want, reach(demand, f.dispersion, threads, s.staffing_beta))
+        elif piled is not None:
+            want = min(want, _kept(demand, threads))
     if f.served_peak is not None:
         want = min(want, max(f.served_peak, f.live + 1))
     return demand, want, why
 
 
 def _kept(demand: float, threads: int) -> int:
-    """What the way down keeps for `demand` requests in the instance: one worker past those
-    that hold them (`demand.load_fell`), and the tenth a move down leaves alone. A step up
-    sized on the arrival rate goes no further: square-root staffing of it (L + 2√L) went
-    7 -> 13 at a load of 7.1 in service, and `load-fell` took it to 10 20 s later."""
+    """What the way down keeps for `demand` requests in the instance before the spread of
+    the requests is read (`demand._reach`): one worker past those that hold them
+    (`demand.load_fell`), and the tenth a move down leaves alone. A step up sized on a pile
+    then goes no further: square-root staffing of it (L + 2√L) went 7 -> 13 at a load of
+    7.1 in service, and `load-fell` took it to 10 20 s later. Sized on what the kernel
+    refused, it goes to L + 2√L: a closed loop never overflows a backlog."""
     n = workers_holding(demand, threads) + 1
     return n + max(1, math.ceil(0.1 * n))
 
