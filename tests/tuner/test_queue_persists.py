@@ -83,18 +83,26 @@ def test_a_full_backlog_or_a_queue_past_twice_the_workers_steps_up_at_once() -> 
         assert (t, d.action, d.code) == (10, "up", "saturated"), (queue, d.line())
 
 
-def test_a_load_that_fell_keeps_a_spare_past_the_requests_in_service() -> None:
-    # 6 workers; the load fell from 6.7 requests to 3.06 in service; the level's four polls
-    # read at most 2 at once (random arrivals). 3 workers would hold its mean with none to
-    # spare (the fleet simulation's pods then queued and stepped up again): 4.
-    f = replace(
+def test_a_load_that_fell_keeps_a_spare_past_what_its_requests_need() -> None:
+    # 8 workers; the load fell from 6.7 requests to 3.06 in service; the level's four polls
+    # read at most 2 at once. 3 workers would hold its mean with none to spare (the fleet
+    # simulation's pods then queued and stepped up again).
+    base = replace(
         _back(0.0, 0.0, None),
-        live=6,
+        live=8,
         queue=0.0,
         queue_now=0.0,
         l_recent=3.06,
         concurrency_peak=6,
         level=Level(demand=3.06, in_service=3.06, peak=2, fell_from=6.7),
     )
-    p = load_fell(f, S)
-    assert p is not None and p.code == "load-fell" and p.desired == 4, p
+    # a closed loop's spread over the window: one past the 4 its requests need
+    p = load_fell(replace(base, dispersion=0.0), S)
+    assert p is not None and p.code == "load-fell" and p.desired == 5, p
+    # random arrivals: L + 2√L = 7, a move not worth a change from 8
+    assert load_fell(replace(base, dispersion=1.0), S) is None
+    # the spread not read yet: no lower than L + 2√L either (a step up stops at the most
+    # seen at once until then; a way down that did too went below it: a turn)
+    assert load_fell(base, S) is None
+    p = load_fell(replace(base, live=12, concurrency_peak=12), S)
+    assert p is not None and p.desired == 7, p

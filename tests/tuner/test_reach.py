@@ -18,17 +18,22 @@ from types import ModuleType
 import pytest
 
 from tests.support.instances import Instance, Load
-from uwsgitune.core.frame import Frame
+from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.staffing import workers_for
 from uwsgitune.tuner.level import OPEN, dispersion, reach
 
 
-def _frames(counts: list[int], l_mean: float, live: int = 40) -> list[Frame]:
-    """Polls 5 s apart whose busy workers read `counts`, each poll's L `l_mean`."""
+def _frames(counts: list[int], l_mean: float, live: int = 40, queued: int = 0) -> list[Frame]:
+    """Polls 5 s apart whose busy workers read `counts` (no more than `live`; past them,
+    queued, and `queued` more), each poll's L `l_mean`."""
     inst = Instance("reach", 1_700_000_000.0, 0.0)
     out = [inst.frame(0.0, Load(live=live, busy=0, rps=0.0, in_service=0.0))]
     for i, n in enumerate(counts, start=1):
-        load = Load(live=live, busy=n, rps=l_mean * 20, in_service=l_mean)
+        q = max(n - live, 0) + queued
+        sock = SocketView("127.0.0.1:8000", "http", False, q, 100, "stats")
+        load = Load(
+            live=live, busy=min(n, live), rps=l_mean * 20, in_service=l_mean, sockets=(sock,)
+        )
         out.append(inst.frame(i * 5.0, load))
     return out[1:]
 
@@ -54,6 +59,15 @@ def test_random_arrivals_spread_like_a_poisson_count_and_a_closed_loop_hardly_at
     assert d_closed is not None and d_closed < 0.05, d_closed
     # too few polls to tell
     assert dispersion(closed[:5], 0.0, 8) is None
+    # random arrivals on a pool they keep busy: the workers read busy at every poll, and
+    # the queue beside them shows the spread (read on the workers alone: 0.04)
+    tight = _frames([_poisson(rng, 14.0) for _ in range(60)], 12.0, live=12)
+    d_tight = dispersion(tight, 0.0, 8)
+    assert d_tight is not None and d_tight > OPEN, d_tight
+    # 24 clients on 16 workers: 8 queued at every poll, the spread still a closed loop's
+    full = _frames([16] * 30, 16.0, live=16, queued=8)
+    d_full = dispersion(full, 0.0, 8)
+    assert d_full is not None and d_full < 0.05, d_full
 
 
 def test_reach_is_square_root_staffing_for_random_arrivals_and_the_clients_for_a_closed_loop() -> (

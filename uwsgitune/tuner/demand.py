@@ -8,10 +8,12 @@ Neither move goes past what the requests in the instance need with room for thei
 (`level.reach`): square-root staffing for random arrivals, no spare past a closed loop's
 clients (spare workers past them never serve). The spread is read over the down window,
 each poll about its own mean, so the ways up and down stop at one count for a load and
-neither undoes the other; until 8 polls tell it, they stop at the most requests seen at
-once (a load that fell keeps one spare past that, or past those in service: a few polls
-can read below it). Counts are processes; with threads, the requests the cores hold and
-the queue are counted in processes' worth (`level.at_once`).
+neither undoes the other (a load that fell keeps one spare past it, or past those in
+service: a few polls can read below it). Until 8 polls tell it, a step up stops at the
+most requests seen at once, and a load that fell goes no lower than L + 2√L: the two
+ways then leave a band between them rather than meet. Counts are processes; with threads,
+the requests the cores hold and the queue are counted in processes' worth
+(`level.at_once`).
 """
 
 from __future__ import annotations
@@ -145,7 +147,11 @@ def load_fell(f: Measures, s: TunerSettings) -> Proposal | None:
         return None
     threads = max(f.latest.threads, 1)
     need = max(workers_for(lv.demand, threads, s.staffing_beta), s.min_workers)
-    cap = _reach(f, lv.demand, s, lv.peak)
+    # Before the spread is read, no cap: a step up stops at the most seen at once, and a
+    # way down that stopped there too went below what the up way takes once the spread
+    # comes (a pod 30 s old in the fleet simulation: 9 -> 7 on 5 polls' most, 7 -> 8
+    # 100 s later). L + 2√L is the most either way then keeps.
+    cap = _reach(f, lv.demand, s, None)
     if cap is not None:
         # One spare past what the requests at once need (`level.reach`, the level's polls),
         # or past those in service, whichever is more: the level's few polls sample the

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
 from uwsgitune.core.frame import Frame
 from uwsgitune.core.signals import waiting_unless_full
@@ -98,25 +99,34 @@ def _held(f: Frame) -> int | None:
 
 
 def dispersion(frames: Sequence[Frame], edge: float, least: int) -> float | None:
-    """How the requests in service at an instant spread about their mean, per request: the
-    squared differences of each poll's count at its instant (`_held`) from its Little's L
-    (the mean over the poll's interval), over the sum of L, for the good polls since `edge`
-    (None unless `least` tell it). Each poll is taken about its own mean, so polls of
-    different loads or counts pool. Under random arrivals the count in service is Poisson
-    (variance L): about 1; a closed loop's clients, busy at every instant: about 0."""
-    sq, total, seen = 0.0, 0.0, 0
+    """How the requests in the instance at an instant spread about their mean, per request,
+    over the good polls since `edge` (None unless `least` tell it): each poll's count at its
+    instant (the requests the workers hold, `_held`, and the queued ones) against its
+    Little's L (the mean in service over the poll's interval) and the polls' mean queue,
+    squared, over the sum of those means. Each poll is taken about its own L, so polls of
+    different loads or counts pool. Under random arrivals the count is Poisson (variance
+    L): about 1; a closed loop's clients, in service or queued at every instant: about 0.
+    The queue counts: a pool that every request keeps busy reads its workers busy at every
+    poll whatever the arrivals (a pod in the fleet simulation read 0.04 where they were
+    random), and only the queue beside it shows them. A poll whose queue is unknown or
+    whose backlog is full tells nothing."""
+    rows: list[tuple[int, float, int]] = []
     for f in reversed(frames):
         if f.mono < edge:
             break
         if not f.ok or f.littles_l is None:
             continue
-        held = _held(f)
-        if held is None:
+        held, waiting = _held(f), waiting_unless_full(f)
+        if held is None or waiting is None:
             continue
-        sq += (held - f.littles_l) ** 2
-        total += f.littles_l
-        seen += 1
-    return sq / total if seen >= max(least, 1) and total > 0 else None
+        rows.append((held + waiting, f.littles_l, waiting))
+    if len(rows) < max(least, 1):
+        return None
+    q = fmean(w for _n, _l, w in rows)
+    total = sum(l_ + q for _n, l_, _w in rows)
+    if total <= 0:
+        return None
+    return sum((n - l_ - q) ** 2 for n, l_, _w in rows) / total
 
 
 def reach(load: float, dispersion: float, threads: int, beta: float) -> int:
