@@ -48,7 +48,10 @@ DEFINITIONS = """\
   (context switches). Fluid: what the workers or the CPUs cannot serve waits in the
   backlog; past the backlog it is dropped, and the kernel counts it (TcpExtListenOverflows
   of the pod's network namespace: the tuned pods' stats carry it, as the daemon reads it;
-  from the fourth run on).
+  from the fourth run on). The stats' requests at a poll are drawn from a Poisson law
+  around L (random arrivals); those past the live workers show as queued, beside what the
+  fluid backlog holds, up to BACKLOG (from the seventh run on: the draw was made and that
+  part of it dropped before, so no pod's stats showed a queue between full backlogs).
 - **Tuned fleet.** uWSGI with `processes = 32`, starting at 4 live workers; the tuner
   (`decide`, apply mode, its settings at their defaults but `interval = DT`) polls every
   DT s; a change takes effect at the next poll. The HPA reads each pod's
