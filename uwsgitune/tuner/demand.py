@@ -153,11 +153,11 @@ def load_fell(f: Measures, s: TunerSettings) -> Proposal | None:
     # 100 s later). L + 2√L is the most either way then keeps.
     cap = _reach(f, lv.demand, s, None)
     if cap is not None:
-        # One spare past what the requests at once need (`level.reach`, the level's polls),
-        # or past those in service, whichever is more: the level's few polls sample the
-        # count at once, and under random arrivals they can all read below its mean (4
-        # polls of a load of 3 in service read at most 2, and 3 workers for it queued at
-        # once: a step up, then down again, in the fleet simulation).
+        # One spare past what the level's requests need with the window's spread
+        # (`level.reach`), or past those in service, whichever is more: the level's few
+        # polls can all read below its mean (4 polls of a load of 3 in service read at most
+        # 2 at once, and 3 workers for it queued: a step up, then down again, in the fleet
+        # simulation).
         held = max(cap, workers_holding(lv.demand, threads))
         need = min(need, max(held + 1, s.min_workers))
     # A lull keeps half the pool for the load's return; a load that stopped (less than one

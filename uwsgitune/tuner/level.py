@@ -27,7 +27,7 @@ from uwsgitune.core.signals import waiting_unless_full
 FALL = 1.5  # the window's peak demand is at least this many times the level's
 SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
 RISE = 2  # polls in a row at the old demand that make a rise
-OPEN = 0.5  # a spread of the requests in service this share of a Poisson count's: random
+OPEN = 0.5  # a spread of the requests this share of a Poisson count's or more: random arrivals
 
 
 @dataclass(frozen=True)

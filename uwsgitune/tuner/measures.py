@@ -137,7 +137,7 @@ class Measures:
     # the same over the polls at this count since it settled (`regime`): what the pool
     # serves now, not what a load that since fell needed
     served_peak: int | None = None
-    # how the requests in service spread about their mean over the down window, per request
+    # how the requests in the instance spread about their mean over the down window, per request
     # (`level.dispersion`: about 1 for random arrivals, 0 for a closed loop's clients): the
     # ways up and down stop at the same spare for it (`level.reach`), so neither undoes the
     # other; None: unknown, and they stop at the most seen at once instead

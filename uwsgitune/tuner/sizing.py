@@ -393,7 +393,8 @@ def _kept(demand: float, threads: int) -> int:
     (`demand.load_fell`), and the tenth a move down leaves alone. A step up sized on a pile
     then goes no further: square-root staffing of it (L + 2√L) went 7 -> 13 at a load of
     7.1 in service, and `load-fell` took it to 10 20 s later. Sized on what the kernel
-    refused, it goes to L + 2√L: a closed loop never overflows a backlog."""
+    refused, it goes to L + 2√L of that rate: connections refused are arrivals, not
+    clients waiting for their answers."""
     n = workers_holding(demand, threads) + 1
     return n + max(1, math.ceil(0.1 * n))
 
