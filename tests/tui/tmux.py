@@ -1,4 +1,6 @@
-"""A real terminal for end-to-end tests: one tmux session per test, always killed."""
+"""A real terminal for end-to-end tests: one tmux session per test, on a server of its own
+(`-L`), always killed. Sessions of tests running at once on the default server raced to
+start it on a fresh machine ("server exited unexpectedly", a CI failure)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ TMUX = "/usr/bin/tmux"
 class Tmux:
     def __init__(self, command: str, width: int = 120, height: int = 40) -> None:
         self.name = f"uwt-{uuid.uuid4().hex[:8]}"
+        self.tmux = [TMUX, "-L", self.name]  # a server of this session's own
         subprocess.run(
             [
-                TMUX,
+                *self.tmux,
                 "new-session",
                 "-d",
                 "-s",
@@ -29,12 +32,14 @@ class Tmux:
             ],
             check=True,
         )
-        subprocess.run([TMUX, "set-option", "-t", self.name, "remain-on-exit", "on"], check=True)
+        subprocess.run(
+            [*self.tmux, "set-option", "-t", self.name, "remain-on-exit", "on"], check=True
+        )
         self.pid = int(self._display("#{pane_pid}"))
 
     def _display(self, fmt: str) -> str:
         out = subprocess.run(
-            [TMUX, "display-message", "-p", "-t", self.name, fmt],
+            [*self.tmux, "display-message", "-p", "-t", self.name, fmt],
             capture_output=True,
             text=True,
             check=True,
@@ -43,12 +48,12 @@ class Tmux:
 
     def screen(self) -> str:
         out = subprocess.run(
-            [TMUX, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
+            [*self.tmux, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
         )
         return out.stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run([TMUX, "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def dead(self) -> bool:
         return self._display("#{pane_dead}") == "1"
@@ -79,7 +84,7 @@ class Tmux:
         raise AssertionError(f"the program did not exit in {timeout}s:\n{self.screen()}")
 
     def kill(self) -> None:
-        subprocess.run([TMUX, "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
 
 
 def with_status(command: str) -> str:

@@ -20,7 +20,7 @@ import pytest
 from tests.support.instances import Instance, Load
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.staffing import workers_for
-from uwsgitune.tuner.level import OPEN, dispersion, reach
+from uwsgitune.tuner.level import OPEN, ceiling, dispersion, reach
 
 
 def _frames(counts: list[int], l_mean: float, live: int = 40, queued: int = 0) -> list[Frame]:
@@ -82,6 +82,20 @@ def test_reach_is_square_root_staffing_for_random_arrivals_and_the_clients_for_a
     # in processes' worth: 64 requests in threads of 4
     assert reach(64.0, 0.0, 4, 2.0) == 16
     assert reach(0.0, 1.0, 1, 2.0) == 0
+
+
+def test_a_closed_loops_clients_are_a_ceiling_and_a_random_loads_most_is_not() -> None:
+    # 16 clients of 50 ms on a real uWSGI read 16 at 11 polls of 16, 11-15 at the rest
+    closed = _frames([16, 16, 13, 16, 16, 15, 16, 16, 11, 16, 16, 16, 12, 16, 16, 16], 15.3)
+    assert ceiling(closed, 0.0) == 16
+    # a Poisson count's most is one poll's or a few: never a ceiling over 30 polls
+    rng = random.Random(3)
+    for _ in range(20):
+        polls = _frames([_poisson(rng, 14.5) for _ in range(30)], 14.5)
+        assert ceiling(polls, 0.0) is None
+    # 3 polls of 4 at the most (a level's polls)
+    assert ceiling(_frames([16, 16, 15, 16], 15.8), 0.0) == 16
+    assert ceiling(_frames([16, 14, 15, 16], 15.3), 0.0) is None
 
 
 def _turns(codes: list[tuple[float, str, int, int]]) -> int:

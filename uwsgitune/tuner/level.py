@@ -28,6 +28,13 @@ FALL = 1.5  # the window's peak demand is at least this many times the level's
 SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
 RISE = 2  # polls in a row at the old demand that make a rise
 OPEN = 0.5  # a spread of the requests this share of a Poisson count's or more: random arrivals
+# The polls at the most seen at once that make it a ceiling, at least CEILING_POLLS and
+# CEILING_SHARE of them: a closed loop's clients, all in the instance at most polls (16
+# clients of 50 ms on a real uWSGI: 16 at 11 polls of 16); a random load's most is one
+# poll's or a few (a Poisson count of mean 14.5 read its most at 3 polls of 30 in the
+# fleet simulation, and a way down that stopped there turned)
+CEILING_POLLS = 3
+CEILING_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class Level:
     in_service: float  # most requests in service (Little's L) in a level poll
     peak: int | None  # most requests at once (busy + queued), in workers' worth (`at_once`)
     fell_from: float  # the down window's peak demand
+    ceiling: int | None = None  # `peak`, if read at CEILING_POLLS of the level's polls
 
 
 def demand(frame: Frame) -> float | None:
@@ -66,12 +74,9 @@ def at_once(f: Frame) -> int | None:
     return math.ceil((held + waiting) / f.threads)
 
 
-def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | None:
-    """The most requests in the instance at once (`at_once`) at any poll since `edge`: what
-    a pool has had to serve together. A closed population (clients that wait for their
-    answer) never exceeds its size, which square-root staffing cannot know. None unless
-    every poll since `edge` tells it, `least` polls at least."""
-    peak, seen = 0, 0
+def _at_once_since(frames: Sequence[Frame], edge: float) -> list[int] | None:
+    """`at_once` of each good poll since `edge`; None if one of them does not tell it."""
+    out: list[int] = []
     for f in reversed(frames):
         if f.mono < edge:
             break
@@ -80,8 +85,30 @@ def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | 
         now = at_once(f)
         if now is None:
             return None
-        peak, seen = max(peak, now), seen + 1
-    return peak if seen >= least else None
+        out.append(now)
+    return out
+
+
+def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | None:
+    """The most requests in the instance at once (`at_once`) at any poll since `edge`: what
+    a pool has had to serve together. A closed population (clients that wait for their
+    answer) never exceeds its size, which square-root staffing cannot know. None unless
+    every poll since `edge` tells it, `least` polls at least."""
+    counts = _at_once_since(frames, edge)
+    return max(counts) if counts and len(counts) >= least else None
+
+
+def ceiling(frames: Sequence[Frame], edge: float) -> int | None:
+    """The most requests in the instance at once since `edge`, when it was read at
+    CEILING_POLLS polls and CEILING_SHARE of them or more: a count the load does not pass
+    (a closed loop's clients), not the top of a random load's spread, which grows with the
+    polls read. None otherwise, or when a poll does not tell it."""
+    counts = _at_once_since(frames, edge)
+    if not counts:
+        return None
+    top = max(counts)
+    hits = counts.count(top)
+    return top if hits >= CEILING_POLLS and hits >= CEILING_SHARE * len(counts) else None
 
 
 def _held(f: Frame) -> int | None:
@@ -199,5 +226,6 @@ def settled_level(
         demand=hi,
         in_service=max(f.littles_l or 0.0 for f in level),
         peak=concurrency_peak(level, level[0].mono, polls),
+        ceiling=ceiling(level, level[0].mono),
         fell_from=fell_from,
     )

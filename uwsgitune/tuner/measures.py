@@ -29,7 +29,7 @@ from uwsgitune.core.signals import (
     waiting_unless_full,
 )
 from uwsgitune.core.staffing import RECENT_POLLS, Estimate, estimate, in_instance, pstdev, sized
-from uwsgitune.tuner.level import Level, concurrency_peak, dispersion, settled_level
+from uwsgitune.tuner.level import Level, ceiling, concurrency_peak, dispersion, settled_level
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 RECENT = RECENT_POLLS  # polls behind the short-term means (the rules read as many)
@@ -143,6 +143,10 @@ class Measures:
     # other; None: unknown, and they stop at the most seen at once instead
     dispersion: float | None = None
     queue_window: float | None = None  # mean connections queued over the polls of l_window
+    # the most requests at once over the down window, and over its polls at this count, if
+    # each was read at `level.CEILING_POLLS` polls: what a closed loop's clients never pass
+    window_ceiling: int | None = None
+    served_ceiling: int | None = None
     # the least and most requests/s of the recent polls and the one before them, when they
     # differ by LOAD_JUMP or more: the means mix two loads (one that just started or
     # stopped, or the poll it started in), until the last poll of the old load is behind them
@@ -344,6 +348,8 @@ def gather(
         concurrency_peak=concurrency_peak(frames, edge, RECENT),
         served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
         dispersion=dispersion(frames, edge, DISPERSION_POLLS),
+        window_ceiling=ceiling(frames, edge),
+        served_ceiling=ceiling(regime, edge),
         load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
         level=settled_level(regime, frames, edge, settings.measure_frames),
         queue_min=settings.queue_min,
