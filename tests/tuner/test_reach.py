@@ -96,6 +96,9 @@ def test_a_closed_loops_clients_are_a_ceiling_and_a_random_loads_most_is_not() -
     # 3 polls of 4 at the most (a level's polls)
     assert ceiling(_frames([16, 16, 15, 16], 15.8), 0.0) == 16
     assert ceiling(_frames([16, 14, 15, 16], 15.3), 0.0) is None
+    # a small random load (mean 1.4): its most, 2, at 8 polls of 30 but 1 at 10: not piled
+    small = _frames([2] * 8 + [1] * 10 + [0] * 12, 1.4)
+    assert ceiling(small, 0.0) is None
 
 
 def _turns(codes: list[tuple[float, str, int, int]]) -> int:

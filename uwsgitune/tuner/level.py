@@ -28,11 +28,12 @@ FALL = 1.5  # the window's peak demand is at least this many times the level's
 SPREAD = 0.25  # the level's polls' demand within this share of each other (plus one request)
 RISE = 2  # polls in a row at the old demand that make a rise
 OPEN = 0.5  # a spread of the requests this share of a Poisson count's or more: random arrivals
-# The polls at the most seen at once that make it a ceiling, at least CEILING_POLLS and
-# CEILING_SHARE of them: a closed loop's clients, all in the instance at most polls (16
-# clients of 50 ms on a real uWSGI: 16 at 11 polls of 16); a random load's most is one
-# poll's or a few (a Poisson count of mean 14.5 read its most at 3 polls of 30 in the
-# fleet simulation, and a way down that stopped there turned)
+# The polls at the most seen at once that make it a ceiling: at least CEILING_POLLS, and
+# CEILING_SHARE of them, and twice those one below it. A closed loop's clients are all in
+# the instance at most polls (16 clients of 50 ms on a real uWSGI: 16 at 11 polls of 16,
+# 15 at one); a random load's count thins out towards its most (a Poisson count of mean
+# 14.5 read its most at 3 polls of 30, and one of mean 1.4 read 2 at 8 polls of 30 and 1
+# at 10, in the fleet simulation: ways down that stopped there turned)
 CEILING_POLLS = 3
 CEILING_SHARE = 1 / 3
 
@@ -99,16 +100,18 @@ def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | 
 
 
 def ceiling(frames: Sequence[Frame], edge: float) -> int | None:
-    """The most requests in the instance at once since `edge`, when it was read at
-    CEILING_POLLS polls and CEILING_SHARE of them or more: a count the load does not pass
-    (a closed loop's clients), not the top of a random load's spread, which grows with the
-    polls read. None otherwise, or when a poll does not tell it."""
+    """The most requests in the instance at once since `edge`, when the polls pile up
+    there (CEILING_POLLS, CEILING_SHARE of them, twice those one below): a count the load
+    does not pass (a closed loop's clients), not the top of a random load's spread, which
+    thins out towards its most and grows with the polls read. None otherwise, or when a
+    poll does not tell it."""
     counts = _at_once_since(frames, edge)
     if not counts:
         return None
     top = max(counts)
     hits = counts.count(top)
-    return top if hits >= CEILING_POLLS and hits >= CEILING_SHARE * len(counts) else None
+    piled = hits >= CEILING_POLLS and hits >= CEILING_SHARE * len(counts)
+    return top if piled and hits >= 2 * counts.count(top - 1) else None
 
 
 def _held(f: Frame) -> int | None:
