@@ -44,7 +44,7 @@ class Level:
     in_service: float  # most requests in service (Little's L) in a level poll
     peak: int | None  # most requests at once (busy + queued), in workers' worth (`at_once`)
     fell_from: float  # the down window's peak demand
-    ceiling: int | None = None  # `peak`, if read at CEILING_POLLS of the level's polls
+    ceiling: int | None = None  # `peak`, if the level's polls pile up there (`ceiling`)
 
 
 def demand(frame: Frame) -> float | None:
@@ -55,24 +55,30 @@ def demand(frame: Frame) -> float | None:
     return frame.littles_l + waiting
 
 
-def at_once(f: Frame) -> int | None:
-    """Requests in the instance at the poll, in workers' worth: busy workers plus queued
-    connections; with threads, the requests the cores hold plus the queued ones over a
-    process's threads, rounded up (a busy threaded worker holds 1 to `threads`). None
-    when the queue is unknown or a backlog full, or a threaded worker's cores are not in
-    the stats."""
-    waiting = waiting_unless_full(f)
-    if waiting is None:
-        return None
+def _held(f: Frame) -> int | None:
+    """Requests in service at the poll's instant: busy workers, or with threads the requests
+    the cores hold (None when a threaded worker's cores are not in the stats)."""
     if f.threads <= 1:
-        return f.busy + waiting
+        return f.busy
     held = 0
     for w in f.workers:
         if w.live:
             if len(w.cores_requests) != f.threads:
                 return None
             held += len(w.requests_in_flight)
-    return math.ceil((held + waiting) / f.threads)
+    return held
+
+
+def at_once(f: Frame) -> int | None:
+    """Requests in the instance at the poll, in workers' worth: busy workers plus queued
+    connections; with threads, the requests the cores hold plus the queued ones over a
+    process's threads, rounded up (a busy threaded worker holds 1 to `threads`). None
+    when the queue is unknown or a backlog full, or a threaded worker's cores are not in
+    the stats."""
+    waiting, held = waiting_unless_full(f), _held(f)
+    if waiting is None or held is None:
+        return None
+    return held + waiting if f.threads <= 1 else math.ceil((held + waiting) / f.threads)
 
 
 def _at_once_since(frames: Sequence[Frame], edge: float) -> list[int] | None:
@@ -112,20 +118,6 @@ def ceiling(frames: Sequence[Frame], edge: float) -> int | None:
     hits = counts.count(top)
     piled = hits >= CEILING_POLLS and hits >= CEILING_SHARE * len(counts)
     return top if piled and hits >= 2 * counts.count(top - 1) else None
-
-
-def _held(f: Frame) -> int | None:
-    """Requests in service at the poll's instant: busy workers, or with threads the requests
-    the cores hold (None when a threaded worker's cores are not in the stats)."""
-    if f.threads <= 1:
-        return f.busy
-    held = 0
-    for w in f.workers:
-        if w.live:
-            if len(w.cores_requests) != f.threads:
-                return None
-            held += len(w.requests_in_flight)
-    return held
 
 
 def dispersion(frames: Sequence[Frame], edge: float, least: int) -> float | None:
