@@ -101,8 +101,17 @@ def concurrency_peak(frames: Sequence[Frame], edge: float, least: int) -> int | 
     a pool has had to serve together. A closed population (clients that wait for their
     answer) never exceeds its size, which square-root staffing cannot know. None unless
     every poll since `edge` tells it, `least` polls at least."""
+    return peak_and_ceiling(frames, edge, least)[0]
+
+
+def peak_and_ceiling(
+    frames: Sequence[Frame], edge: float, least: int
+) -> tuple[int | None, int | None]:
+    """`concurrency_peak` and `ceiling` over the same polls, read once."""
     counts = _at_once_since(frames, edge)
-    return max(counts) if counts and len(counts) >= least else None
+    if not counts:
+        return None, None
+    return (max(counts) if len(counts) >= least else None), _ceiling(counts)
 
 
 def ceiling(frames: Sequence[Frame], edge: float) -> int | None:
@@ -112,8 +121,10 @@ def ceiling(frames: Sequence[Frame], edge: float) -> int | None:
     thins out towards its most and grows with the polls read. None otherwise, or when a
     poll does not tell it."""
     counts = _at_once_since(frames, edge)
-    if not counts:
-        return None
+    return _ceiling(counts) if counts else None
+
+
+def _ceiling(counts: list[int]) -> int | None:
     top = max(counts)
     hits = counts.count(top)
     piled = hits >= CEILING_POLLS and hits >= CEILING_SHARE * len(counts)
@@ -217,10 +228,11 @@ def settled_level(
     high = FALL * max(hi, 1.0)
     if fell_from < high or _rose_again(before, high, hi * (1 + SPREAD) + 1):
         return None
+    peak, top = peak_and_ceiling(level, level[0].mono, polls)
     return Level(
         demand=hi,
         in_service=max(f.littles_l or 0.0 for f in level),
-        peak=concurrency_peak(level, level[0].mono, polls),
-        ceiling=ceiling(level, level[0].mono),
+        peak=peak,
+        ceiling=top,
         fell_from=fell_from,
     )

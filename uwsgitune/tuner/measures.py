@@ -29,7 +29,14 @@ from uwsgitune.core.signals import (
     waiting_unless_full,
 )
 from uwsgitune.core.staffing import RECENT_POLLS, Estimate, estimate, in_instance, pstdev, sized
-from uwsgitune.tuner.level import Level, ceiling, concurrency_peak, dispersion, settled_level
+from uwsgitune.tuner.level import (
+    Level,
+    ceiling,
+    concurrency_peak,
+    dispersion,
+    peak_and_ceiling,
+    settled_level,
+)
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 RECENT = RECENT_POLLS  # polls behind the short-term means (the rules read as many)
@@ -328,6 +335,7 @@ def gather(
     x_part, noise = _measure(sample, settings)
     w_part = _mean([f.mean_rt_ms for f in sample])
     full = len(sample) >= settings.measure_frames
+    window_peak, window_top = peak_and_ceiling(frames, edge, RECENT)  # one read of the polls
     return Measures(
         latest=latest,
         now=now,
@@ -345,10 +353,10 @@ def gather(
         cpus=latest.effective_cpus,
         mem_cap=memory_cap(latest, settings),
         model=estimate(sample, settings.cpu_workers_per_cpu, settings.cpu_saturated),
-        concurrency_peak=concurrency_peak(frames, edge, RECENT),
+        concurrency_peak=window_peak,
         served_peak=concurrency_peak(regime, regime[0].mono, 1) if regime else None,
         dispersion=dispersion(frames, edge, DISPERSION_POLLS),
-        window_ceiling=ceiling(frames, edge),
+        window_ceiling=window_top,
         served_ceiling=ceiling(regime, edge),
         load_moving=load_moving(regime[-RECENT - 1 :]),  # and the poll before the means
         level=settled_level(regime, frames, edge, settings.measure_frames),
