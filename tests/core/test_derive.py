@@ -190,7 +190,14 @@ def test_restart_during_an_outage_is_a_restart() -> None:
 
 
 def test_host_cpu_memory_and_unix_queues() -> None:
-    def host(cpu: float, busy: float, overflows: int, proc_cpu: float, nice: int = 0) -> HostSample:
+    def host(
+        cpu: float,
+        busy: float,
+        overflows: int,
+        proc_cpu: float,
+        nice: int = 0,
+        user: float | None = None,
+    ) -> HostSample:
         return HostSample(
             cpu_count=4,
             effective_cpus=1.5,
@@ -205,7 +212,7 @@ def test_host_cpu_memory_and_unix_queues() -> None:
             listen_drops=overflows,
             procs=(
                 ProcSample(100, 1.0, 10 << 20, nice=nice),
-                ProcSample(11, proc_cpu, 30 << 20, nice=nice),
+                ProcSample(11, proc_cpu, 30 << 20, nice=nice, user_seconds=user),
             ),
             unix_queues=(UnixQueue("/run/app.sock", 5, 4),),
         )
@@ -239,6 +246,14 @@ def test_host_cpu_memory_and_unix_queues() -> None:
         doc = document(workers=[worker(1, 11)], sockets=sockets)
         g = niced.update(poll_of(doc, t, host=host(*args, nice=10)))
     assert math.isclose(g.instance_niced_cores or 0, 0.5)
+    # ... its user time, when read apart: the kernel counts a niced process's system time as
+    # system, so that part is not in the host's niced CPU
+    user = Tracker("s")
+    for t, args in ((0, (100, 10, 7, 2.0, 10, 1.5)), (1, (104, 12, 19, 2.5, 10, 1.8))):
+        doc = document(workers=[worker(1, 11)], sockets=sockets)
+        g = user.update(poll_of(doc, t, host=host(*args)))
+    assert math.isclose(g.instance_cpu_cores or 0, 0.5)
+    assert math.isclose(g.instance_niced_cores or 0, 0.3)
 
 
 def test_memory_report_wins_over_psutil() -> None:

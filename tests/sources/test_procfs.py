@@ -25,9 +25,10 @@ def _stat(
 
 
 def test_a_command_with_spaces_and_parentheses_does_not_shift_the_fields() -> None:
-    got = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5, -5, state="R")) or (0.0, 0, 0, "")
-    cpu, threads, nice, state = got
+    got = parse_stat(_stat("uwsgi ) (x y", 300, 100, 5, -5, state="R")) or (0.0, 0, 0, "", 0.0)
+    cpu, threads, nice, state, user = got
     assert cpu == 400 / CLOCK_TICKS and threads == 5 and nice == -5 and state == "R"
+    assert user == 300 / CLOCK_TICKS  # the host counts a niced process's user time as niced
 
 
 def test_a_truncated_or_garbled_line_is_unreadable() -> None:

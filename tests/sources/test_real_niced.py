@@ -1,5 +1,5 @@
 """A real uWSGI run at a positive nice (`prio = 10`, as under `nice` or a batch slice): its
-workers' CPU is in the host's niced CPU, which counts as batch work that gives way to the
+workers' user CPU is in the host's niced CPU, which counts as batch work that gives way to the
 workers. It must count as the instance's own, not as free CPU: before, a CPU-bound pool of
 4 workers on 2 CPUs read cpu_saturation 0.51 at prio 10 (0.93 at prio 0), and the tuner
 could add workers to it. The scheduler's autogroup (`kernel.sched_autogroup_enabled`) keeps
@@ -44,11 +44,16 @@ def test_a_niced_instance_busy_on_every_cpu_reads_saturated(
     finally:
         load.join(timeout=LOAD_SECONDS + 30)
     assert f.kind == "ok" and f.instance_cpu_cores is not None and f.cpu_count
-    # at nice 10 beside busy tests it may get little CPU; all of it niced
+    # at nice 10 beside busy tests it may get little CPU; its user time is niced (the kernel
+    # counts a niced process's system time as system: a fifth to a third of it here)
     assert f.instance_cpu_cores >= 0.05, f"the pool got {f.instance_cpu_cores:.2f} cores"
     niced = f.instance_niced_cores or 0.0
-    assert niced >= 0.9 * f.instance_cpu_cores, (niced, f.instance_cpu_cores)
-    # the kernel counts the instance's CPU as niced: the host's niced CPU holds it
+    assert 0.3 * f.instance_cpu_cores <= niced <= f.instance_cpu_cores, (
+        niced,
+        f.instance_cpu_cores,
+    )
+    # the kernel counts the instance's user CPU as niced: the host's niced CPU holds it (the
+    # whole CPU it used did not: 0.54 of 0.76 cores on a CI machine)
     assert f.host_nice_pct is not None
     assert f.host_nice_pct >= 0.8 * niced / f.cpu_count * 100, (f.host_nice_pct, niced)
     # ... and it is the instance's, not batch work that gives way to its workers

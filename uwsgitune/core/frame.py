@@ -141,8 +141,9 @@ class Frame:
     # of that, at a positive nice: batch work the kernel gives way to ours
     host_nice_pct: float | None = None
     instance_cpu_cores: float | None = None  # cores the instance used (1.0 = one full core)
-    # of that, by processes at a positive nice (`uwsgi --prio`, or started under `nice`): in
-    # the host's niced CPU, which is not the instance's to take
+    # of that, what the host counts as niced: the user time of its processes at a positive
+    # nice (`uwsgi --prio`, or started under `nice`; the kernel counts their system time as
+    # system), which is in the host's niced CPU and not the instance's to take
     instance_niced_cores: float | None = None
     # mean number of requests waiting for a CPU: the workers' run-queue wait / Δt, each in its
     # busy share (an idle worker woken for a new connection waits outside any request)

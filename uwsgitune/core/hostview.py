@@ -13,7 +13,7 @@ import msgspec
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.core.model import Socket, StatsDoc
 from uwsgitune.core.redact import printable
-from uwsgitune.core.samples import HostSample
+from uwsgitune.core.samples import HostSample, ProcSample
 from uwsgitune.core.workerview import baseline, procs_by_pid
 
 
@@ -81,7 +81,8 @@ class InstanceCpu(NamedTuple):
     used: float
     runq: float | None
     gil: list[float] | None
-    niced: float = 0.0  # of `used`, by processes at a positive nice
+    # of `used`, what the host counts as niced: user time of processes at a positive nice
+    niced: float = 0.0
 
 
 def _pids(doc: StatsDoc | None) -> set[int]:
@@ -115,7 +116,7 @@ def instance_cpu(
         used = max(p.cpu_seconds - q.cpu_seconds, 0.0)
         inst += used
         if p.nice > 0:
-            niced += used
+            niced += _user(p, q, used)
         if p.runq_seconds is None or q.runq_seconds is None:
             runq_known = False
             continue
@@ -126,6 +127,15 @@ def instance_cpu(
     if not runq_known:
         return InstanceCpu(inst, None, None, niced)
     return InstanceCpu(inst, runq, gil, niced)
+
+
+def _user(p: ProcSample, q: ProcSample, used: float) -> float:
+    """`p`'s user CPU since `q` (the host's nice column holds a niced process's user time
+    only: a CPU-bound route at nice 10 spent a fifth to a third of its CPU in the kernel);
+    all it `used` when either read no user time apart (an old recording)."""
+    if p.user_seconds is None or q.user_seconds is None:
+        return used
+    return min(max(p.user_seconds - q.user_seconds, 0.0), used)
 
 
 def busy_blocked(frame: Frame, host: HostSample) -> int | None:

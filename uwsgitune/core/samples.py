@@ -26,10 +26,14 @@ class ProcSample(msgspec.Struct, frozen=True, gc=False):
     num_threads: int = 1
     # seconds its threads waited for a CPU, cumulative (/proc/PID/schedstat); None: unknown
     runq_seconds: float | None = None
-    nice: int = 0  # its nice value: above 0, the host counts its CPU as niced
+    nice: int = 0  # its nice value: above 0, the host counts its user CPU as niced
     # its main thread's scheduler state when read (/proc/PID/stat): "R" running or waiting
     # for a CPU, "S" asleep, "D" asleep on disk, ...; "" not read
     state: str = ""
+    # user CPU seconds of `cpu_seconds`, cumulative: the host's niced CPU (/proc/stat) counts a
+    # niced process's user time only (its system time as system); None: not read (old
+    # recordings)
+    user_seconds: float | None = None
 
 
 # What a process had used when it was born: a pid new to the instance (or to its slot) since
@@ -37,7 +41,7 @@ class ProcSample(msgspec.Struct, frozen=True, gc=False):
 # child's CPU counts from 0), so all its CPU and run-queue time fall in the interval.
 # Counting none of it read the poll after `+20` as a tenth of the CPU a request takes
 # (drop: 0.26 ms against 2.5). Used through `workerview.baseline`.
-BORN = ProcSample(0, 0.0, None, 1, 0.0)
+BORN = ProcSample(0, 0.0, None, 1, 0.0, user_seconds=0.0)
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,8 @@ class ProcFiles(Kept[int]):
         if parsed[1] > 1 or sched is None:
             self._last.pop(pid, None)
             return self._threaded(pid, parsed, resident, sched is not None)
-        got = ProcSample(
-            pid, parsed[0], resident, parsed[1], parse_schedstat(sched), parsed[2], parsed[3]
-        )
+        cpu, threads, nice, state, user = parsed
+        got = ProcSample(pid, cpu, resident, threads, parse_schedstat(sched), nice, state, user)
         if sched.startswith(b"0 "):  # no run time counted here (scheduler statistics off)
             self._last.pop(pid, None)
         else:
@@ -116,13 +115,17 @@ class ProcFiles(Kept[int]):
         super()._close(key)
 
     def _threaded(
-        self, pid: int, parsed: tuple[float, int, int, str], resident: int | None, sched: bool
+        self,
+        pid: int,
+        parsed: tuple[float, int, int, str, float],
+        resident: int | None,
+        sched: bool,
     ) -> ProcSample:
         """A process with threads (their run-queue times summed from task/), or without a
         schedstat here (its run-queue time unknown)."""
-        cpu, threads, nice, state = parsed
+        cpu, threads, nice, state, user = parsed
         runq = runq_seconds(pid, threads, self._root, self._files.read) if sched else None
-        return ProcSample(pid, cpu, resident, threads, runq, nice, state)
+        return ProcSample(pid, cpu, resident, threads, runq, nice, state, user)
 
     def _once(self, pid: int, rss: bool = True) -> ProcSample | None:
         return proc_sample(pid, self._root, read_once, rss)

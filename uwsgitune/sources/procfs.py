@@ -39,19 +39,22 @@ def socket_inodes(pid: int, proc: Path = PROC) -> set[int]:
     return out
 
 
-def parse_stat(data: bytes) -> tuple[float, int, int, str] | None:
-    """(user + system CPU seconds, threads, nice, state) from a `/proc/PID/stat` line. The
-    command may hold spaces and parentheses: fields are counted after its last `)`. The
-    state is the kernel's letter for the main thread: R running or runnable, S asleep, D in
-    uninterruptible sleep (disk), and others."""
+def parse_stat(data: bytes) -> tuple[float, int, int, str, float] | None:
+    """(user + system CPU seconds, threads, nice, state, user CPU seconds) from a
+    `/proc/PID/stat` line. The command may hold spaces and parentheses: fields are counted
+    after its last `)`. The state is the kernel's letter for the main thread: R running or
+    runnable, S asleep, D in uninterruptible sleep (disk), and others. User time apart: the
+    host's niced CPU (/proc/stat) counts a niced process's user time only, its system time
+    as system."""
     end = data.rfind(b")")
     fields = data[end + 2 :].split(None, _THREADS + 1) if end >= 0 else []  # not the 30 after
     if len(fields) <= _THREADS:
         return None
     try:
-        cpu = (int(fields[_UTIME]) + int(fields[_STIME])) / CLOCK_TICKS
+        user = int(fields[_UTIME])
+        cpu = (user + int(fields[_STIME])) / CLOCK_TICKS
         state = fields[0].decode("ascii", "replace")[:1]
-        return cpu, int(fields[_THREADS]), int(fields[_NICE]), state
+        return cpu, int(fields[_THREADS]), int(fields[_NICE]), state, user / CLOCK_TICKS
     except ValueError:
         return None
 
@@ -103,8 +106,8 @@ def sample_of(
     resident = parse_statm(statm) if statm else None
     if parsed is None or (rss and resident is None):
         return None
-    cpu, threads, nice, state = parsed
-    return ProcSample(pid, cpu, resident, threads, runq(threads), nice, state)
+    cpu, threads, nice, state, user = parsed
+    return ProcSample(pid, cpu, resident, threads, runq(threads), nice, state, user)
 
 
 def proc_sample(
