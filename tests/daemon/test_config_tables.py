@@ -98,7 +98,16 @@ def test_one_line_per_problem_naming_the_key() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["cpu_saturated", "busy_full", "memory_headroom", "cpu_workers_per_cpu", "staffing_beta"]
+    "key",
+    [
+        "cpu_saturated",
+        "cpu_instance_min",
+        "io_cpu_share",
+        "busy_full",
+        "memory_headroom",
+        "cpu_workers_per_cpu",
+        "staffing_beta",
+    ],
 )
 def test_a_shared_setting_set_twice_must_agree(key: str) -> None:
     inst = one(tuner={key: 0.8}, rules={key: 0.8})

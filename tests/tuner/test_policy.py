@@ -58,6 +58,29 @@ def test_no_worker_added_while_cpu_saturated() -> None:
     assert d.action == "hold" and d.code == "cpu-saturated"
 
 
+def test_an_io_bound_pool_beside_busy_neighbours_is_not_held_by_their_cpu() -> None:
+    """Others keep both CPUs busy; the pool uses a sliver of them and its requests wait on IO
+    (0.3 ms of CPU in 50 ms): a worker added serves requests that wait on something else.
+    Held at 1 with 5 queued before, as the CPU it cannot get read as its limit."""
+    plant = Plant(live=1, workers_max=16, cpu_ms=0.3, io_ms=50, clients=6, host_busy=2.0)
+    steps = changes(plant, 60)
+    assert steps and steps[0][1].action == "up" and plant.live >= 6, steps
+    # ... but the CPU stays the limit where the pool itself uses a good share of it (4
+    # workers of 5 ms CPU in 20 ms keep a core busy), where its requests use it, or where
+    # the model that says they do not is unknown (no run-queue time: nothing tells them from
+    # a CPU-bound pool)
+    own = Plant(live=4, workers_max=16, cpu_ms=5, io_ms=15, clients=16, host_busy=2.0)
+    assert not changes(own, 60) and own.live == 4
+    for kw in ({"cpu_ms": 10.0, "clients": 16}, {"cpu_ms": 10.0, "clients": 16, "others": 1.6}):
+        held = Plant(live=1, workers_max=16, **kw, host_busy=None if "others" in kw else 2.0)  # type: ignore[arg-type]
+        assert not changes(held, 60) and held.live == 1, kw
+    unknown = Plant(
+        live=1, workers_max=16, cpu_ms=0.3, io_ms=50, clients=6, host_busy=2.0, schedstat=False
+    )
+    codes = {d.code for _, _, d in run(unknown, S, 30)}
+    assert unknown.live == 1 and "cpu-saturated" in codes
+
+
 def test_cpu_oversubscribed_pool_goes_to_the_model_count_in_one_reload() -> None:
     plant = Plant(live=16, workers_max=16, cpu_ms=10, clients=16)
     steps = changes(plant, 200)

@@ -37,6 +37,14 @@ class SharedSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     cpu_saturated: float = num(0.85, 0.1, 1, "CPU saturation at or above which CPU is used up.")
+    # the CPU used up limits the instance only when its own workers use it, or its requests
+    # wait for it: others' CPU does not hold back a pool whose requests wait on IO
+    cpu_instance_min: float = num(
+        0.25, 0.01, 1, "Share of effective CPUs the instance itself uses for CPU to be its limit."
+    )
+    io_cpu_share: float = num(
+        0.5, 0.01, 1, "CPU time / response time below which requests wait on IO."
+    )
     busy_full: float = num(0.9, 0.1, 1, "Busy ratio (Little's L / capacity) meaning all busy.")
     memory_headroom: float = num(0.8, 0.1, 1, "Share of available memory new workers may take.")
     cpu_workers_per_cpu: float = num(1.5, 0.5, 8, "Requests in service per CPU when CPU-bound.")

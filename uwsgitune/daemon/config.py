@@ -29,8 +29,9 @@ window_seconds = 60
 ```
 
 examples/uwsgitune.toml lists every setting with its default and unit. A setting the rules and
-the tuner share (cpu_saturated, busy_full, memory_headroom, cpu_workers_per_cpu, staffing_beta)
-set in either table applies to both; set in both, it must agree.
+the tuner share (cpu_saturated, cpu_instance_min, io_cpu_share, busy_full, memory_headroom,
+cpu_workers_per_cpu, staffing_beta) set in either table applies to both; set in both, it must
+agree.
 
 Environment overrides (applied before validation, so they are checked like the file):
 `UWSGITUNE_<KEY>` sets `[daemon]` keys (`UWSGITUNE_METRICS_LISTEN`), and

@@ -14,9 +14,10 @@ from uwsgitune.core.settings import settings_table as _table
 
 
 class RuleSettings(SharedSettings):
-    """The rules' thresholds; `cpu_saturated`, `busy_full`, `memory_headroom`,
-    `cpu_workers_per_cpu` and `staffing_beta` are `SharedSettings`, the same values the
-    tuner reads (a finding sizes workers with the tuner's model, `uwsgitune.core.staffing`)."""
+    """The rules' thresholds; `cpu_saturated`, `cpu_instance_min`, `io_cpu_share`,
+    `busy_full`, `memory_headroom`, `cpu_workers_per_cpu` and `staffing_beta` are
+    `SharedSettings`, the same values the tuner reads (a finding sizes workers with the
+    tuner's model, `uwsgitune.core.staffing`)."""
 
     # windows and hysteresis
     window_seconds: float = _f(
@@ -32,9 +33,6 @@ class RuleSettings(SharedSettings):
     # CPU and workers
     cpu_headroom: float = _f(
         0.6, 0.05, 1, "CPU saturation below which CPU has room for more workers."
-    )
-    cpu_instance_min: float = _f(
-        0.25, 0.01, 1, "Share of effective CPUs the instance itself uses for CPU to be its limit."
     )
     all_busy_share: float = _f(
         0.7, 0.1, 1, "Share of polls with all workers busy to call them all busy."
@@ -65,9 +63,6 @@ class RuleSettings(SharedSettings):
     )
     # 3. under-provisioned IO-bound
     io_queue_min: float = _f(1, 0, 1e6, "Mean queued connections that count as a queue building.")
-    io_cpu_share: float = _f(
-        0.5, 0.01, 1, "CPU time / response time below which requests wait on IO."
-    )
     io_queue_share: float = _f(0.5, 0.01, 1, "Share of polls with a queue for it to be building.")
     # 4. idle over-provisioning
     idle_window_seconds: float = _f(60, 10, 86400, "Look-back of the idle over-provisioning rule.")

@@ -17,10 +17,10 @@ from uwsgitune.core.settings import settings_table as _table
 
 
 class TunerFields(SharedSettings):
-    """The tuner's knobs, each declared once; `cpu_saturated`, `busy_full`, `memory_headroom`,
-    `cpu_workers_per_cpu` and `staffing_beta` are `SharedSettings`, the same values the rules
-    read. The daemon's `[instance.tuner]` table is this model (its bounds are checked on the
-    instance)."""
+    """The tuner's knobs, each declared once; `cpu_saturated`, `cpu_instance_min`,
+    `io_cpu_share`, `busy_full`, `memory_headroom`, `cpu_workers_per_cpu` and `staffing_beta`
+    are `SharedSettings`, the same values the rules read. The daemon's `[instance.tuner]`
+    table is this model (its bounds are checked on the instance)."""
 
     # bounds
     min_workers: int = _i(1, 1, 4096, "The floor: never fewer live workers (uWSGI `cheaper`).")
