@@ -52,14 +52,16 @@ def test_a_niced_instance_busy_on_every_cpu_reads_saturated(
         niced,
         f.instance_cpu_cores,
     )
-    # the kernel counts the instance's user CPU as niced: the host's niced CPU holds it (the
-    # whole CPU it used did not: 0.54 of 0.76 cores on a CI machine)
+    # the kernel counts the instance's user CPU as niced: the host's niced CPU holds most of
+    # it. Most, not all: /proc/stat charges each tick to whatever runs at it, where a
+    # process's own times are measured; a busy CI machine's host read 0.55 cores niced where
+    # the workers' user time was 0.70 (and 0.54 where their whole CPU was 0.76)
     assert f.host_nice_pct is not None
-    assert f.host_nice_pct >= 0.8 * niced / f.cpu_count * 100, (f.host_nice_pct, niced)
-    # ... and it is the instance's, not batch work that gives way to its workers
     share = niced / f.cpu_count * 100
+    assert f.host_nice_pct >= 0.5 * share, (f.host_nice_pct, share)
+    # ... and it is the instance's, not batch work that gives way to its workers
     others = f.others_nice_pct
-    assert others is not None and others <= f.host_nice_pct - 0.8 * share, (others, share)
+    assert others is not None and others <= f.host_nice_pct - 0.5 * share, (others, share)
     sat = cpu_saturation(f)
     assert sat is not None
     if others < 5:  # no other niced work (that would give way, and leave the pool room)
