@@ -35,3 +35,23 @@ def test_a_pod_that_joins_a_loaded_service_steps_once(sim: ModuleType, seed: int
     # then never down, and up only as the load climbs (14.6 in service at the hour: 23)
     assert all(b > a for _t, _c, a, b in codes), codes
     assert len(codes) <= 3 and codes[-1][3] <= 23, codes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_pile_that_grows_is_arrivals_not_clients(sim: ModuleType, seed: int) -> None:
+    """A pod joins at 104 req/s of 10 ms CPU and 30 ms IO: 4 workers serve 100, so its queue
+    grows from its first poll (12, then 32), short of the backlog. What waited at every poll
+    is the arrivals past the pool before the least, which the rate (104) already holds, not
+    clients that stand: counted as such, each seed went 4 -> 12 (16 requests of demand for
+    4.2 in service) and Little's law took it to 9 150 s later, a turn."""
+    pod = sim.Pod(sim.APPS["mixed"], 0.0, True, seed)
+    t = sim.STARTUP
+    while t < 1800:
+        t += sim.DT
+        pod.serve(t, 104.0)
+    codes = list(pod.codes)
+    _at, code, was, to = codes[0]
+    assert (code, was) == ("saturated", 4) and to <= 9, codes
+    # never down: up to what the load needs (4.2 in service with its spread: 9), and no more
+    assert all(b > a for _t, _c, a, b in codes), codes
+    assert 8 <= codes[-1][3] <= 10, codes

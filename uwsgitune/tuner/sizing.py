@@ -445,14 +445,20 @@ def _arriving(f: Measures) -> tuple[float, str] | None:
     threads = max(f.latest.threads, 1)
     l_now = f.l_recent or f.live * threads
     rate = p.x + p.excess
-    demand = l_now * rate / p.x + p.standing
+    # What waited at every poll counts as clients that stand only while the queue does not
+    # grow: on a queue that grows while the pool is busy it is the arrivals past the pool
+    # before the least, which the rate already holds (a pod that joined a service at 4
+    # workers read 12 queued at its first poll and 32 at its second, and went to 12 for a
+    # load of 4.2 in service, where 9 serve it: Little's law took it to 9 150 s later)
+    standing = p.standing if p.grown <= 0 else 0.0
+    demand = l_now * rate / p.x + standing
     why = f"{p.x:.0f} req/s served"
     if p.grown > 0:
         why += f", {rate:.0f} arriving (the queue grew by {p.grown:.0f} in {p.over:.0f} s)"
-    if p.standing > 0 and p.still:
-        why += f", {p.standing:.0f} waiting at the last two polls"
-    elif p.standing > 0:
-        why += f", {p.standing:.0f} waiting at every poll at {f.live}"
+    if standing > 0 and p.still:
+        why += f", {standing:.0f} waiting at the last two polls"
+    elif standing > 0:
+        why += f", {standing:.0f} waiting at every poll at {f.live}"
     return demand, why
 
 
