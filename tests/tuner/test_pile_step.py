@@ -16,7 +16,8 @@ from tests.support.instances import Instance, Load
 from tests.tuner.plant import Plant, run
 from uwsgitune.core.frame import Frame, SocketView
 from uwsgitune.tuner import TunerSettings
-from uwsgitune.tuner.measures import pile
+from uwsgitune.tuner.measures import gather, pile
+from uwsgitune.tuner.sizing import PILE_POLLS, _arriving
 
 
 def _frames(
@@ -126,3 +127,25 @@ def test_a_closed_loop_that_doubles_on_a_busy_pool_is_met_in_one_step() -> None:
     assert len(ups) == 1 and ups[0][0] <= 62 and ups[0][1].desired == 32, [
         (t, d.line()) for t, d in ups
     ]
+
+
+def test_what_waited_stands_unless_a_few_polls_of_the_growth_piled_it() -> None:
+    """The least queue of the polls at the count counts as clients that stand (they come
+    back as soon as they are served) unless the queue grows and PILE_POLLS polls of that
+    growth would have piled it: then it is arrivals past the pool, which the rate holds."""
+    settings = TunerSettings(max_workers=64)
+
+    def arriving(queues: list[int | None]) -> float:
+        frames = _frames(queues)
+        got = _arriving(gather(frames, settings, frames[-1].mono, -1.0))
+        assert got is not None
+        return got[0]
+
+    # 14 in service at 280 req/s: 30 waited through 4 polls, 3 more came in the last; 30
+    # is far past 4 polls of 3: clients, beside the 14.15 the rate keeps in service
+    assert arriving([30, 31, 29, 32]) == pytest.approx(14 * 280.6 / 280 + 29, abs=0.2)
+    # 14 at the first poll, 27 at the second (a pod's first polls at a load past it): 14 is
+    # what one poll of that growth piles, arrivals the rate (282.6 req/s) already holds
+    assert arriving([14, 27]) == pytest.approx(14 * 282.6 / 280, abs=0.05)
+    # ... and past PILE_POLLS polls of it, they stand: 53 then 66 (13 more)
+    assert arriving([13 * PILE_POLLS + 1, 13 * PILE_POLLS + 14]) > 14 + 13 * PILE_POLLS

@@ -89,6 +89,9 @@ from uwsgitune.tuner.measures import QUEUE_PERSIST, Measures
 from uwsgitune.tuner.tunersettings import TunerSettings
 
 GIL_FULL = 0.9  # a process's GIL held or wanted this share of the time: the process is the limit
+# polls of a queue's growth that a standing queue past it must exceed to be clients that stand
+# rather than arrivals piled before (`_arriving`)
+PILE_POLLS = 4
 # seconds from a count's first request the CPU-bound move waits for the model's estimate
 ESTIMATE_WAIT = 20.0
 
@@ -445,12 +448,15 @@ def _arriving(f: Measures) -> tuple[float, str] | None:
     threads = max(f.latest.threads, 1)
     l_now = f.l_recent or f.live * threads
     rate = p.x + p.excess
-    # What waited at every poll counts as clients that stand only while the queue does not
-    # grow: on a queue that grows while the pool is busy it is the arrivals past the pool
-    # before the least, which the rate already holds (a pod that joined a service at 4
-    # workers read 12 queued at its first poll and 32 at its second, and went to 12 for a
-    # load of 4.2 in service, where 9 serve it: Little's law took it to 9 150 s later)
-    standing = p.standing if p.grown <= 0 else 0.0
+    # What waited at every poll counts as clients that stand, unless the queue grows and a
+    # few polls of that growth (PILE_POLLS) would have piled it: then it is the arrivals
+    # past the pool before the least, which the rate already holds. A pod that joined a
+    # service at 4 workers read 14-30 queued at its first poll and 11-22 more at its second
+    # (104 req/s on 100 served), went to 12 for 4.2 requests in service, and Little's law
+    # took it to 9 150 s later; a burst onto 64 workers left 120 standing and 3 more a
+    # second later, which are clients (stepped on as a rate alone, it went 64 -> 72 -> 81
+    # -> 190 where 187 was one step, and its p99 read 2.29x the best where 1.80).
+    standing = p.standing if p.standing > PILE_POLLS * max(p.grown, 0.0) else 0.0
     demand = l_now * rate / p.x + standing
     why = f"{p.x:.0f} req/s served"
     if p.grown > 0:
