@@ -131,8 +131,8 @@ def instance_cpu(
 
 def _user(p: ProcSample, q: ProcSample, used: float) -> float:
     """`p`'s user CPU since `q` (the host's nice column holds a niced process's user time
-    only: a CPU-bound route at nice 10 spent a fifth to a third of its CPU in the kernel);
-    all it `used` when either read no user time apart (an old recording)."""
+    only; its system time is the host's system CPU); all it `used` when either read no user
+    time apart (an old recording)."""
     if p.user_seconds is None or q.user_seconds is None:
         return used
     return min(max(p.user_seconds - q.user_seconds, 0.0), used)

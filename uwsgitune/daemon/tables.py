@@ -4,10 +4,10 @@ The tables are the settings models themselves (`TunerSettings`, `RuleSettings`):
 validated by its one declaration, and only the keys a table sets are taken from it. A setting
 both read (`uwsgitune.core.settings.SHARED`: cpu_saturated, cpu_instance_min, io_cpu_share,
 busy_full, memory_headroom, cpu_workers_per_cpu, staffing_beta) set in either table applies
-to both. Set in both, it must
-agree, or the instance is refused in one line naming the key and both tables: neither table
-can win silently, since the user who wrote two values meant one of them and only they know
-which, and a finding and the tuner's decision must never size workers differently.
+to both. Set in both, it must agree, or the instance is refused in one line naming the key
+and both tables: neither table can win silently, since the user who wrote two values meant
+one of them and only they know which, and a finding and the tuner's decision must never
+size workers differently.
 min_workers, max_workers and interval are the instance's own keys; given in `[instance.tuner]`
 they are moved there (given in both places is an error).
 """
