@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.core.test_logline_batch import FAST
 from uwsgitune.core import latency, loghist
 from uwsgitune.core.latency import LatencyRecorder
 from uwsgitune.core.logline import parse_batch, parse_raw
@@ -44,6 +46,7 @@ KINDS = {
 }
 
 
+@pytest.mark.parametrize("fast", FAST)
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -60,10 +63,11 @@ KINDS = {
     st.sampled_from([latency.MAX_PENDING, 5]),
 )
 def test_batches_kept_and_flushed_read_as_each_line_recorded_alone(
-    batches: list[tuple[list[str], float, str, int]], seed: int, pending: int
+    fast: bool, batches: list[tuple[list[str], float, str, int]], seed: int, pending: int
 ) -> None:
+    """The Python path keeps and flushes; the C path records each batch at once."""
     rng = random.Random(seed)
-    kept, alone = LatencyRecorder(top=5), LatencyRecorder(top=5)
+    kept, alone = LatencyRecorder(top=5, fast=fast), LatencyRecorder(top=5, fast=False)
     latency_max_pending = latency.MAX_PENDING
     latency.MAX_PENDING = pending
     try:

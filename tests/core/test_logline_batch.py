@@ -16,6 +16,16 @@ from uwsgitune.core import latency
 from uwsgitune.core.latency import LatencyRecorder
 from uwsgitune.core.logline import FastLine, RawLine, parse_batch, parse_raw
 
+try:
+    from uwsgitune.core import _fastlog
+except ImportError:  # not built: tests/core/test_fastlog.py says whether it should be
+    _fastlog = None  # type: ignore[assignment]
+
+# The recorder's paths: the C one (where built) and the Python one, each compared below.
+FAST = [
+    pytest.param(True, id="c", marks=pytest.mark.skipif(_fastlog is None, reason="not built")),
+    pytest.param(False, id="python"),
+]
 T0 = 1_795_732_664_000_000
 PREFIX = b'127.0.0.1 "GET /x HTTP/1.1" 200'
 
@@ -31,6 +41,12 @@ def tail(
     uri: bytes = b"/io/5",
 ) -> bytes:
     return b" ".join((b"uwt1", start, service, status, wid, pid, method, b"[" + stamp + b"]", uri))
+
+
+def fast_scan(lines: list[bytes]) -> list[FastLine] | None:
+    """The C path's rows for these lines (core/_fastlog.c `scan`), or parse_batch's where it
+    is not built: every comparison with parse_batch then holds trivially."""
+    return parse_batch(lines) if _fastlog is None else _fastlog.scan(lines)
 
 
 def as_raw(row: FastLine) -> tuple[int, int, int, int, bytes | None, bytes]:
@@ -99,6 +115,7 @@ def test_a_batch_is_read_as_each_line_alone_or_left_to_the_per_line_parser(
     lines: list[bytes],
 ) -> None:
     rows = parse_batch(lines)
+    assert fast_scan(lines) == rows, lines
     if rows is None:
         return
     assert len(rows) == len(lines)
@@ -141,6 +158,7 @@ def test_ordinary_lines_take_the_batch_path(
     ]
     rows = parse_batch(lines)
     assert rows is not None, lines
+    assert fast_scan(lines) == rows
     assert [as_raw(r) for r in rows] == [same_fields(parse_raw(x)) for x in lines]  # type: ignore[arg-type]
 
 
@@ -151,10 +169,12 @@ def test_the_recorded_lines_of_a_real_uwsgi_take_the_batch_path_alike() -> None:
         # one line holds a stamp `a b] [c`, one a fake tail in its request line: the
         # batch goes to the per-line parser; the others take the batch path
         assert parse_batch(lines) is None
+        assert fast_scan(lines) is None
         plain = [x for x in lines if b"] [" not in x and (b" " + x).count(b" uwt1 ") == 1]
         assert len(plain) >= len(lines) - 2
         rows = parse_batch(plain)
         assert rows is not None
+        assert fast_scan(plain) == rows
         assert [as_raw(r) for r in rows] == [same_fields(parse_raw(x)) for x in plain]  # type: ignore[arg-type]
 
 
@@ -168,8 +188,11 @@ def test_a_line_the_batch_cannot_read_sends_the_batch_to_the_per_line_parser() -
         good * 60,  # over MAX_LINE
     ):
         assert parse_batch([good, bad, good]) is None, bad
+        assert fast_scan([good, bad, good]) is None, bad
     assert parse_batch([good, good]) is not None
+    assert fast_scan([good, good]) == parse_batch([good, good])
     assert parse_batch([]) is None
+    assert fast_scan([]) is None
 
 
 @pytest.mark.parametrize(
@@ -189,14 +212,17 @@ def test_numbers_at_the_edges_of_their_ranges(field: str, inside: bytes, outside
     line = PREFIX + b" " + tail(**{field: inside})
     rows = parse_batch([good, line])
     assert rows is not None
+    assert fast_scan([good, line]) == rows
     assert as_raw(rows[1]) == same_fields(parse_raw(line))  # type: ignore[arg-type]
     assert parse_batch([good, PREFIX + b" " + tail(**{field: outside})]) is None
+    assert fast_scan([good, PREFIX + b" " + tail(**{field: outside})]) is None
 
 
-def test_the_rest_of_the_routes_is_capped_by_its_own_maximum() -> None:
+@pytest.mark.parametrize("fast", FAST)
+def test_the_rest_of_the_routes_is_capped_by_its_own_maximum(fast: bool) -> None:
     # 11 routes, 10 shown: the 11th, one request of 1 ms, is "other"; its p99 (its only
     # request) is its own maximum, not the slowest route's
-    rec = LatencyRecorder(top=10)
+    rec = LatencyRecorder(top=10, fast=fast)
     lines = [
         PREFIX + b" " + tail(service=b"%d" % (10**6 if r == 0 else 50_000), uri=b"/r%d" % r)
         for r in range(10)
@@ -244,16 +270,17 @@ def mixed(n: int, seed: int) -> list[bytes]:
     return out
 
 
+@pytest.mark.parametrize("fast", FAST)
 @pytest.mark.parametrize("pending", [latency.MAX_PENDING, 7])
 @pytest.mark.parametrize("only_nginx", [False, True])
 def test_a_batch_is_recorded_as_its_lines_one_by_one(
-    monkeypatch: pytest.MonkeyPatch, pending: int, only_nginx: bool
+    monkeypatch: pytest.MonkeyPatch, pending: int, only_nginx: bool, fast: bool
 ) -> None:
     monkeypatch.setattr(latency, "MAX_PENDING", pending)
     lines = mixed(6000, seed=38)
     if only_nginx:  # every batch's waits at once (but for those with a negative wait)
         lines = [x for x in lines if b"[t=" in x]
-    batched, alone = LatencyRecorder(), LatencyRecorder()
+    batched, alone = LatencyRecorder(fast=fast), LatencyRecorder(fast=False)
     now = 100.0
     for k in range(0, len(lines), 150):
         chunk = lines[k : k + 150]

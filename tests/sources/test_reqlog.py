@@ -22,18 +22,42 @@ from uwsgitune.sources.reqlog import (
     parse_reqlog_address,
 )
 
+try:
+    from uwsgitune.sources import _recvlines
+except ImportError:  # not built: tests/core/test_fastlog.py says whether it should be
+    _recvlines = None  # type: ignore[assignment]
 
-# Every receiver test runs on both ways of reading: recvmmsg's batches (Linux) and one
+_NO_C = pytest.mark.skipif(_recvlines is None, reason="sources/_recvlines.c not built")
+
+
+# Every receiver test runs on each way of reading: recvmmsg's batches in C
+# (sources/_recvlines.c) and through ctypes (sources/mmsg.py), both Linux's, and one
 # recvfrom a datagram (elsewhere): they must read the same datagrams into the same lines.
-@pytest.fixture(params=[RECV_BATCH, 3, 0], ids=["recvmmsg", "recvmmsg-3", "recvfrom"])
-def batch(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
+@pytest.fixture(
+    params=[
+        pytest.param((RECV_BATCH, True), id="recvmmsg-c", marks=_NO_C),
+        pytest.param((3, True), id="recvmmsg-c-3", marks=_NO_C),
+        pytest.param((RECV_BATCH, False), id="recvmmsg"),
+        pytest.param((3, False), id="recvmmsg-3"),
+        pytest.param((0, False), id="recvfrom"),
+    ]
+)
+def reading(request: pytest.FixtureRequest) -> tuple[int, bool]:
+    batch, fast = request.param
+    return int(batch), bool(fast)
 
 
 @pytest.fixture
-def rx(batch: int) -> Iterator[Receiver]:
-    with Receiver("127.0.0.1:0", batch=batch) as receiver:
+def batch(reading: tuple[int, bool]) -> int:
+    return reading[0]
+
+
+@pytest.fixture
+def rx(reading: tuple[int, bool]) -> Iterator[Receiver]:
+    batch, fast = reading
+    with Receiver("127.0.0.1:0", batch=batch, fast=fast) as receiver:
         assert receiver.batched == (batch > 0)  # Linux: recvmmsg is there
+        assert (receiver._c_recv is not None) == fast
         yield receiver
 
 
@@ -184,12 +208,13 @@ def test_a_drain_stops_at_its_bound_and_leaves_the_rest_queued(
 
 
 def test_a_flood_is_bounded_in_work_and_memory_and_the_kernel_drops_are_counted(
-    tx: socket.socket, batch: int
+    tx: socket.socket, reading: tuple[int, bool]
 ) -> None:
     """A foreign sender floods the port while the receiver is not read: the kernel's queue
     is bounded by the receive buffer, what overflows is counted from the socket's drop
     count (SO_MEMINFO), and each drain keeps at most its bound."""
-    with Receiver("127.0.0.1:0", rcvbuf=1024 * 1024, batch=batch) as rx:
+    batch, fast = reading
+    with Receiver("127.0.0.1:0", rcvbuf=1024 * 1024, batch=batch, fast=fast) as rx:
         big = b"z" * 1000 + b"\n"
         for _ in range(5000):  # ~5 MB (~11 MiB of truesize) into a 2 MiB buffer
             tx.sendto(big, rx.address)

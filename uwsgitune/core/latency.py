@@ -63,7 +63,19 @@ in when it closes and taken out when it leaves, so reading a window merges the o
 into a copy of the sums instead of merging sixty seconds; each closed second keeps its p99
 for `p99_series`. Other window lengths merge their seconds.
 
-**A drain at once.** `ingest` hands the whole batch to `logline.parse_batch` (one regex
+**A drain in C.** Where the package's C extension is built (core/_fastlog.c: with the
+package, wherever a C compiler is; `ACCELERATED` says so), `ingest` hands the batch to it
+first (`_put_fast`): it takes exactly the lines `parse_batch` takes (or none, and touches
+nothing), parses each and counts it into the open second's service histogram, its
+worker's and its route's parts, the status classes and, for nginx's `t=${msec}` stamps in
+bounds, the queue and whole histograms, with the same bucket (`ceil(log(v) * _INV)` in
+C's doubles, as `math` computes it); the parts of a worker id or a path are found through
+the same resolvers as below (`_worker`, `_route_part`), once per second each. Other stamp
+formats and waits out of bounds come back to the Python rules. The Python path below runs
+where it is not built, or with `LatencyRecorder(fast=False)`; the tests compare the two on
+every kind of line (tests/core/test_fastlog.py and the batch tests).
+
+**A drain at once, in Python.** `ingest` hands the whole batch to `logline.parse_batch` (one regex
 over the batch); when every line takes it, `_put_batch` reads the batch's columns into
 numbers at once, while they are in the CPU's caches (C loops: `zip`, `map(int)`, counting
 the status codes, nginx-stamped waits; stamps of other formats are recorded line by line),
@@ -79,9 +91,9 @@ or closes the open second (`window`, `p99_series`, `export`, `_roll`) and when
 refuses is parsed and recorded line by line (`_put`), as every line was before; both paths
 count the same (tests/core/test_logline_batch.py, test_latency_pending.py).
 
-**Cost** (bench/results/latency_cost.md): a few µs of CPU per line, most of it the regex
-(~1 µs), the C loops over the columns and the per-line loop (~1.5 µs) and closing a second
-(~1 ms per 1,000 lines: freezing it, the running sums, the Prometheus fold); reading both
+**Cost** (bench/results/latency_cost.md): about 1 µs of CPU per line through the C path in
+a tight loop, 3-4 µs paced at 10k lines/s (the Python path: ~4 and ~7), the rest closing a
+second (~1 ms per 1,000 lines: freezing it, the running sums, the Prometheus fold); reading both
 windows, the p99 series and the export about 5-10 ms at 10k lines/s with 40 routes and 8
 workers (the routes ranked by their totals first, so only the shown ones' histograms are
 built; the Prometheus totals kept as cumulative `le` counts).
@@ -93,6 +105,7 @@ import collections
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from itertools import compress, repeat
 from operator import add, mul, not_, sub
 from typing import Protocol, TypeVar
@@ -149,6 +162,34 @@ __all__ = [  # what the recorder answers with lives in core/latencyreport.py
     "percentiles",
 ]
 K = TypeVar("K", int, str)
+
+# The common batch in C (core/_fastlog.c, built where a C compiler is): it takes exactly the
+# lines `parse_batch` takes and records them as `_put_batch` and `_flush` do. Without it
+# (or with `LatencyRecorder(fast=False)`), the Python path runs; tests run and compare both.
+_FastStatus = tuple[int, int, int, int, int, int]
+_FastRecord = Callable[
+    [
+        list[bytes],
+        "_Part",
+        "_Part",
+        "_Part",
+        dict[int, "_Part"],
+        Callable[[int], "_Part"],
+        dict[bytes, "_Part"],
+        Callable[[bytes], "_Part"],
+        float,
+        int,
+        int,
+        int,
+    ],
+    "tuple[_FastStatus, int, int, list[tuple[int, bytes, int]], list[tuple[int, int]]] | None",
+]
+_fast_record: _FastRecord | None
+try:
+    from uwsgitune.core._fastlog import record as _fast_record
+except ImportError:  # not built: the Python path
+    _fast_record = None
+ACCELERATED = _fast_record is not None
 SLICES = 60
 WINDOWS = (10, 60)
 MAX_WORKERS = 512
@@ -302,11 +343,13 @@ class _Slice:
         "formats",
         "negative",
         "queue",
+        "rfast",
         "routes",
         "second",
         "service",
         "status",
         "unstamped",
+        "wfast",
         "whole",
         "workers",
     )
@@ -325,6 +368,9 @@ class _Slice:
         self.negative = 0
         self.absurd = 0
         self.bad_stamp = 0
+        # the parts of this second's worker ids and paths, for the C path (`_fast_record`)
+        self.wfast: dict[int, _Part] = {}
+        self.rfast: dict[bytes, _Part] = {}
 
 
 class _SliceView(Protocol):
@@ -435,8 +481,9 @@ class LatencyRecorder:
     Not thread-safe: one thread ingests and reads (the poll loop's), as with every core fold.
     """
 
-    def __init__(self, top: int = TOP_ROUTES) -> None:
+    def __init__(self, top: int = TOP_ROUTES, *, fast: bool = True) -> None:
         self.top = top
+        self._fast = _fast_record if fast else None
         self.tally = LineTally()
         self.recorded = 0
         self._open = _Slice(-1)
@@ -461,6 +508,9 @@ class LatencyRecorder:
     def ingest(self, datagrams: Iterable[bytes], now: float) -> int:
         """Parse and record each datagram, all at `now`; answer how many were recorded."""
         lines = datagrams if isinstance(datagrams, list) else list(datagrams)
+        if self._fast is not None:
+            got = self._put_fast(self._fast, lines, now)
+            return got if got is not None else self._put(map(parse_raw, lines), now)
         rows = parse_batch(lines)
         if rows is None:  # a line the batch regex does not take: each line parsed alone
             return self._put(map(parse_raw, lines), now)
@@ -519,6 +569,47 @@ class LatencyRecorder:
         self.tally.parsed += recorded
         self.recorded += recorded
         return recorded
+
+    def _put_fast(self, fast: _FastRecord, lines: list[bytes], now: float) -> int | None:
+        """Record a batch through the C path, or None (nothing recorded) when one of its
+        lines needs the per-line parser. The C code counts the service times (the
+        second's, its workers' and routes'), the status classes and the nginx waits in
+        bounds; the other stamps and the waits out of bounds come back to be recorded
+        here, by the Python code that records them line by line."""
+        second = int(now)
+        s = self._open if second <= self._open.second else self._roll(second)
+        self._flush()  # lines a Python batch kept (none, unless `_fast` was switched)
+        got = fast(
+            lines,
+            s.service,
+            s.queue,
+            s.whole,
+            s.wfast,
+            partial(self._worker, s),
+            s.rfast,
+            partial(self._route_part, s),
+            _INV,
+            ZERO,
+            MAX_WAIT_US,
+            MAX_PATHS,
+        )
+        if got is None:
+            return None
+        by_class, nginx, unstamped, others, odd = got
+        status = s.status
+        for i, k in enumerate(by_class):
+            status[i] += k
+        s.unstamped += unstamped
+        if others:
+            self._stamps(s, others)
+        for wait, served in odd:
+            self._wait(s, wait, served)
+        if nginx:
+            s.formats[NGINX] = s.formats.get(NGINX, 0) + nginx
+        n = len(lines)
+        self.tally.parsed += n
+        self.recorded += n
+        return n
 
     def _put_batch(self, rows: list[FastLine], now: float) -> int:
         """Record a batch that `parse_batch` read (every line good): its columns read
@@ -722,6 +813,11 @@ class LatencyRecorder:
     def _worker(self, s: _Slice, wid: int) -> _Part:
         key = wid if len(s.workers) < MAX_WORKERS else OTHER_WORKER
         return s.workers.setdefault(key, _Part())
+
+    def _route_part(self, s: _Slice, path: bytes) -> _Part:
+        """The part of a path's route in `s`, as the per-line path finds it."""
+        name = self._route_of.get(path) or self._name(path)
+        return s.routes.get(name) or self._route_named(s, name)
 
     def _route(self, s: _Slice, path: bytes) -> _Part:
         return self._route_named(s, self._route_of.get(path) or self._name(path))

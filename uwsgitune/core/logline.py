@@ -57,6 +57,10 @@ end. Otherwise `parse_batch` answers None and the caller parses line by line, fa
 counted as ever. A batch that holds a crafted or foreign line costs what it always did; no
 line is read differently.
 
+**In C.** core/_fastlog.c `scan` reads a batch as `parse_batch` does (the same lines taken,
+the same rows; tests compare them on crafted lines and hypothesis's), and its `record` is
+what the recorder runs where the extension is built (core/latency.py "A drain in C").
+
 **The public API:** `log_format(user_format)` (the ini value, for doctor), `TAIL_FORMAT`,
 `DEFAULT_USER_FORMAT`, `MARKER`; `parse_line(bytes) -> RequestLine | LineFault` (decoded;
 its `wid` and `pid` can be checked against the stats' workers); `parse_raw(bytes)`, the

@@ -194,8 +194,13 @@ class RecvMmsg:
         """The (host, port) of a source key, as `socket.recvfrom` gives it."""
         got = self._sources.get(key)
         if got is None:
-            raw = key.to_bytes(8, sys.byteorder)
-            got = (socket.inet_ntoa(raw[4:8]), int.from_bytes(raw[2:4], "big"))
+            got = source_of(key)
             if len(self._sources) < 256:
                 self._sources[key] = got
         return got
+
+
+def source_of(key: int) -> tuple[str, int]:
+    """The (host, port) of a source key (a sockaddr_in's first 8 bytes as a native int)."""
+    raw = key.to_bytes(8, sys.byteorder)
+    return (socket.inet_ntoa(raw[4:8]), int.from_bytes(raw[2:4], "big"))

@@ -41,15 +41,17 @@ Rules, and why:
   length, without the newline: such a line is returned as it is and counted as `cut`. An
   empty datagram is counted and dropped. Nothing is decoded here: bytes in, bytes out.
 - **Cost.** Reading is the receiver's cost per line, so it is read in batches: Linux's
-  `recvmmsg` (sources/mmsg.py, through ctypes) fills up to `batch` (64) datagrams a system
-  call, each with its source, and the lengths, the checks (none empty, none oversized,
-  every one ending in its newline), the lines and the grouping by source are C-level
-  passes over the batch: a Python loop runs per datagram only for a batch that holds a bad
+  `recvmmsg` fills up to `batch` (64) datagrams a system call, each with its source. Where
+  the C extension is built (sources/_recvlines.c, with the package wherever a C compiler
+  is), one C call makes the system call, checks each datagram (empty, oversized, its
+  newline), makes its line and groups the lines by source: no Python runs per datagram.
+  Without it (or `fast=False`), sources/mmsg.py does the same through ctypes, with C-level
+  passes over the batch, and a Python loop per datagram only for a batch that holds a bad
   datagram or more than one source. Where recvmmsg is missing (not Linux), or with
   `batch=0`, one `recvfrom` a datagram (~1.6 µs, most of it the system call and the source
   tuple; bench/results/latency_cost.md), the same checks and the same grouping. Both read
   the same datagrams into the same `Drained` (tests/sources/test_reqlog.py runs every test
-  on both).
+  on each of the three).
 - **Who sent it.** Lines are grouped by their source (address, port), each datagram by its
   own (recvmmsg writes each one's source beside it; a batch is taken as one source's only
   when every datagram's source is that one, compared as raw bytes). uWSGI's master sends
@@ -58,7 +60,8 @@ Rules, and why:
 
 Public API:
     parse_reqlog_address(text) -> (host, port)            # raises ReqlogAddressError
-    Receiver(address, *, max_size=MAX_DATAGRAM, rcvbuf=DEFAULT_RCVBUF, batch=RECV_BATCH)
+    Receiver(address, *, max_size=MAX_DATAGRAM, rcvbuf=DEFAULT_RCVBUF, batch=RECV_BATCH,
+             fast=True)            # fast: the C reader where built
         .address -> (host, port)    the bound address (port 0 asks the kernel for one)
         .rcvbuf -> int              the receive buffer the kernel granted
         .batched -> bool            reading with recvmmsg (else recvfrom)
@@ -75,12 +78,20 @@ import ipaddress
 import socket
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from uwsgitune.core.address import split_host_port
 from uwsgitune.core.logline import DEFAULT_USER_FORMAT, TAIL_FORMAT
 from uwsgitune.errors import UwsgituneError
-from uwsgitune.sources.mmsg import RecvMmsg
+from uwsgitune.sources.mmsg import RecvMmsg, source_of
+
+try:  # the same batches read in C (sources/_recvlines.c), where it is built (Linux)
+    from uwsgitune.sources import _recvlines
+
+    _c_recv = getattr(_recvlines, "recv", None)
+except ImportError:
+    _c_recv = None
 
 DEFAULT_PORT = 9118  # beside the exporter's 9117
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
@@ -185,6 +196,11 @@ class Totals:
 
 # What one drain read: the lines by source, received, oversized, empty, cut, more.
 _Read = tuple[dict[Source, list[bytes]], int, int, int, int, bool]
+# sources/_recvlines.c `recv`: (read, [(source key, lines)], received, oversized, empty,
+# cut, bytes kept), or None when nothing was queued.
+_CRecv = Callable[
+    [int, int, int], "tuple[int, list[tuple[int, list[bytes]]], int, int, int, int, int] | None"
+]
 
 
 def _group(
@@ -211,6 +227,7 @@ class Receiver:
         max_size: int = MAX_DATAGRAM,
         rcvbuf: int = DEFAULT_RCVBUF,
         batch: int = RECV_BATCH,
+        fast: bool = True,
     ) -> None:
         host, port = parse_reqlog_address(address) if isinstance(address, str) else address
         if isinstance(address, tuple):  # the same refusals for a ready-made pair
@@ -243,12 +260,19 @@ class Receiver:
         self.rcvbuf = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
         self._meminfo = sys.platform.startswith("linux") and self._sk_drops() is not None
         # a longer datagram arrives cut to max_size + 1 bytes: oversized
-        self._mmsg = RecvMmsg.open(sock.fileno(), batch, max_size + 1) if batch > 0 else None
+        self._batch = min(batch, RECV_BATCH)
+        self._c_recv = _c_recv if fast and batch > 0 else None
+        self._sources: dict[int, tuple[str, int]] = {}
+        self._mmsg = (
+            RecvMmsg.open(sock.fileno(), batch, max_size + 1)
+            if batch > 0 and self._c_recv is None
+            else None
+        )
 
     @property
     def batched(self) -> bool:
         """Whether datagrams are read in batches (recvmmsg), not one a call (recvfrom)."""
-        return self._mmsg is not None
+        return self._c_recv is not None or self._mmsg is not None
 
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
@@ -262,7 +286,9 @@ class Receiver:
         sock = self._sock
         if sock is None:
             return Drained()
-        if self._mmsg is not None:
+        if self._c_recv is not None:
+            got = self._read_c(sock, self._c_recv, max_datagrams, max_bytes)
+        elif self._mmsg is not None:
             got = self._read_batches(sock, self._mmsg, max_datagrams, max_bytes)
         else:
             got = self._read_each(sock, max_datagrams, max_bytes)
@@ -316,6 +342,47 @@ class Receiver:
         else:
             more = self._pending(sock)
         return lines, received, oversized, empty, cut, more
+
+    def _read_c(
+        self, sock: socket.socket, recv: _CRecv, max_datagrams: int, max_bytes: int
+    ) -> _Read:
+        """`_read_batches` with each recvmmsg call, its checks and its lines in C
+        (sources/_recvlines.c): the same datagrams read into the same lines and counts."""
+        lines: dict[Source, list[bytes]] = {}
+        received = oversized = empty = cut = kept = read = 0
+        max_size, fd, batch = self.max_size, sock.fileno(), self._batch
+        while read < max_datagrams:
+            ask = min(batch, max_datagrams - read, max(1, -(-(max_bytes - kept) // max_size)))
+            got = recv(fd, ask, max_size + 1)
+            if got is None:
+                break
+            n, groups, r, o, e, c, k = got
+            read += n
+            received += r
+            oversized += o
+            empty += e
+            cut += c
+            kept += k
+            for key, data in groups:
+                src = self._sources.get(key) or self._source(key)
+                have = lines.get(src)
+                if have is None:
+                    lines[src] = data
+                else:
+                    have += data
+            if kept >= max_bytes:
+                return lines, received, oversized, empty, cut, self._pending(sock)
+            if n < ask:  # the queue is empty now
+                break
+        else:
+            return lines, received, oversized, empty, cut, self._pending(sock)
+        return lines, received, oversized, empty, cut, False
+
+    def _source(self, key: int) -> tuple[str, int]:
+        got = source_of(key)
+        if len(self._sources) < 256:
+            self._sources[key] = got
+        return got
 
     def _read_batches(
         self, sock: socket.socket, mm: RecvMmsg, max_datagrams: int, max_bytes: int
