@@ -12,9 +12,11 @@ import sysconfig
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.core.test_logline_batch import mixed
-from uwsgitune.core import latency
+from uwsgitune.core import latency, loghist
 from uwsgitune.core.latency import LatencyRecorder
 
 try:
@@ -172,3 +174,41 @@ def test_the_c_path_s_caches_of_a_second_stay_within_the_cap(
     fast, slow = record_both(lines, chunk=300)
     assert len(fast._open.rfast) <= 5
     assert_same(fast, slow)
+
+
+hists = st.dictionaries(
+    st.one_of(st.integers(-50, 3000), st.just(loghist.ZERO)),
+    st.integers(0, 10**6),
+    max_size=300,
+)
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(hists, st.lists(st.floats(0.001, 1.0), min_size=1, max_size=6))
+def test_reading_a_histogram_in_c_answers_as_in_python(
+    hist: dict[int, int], qs: list[float]
+) -> None:
+    """`loghist.at_ranks` and `loghist.cumulative` read a dict in C where built: the same
+    answers as their Python code (buckets counted 0 included)."""
+    n = sum(hist.values())
+    for bounds in (loghist.PROM_BOUNDS, loghist.QUEUE_BOUNDS):
+        c = loghist.cumulative(hist, bounds)
+        saved = loghist._cum_counts
+        loghist._cum_counts = None
+        try:
+            assert c == loghist.cumulative(hist, bounds)
+        finally:
+            loghist._cum_counts = saved
+    if n == 0:
+        return
+    ranks = sorted(loghist.rank(q, n) for q in qs)
+    c_ranks = loghist.at_ranks(hist, ranks)
+    saved_ranks = loghist._keys_at_ranks
+    loghist._keys_at_ranks = None
+    try:
+        assert c_ranks == loghist.at_ranks(hist, ranks)
+    finally:
+        loghist._keys_at_ranks = saved_ranks
+    with pytest.raises(IndexError):
+        _fastlog.keys_at_ranks(hist, [n + 1])

@@ -347,9 +347,24 @@ def test_any_window_answers_the_percentiles_of_its_own_samples(
         max_size=40,
     )
 )
+@pytest.mark.parametrize("c_sums", [True, False], ids=["c-sums", "python-sums"])
 def test_the_running_sums_answer_as_merging_every_second(
-    steps: list[tuple[int, list[int], int, bool]],
+    c_sums: bool, steps: list[tuple[int, list[int], int, bool]]
 ) -> None:
+    """(The running sums' merges run in C where core/_fastlog.c is built, and as Python
+    loops where it is not: both are checked.)"""
+    if c_sums and latency._merge_frozen is None:
+        pytest.skip("core/_fastlog.c not built")
+    saved = latency._merge_frozen
+    if not c_sums:
+        latency._merge_frozen = None
+    try:
+        _running_sums_against_merging(steps)
+    finally:
+        latency._merge_frozen = saved
+
+
+def _running_sums_against_merging(steps: list[tuple[int, list[int], int, bool]]) -> None:
     running, merging = LatencyRecorder(), LatencyRecorder()
     merging._running.clear()  # every window merged from its seconds
     now = 1000.0

@@ -578,7 +578,215 @@ record(PyObject *self, PyObject *args)
     return out;
 }
 
+/* -- the running sums -------------------------------------------------------------------- */
+
+/* hist[k] += sign * c for each bucket k and count c of a frozen histogram (two arrays of 4-byte
+ * items, loghist.FrozenHist); with sign -1, a bucket left at 0 is deleted (loghist.unmerge). */
+static PyObject *
+merge_frozen(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *hist, *keys, *counts;
+    int sign;
+    if (!PyArg_ParseTuple(args, "O!OOi", &PyDict_Type, &hist, &keys, &counts, &sign))
+        return NULL;
+    Py_buffer kb, cb;
+    if (PyObject_GetBuffer(keys, &kb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(counts, &cb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&kb);
+        return NULL;
+    }
+    int ok = kb.itemsize == 4 && cb.itemsize == 4 && kb.len == cb.len && kb.format != NULL &&
+             cb.format != NULL && strcmp(kb.format, "i") == 0 && strcmp(cb.format, "I") == 0 &&
+             (sign == 1 || sign == -1);
+    if (!ok)
+        PyErr_SetString(PyExc_TypeError, "merge_frozen(): arrays 'i' and 'I' of one length");
+    Py_ssize_t n = kb.len / 4;
+    const int32_t *k = kb.buf;
+    const uint32_t *c = cb.buf;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *key = k[i] >= 0 && k[i] < NBUCKETS ? bucket_key(k[i]) : PyLong_FromLong(k[i]);
+        if (key == NULL) {
+            ok = 0;
+            break;
+        }
+        if (sign > 0) {
+            ok = dict_add(hist, key, (long long)c[i]) == 0;
+        }
+        else {
+            PyObject *cur = PyDict_GetItemWithError(hist, key);
+            long long left = 0;
+            if (cur == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, key);
+                ok = 0;
+            }
+            else if ((left = PyLong_AsLongLong(cur) - (long long)c[i]) == -1 - (long long)c[i] &&
+                     PyErr_Occurred()) {
+                ok = 0;
+            }
+            else if (left) {
+                PyObject *nv = PyLong_FromLongLong(left);
+                ok = nv != NULL && PyDict_SetItem(hist, key, nv) == 0;
+                Py_XDECREF(nv);
+            }
+            else {
+                ok = PyDict_DelItem(hist, key) == 0;
+            }
+        }
+        Py_DECREF(key);
+    }
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&cb);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- reading a histogram ------------------------------------------------------------------ */
+
+typedef struct {
+    long long key, count;
+} Bucket;
+
+static int
+by_key(const void *a, const void *b)
+{
+    long long x = ((const Bucket *)a)->key, y = ((const Bucket *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* A dict's (bucket, count) pairs, in order of bucket: n of them, or NULL (an exception). */
+static Bucket *
+sorted_buckets(PyObject *hist, Py_ssize_t *n)
+{
+    *n = PyDict_GET_SIZE(hist);
+    Bucket *out = PyMem_Malloc(sizeof(Bucket) * (size_t)(*n > 0 ? *n : 1));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(hist, &pos, &k, &v)) {
+        out[i].key = PyLong_AsLongLong(k);
+        out[i].count = PyLong_AsLongLong(v);
+        if ((out[i].key == -1 || out[i].count == -1) && PyErr_Occurred()) {
+            PyMem_Free(out);
+            return NULL;
+        }
+        i++;
+    }
+    qsort(out, (size_t)*n, sizeof(Bucket), by_key);
+    return out;
+}
+
+/* loghist.at_ranks' buckets: for each rank (ascending, 1..the count), the first bucket whose
+ * running count reaches it. */
+static PyObject *
+keys_at_ranks(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *hist, *ranks;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &hist, &PyList_Type, &ranks))
+        return NULL;
+    Py_ssize_t n, m = PyList_GET_SIZE(ranks);
+    Bucket *b = sorted_buckets(hist, &n);
+    if (b == NULL)
+        return NULL;
+    PyObject *out = PyList_New(m);
+    Py_ssize_t i = 0;
+    long long running = n > 0 ? b[0].count : 0;
+    for (Py_ssize_t j = 0; out != NULL && j < m; j++) {
+        long long want = PyLong_AsLongLong(PyList_GET_ITEM(ranks, j));
+        if (want == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            break;
+        }
+        while (i < n && running < want) {
+            i++;
+            if (i < n)
+                running += b[i].count;
+        }
+        if (i >= n) {
+            PyErr_SetString(PyExc_IndexError, "keys_at_ranks(): a rank beyond the count");
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *key = PyLong_FromLongLong(b[i].key);
+        if (key == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, j, key);
+    }
+    PyMem_Free(b);
+    return out;
+}
+
+/* loghist.cumulative: for each bucket bound `lasts[j]` (non-decreasing), the count of every
+ * bucket at or below it; then the whole count. */
+static PyObject *
+cum_counts(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *hist, *lasts;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &hist, &PyTuple_Type, &lasts))
+        return NULL;
+    Py_ssize_t m = PyTuple_GET_SIZE(lasts);
+    long long *bound = PyMem_Malloc(sizeof(long long) * (size_t)(m + 1));
+    long long *bins = PyMem_Calloc((size_t)(m + 1), sizeof(long long));
+    PyObject *out = NULL;
+    if (bound == NULL || bins == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        bound[j] = PyLong_AsLongLong(PyTuple_GET_ITEM(lasts, j));
+        if (bound[j] == -1 && PyErr_Occurred())
+            goto done;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(hist, &pos, &k, &v)) {
+        long long key = PyLong_AsLongLong(k), c = PyLong_AsLongLong(v);
+        if ((key == -1 || c == -1) && PyErr_Occurred())
+            goto done;
+        Py_ssize_t lo = 0, hi = m; /* the first bound at or above the key (m: none) */
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (bound[mid] >= key)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        bins[lo] += c;
+    }
+    out = PyList_New(m + 1);
+    long long run = 0;
+    for (Py_ssize_t j = 0; out != NULL && j <= m; j++) {
+        run += bins[j];
+        PyObject *x = PyLong_FromLongLong(run);
+        if (x == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, j, x);
+    }
+done:
+    PyMem_Free(bound);
+    PyMem_Free(bins);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"keys_at_ranks", keys_at_ranks, METH_VARARGS,
+     "The bucket at each rank (ascending) of a histogram (loghist.at_ranks)."},
+    {"cum_counts", cum_counts, METH_VARARGS,
+     "The count at or below each bucket bound, then the whole (loghist.cumulative)."},
+    {"merge_frozen", merge_frozen, METH_VARARGS,
+     "hist[k] += sign * c over a frozen histogram's arrays (-1: zeros deleted)."},
     {"scan", scan, METH_O, "The rows parse_batch answers for these lines, or None."},
     {"record", record, METH_VARARGS, "Parse and record a batch (see the module's comment)."},
     {NULL, NULL, 0, NULL},

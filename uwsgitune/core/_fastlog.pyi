@@ -1,5 +1,6 @@
 """core/_fastlog.c: the request log's common batch, parsed and recorded in C."""
 
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -30,3 +31,8 @@ def record(
     ]
     | None
 ): ...
+def merge_frozen(
+    hist: dict[int, int], keys: array[int], counts: array[int], sign: int, /
+) -> None: ...
+def keys_at_ranks(hist: dict[int, int], ranks: list[int], /) -> list[int]: ...
+def cum_counts(hist: dict[int, int], lasts: tuple[int, ...], /) -> list[int]: ...

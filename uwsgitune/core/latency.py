@@ -103,6 +103,7 @@ from __future__ import annotations
 
 import collections
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -185,10 +186,12 @@ _FastRecord = Callable[
     "tuple[_FastStatus, int, int, list[tuple[int, bytes, int]], list[tuple[int, int]]] | None",
 ]
 _fast_record: _FastRecord | None
+_merge_frozen: Callable[[Hist, array[int], array[int], int], None] | None
 try:
+    from uwsgitune.core._fastlog import merge_frozen as _merge_frozen
     from uwsgitune.core._fastlog import record as _fast_record
 except ImportError:  # not built: the Python path
-    _fast_record = None
+    _fast_record = _merge_frozen = None
 ACCELERATED = _fast_record is not None
 SLICES = 60
 WINDOWS = (10, 60)
@@ -255,26 +258,33 @@ class _Sum:
         self.total = 0
 
     def add(self, part: _Kept) -> None:
-        """`loghist.merge` as a plain loop over the kept buckets (their indexes read out
-        of their array once): faster than its C-level chain here, measured."""
+        """`loghist.merge` in C (core/_fastlog.c `merge_frozen`), else as a plain loop over
+        the kept buckets (their indexes read out of their array once): faster than its
+        C-level chain here, measured."""
         hist = self.hist
+        self.count += part.count
+        self.total += part.total
+        if _merge_frozen is not None:
+            _merge_frozen(hist, part.hist.keys, part.hist.counts, 1)
+            return
         get = hist.get
         for index, n in zip(part.hist.keys.tolist(), part.hist.counts, strict=True):
             hist[index] = get(index, 0) + n
-        self.count += part.count
-        self.total += part.total
 
     def drop(self, part: _Kept) -> None:
-        """`loghist.unmerge` (the buckets left at 0 deleted), as a plain loop."""
+        """`loghist.unmerge` (the buckets left at 0 deleted), in C or as a plain loop."""
         hist = self.hist
+        self.count -= part.count
+        self.total -= part.total
+        if _merge_frozen is not None:
+            _merge_frozen(hist, part.hist.keys, part.hist.counts, -1)
+            return
         for index, n in zip(part.hist.keys.tolist(), part.hist.counts, strict=True):
             left = hist[index] - n
             if left:
                 hist[index] = left
             else:
                 del hist[index]
-        self.count -= part.count
-        self.total -= part.total
 
     def with_open(self, part: _PartView | None, top: int) -> _Part:
         """This sum plus the open second's part, as one `_Part` whose maximum is `top`."""

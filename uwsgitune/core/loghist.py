@@ -53,6 +53,16 @@ ZERO = -(2**31)  # the bucket of the value 0 (below every other bucket)
 
 Hist = dict[int, int]
 
+# A dict's reading in C (core/_fastlog.c), where built: `at_ranks` and `cumulative` answer
+# the same (tests/core/test_loghist.py compares them with the Python code).
+_keys_at_ranks: Callable[[Hist, list[int]], list[int]] | None
+_cum_counts: Callable[[Hist, tuple[int, ...]], list[int]] | None
+try:
+    from uwsgitune.core._fastlog import cum_counts as _cum_counts
+    from uwsgitune.core._fastlog import keys_at_ranks as _keys_at_ranks
+except ImportError:
+    _keys_at_ranks = _cum_counts = None
+
 
 class FrozenHist:
     """A histogram no longer written to, in 8 bytes a bucket (two arrays) where a dict takes
@@ -187,7 +197,10 @@ def quantiles(hist: Counts, qs: Sequence[float], top: float | None = None) -> li
 
 
 def at_ranks(hist: Counts, ranks: Sequence[int]) -> list[float]:
-    """The values at `ranks` (ascending, 1 <= rank <= the count) of the counted samples."""
+    """The values at `ranks` (ascending, 1 <= rank <= the count) of the counted samples
+    (a dict's buckets found in C where core/_fastlog.c is built: `_keys_at_ranks`)."""
+    if _keys_at_ranks is not None and type(hist) is dict:
+        return list(map(answer, _keys_at_ranks(hist, list(ranks))))
     keys, running = _running(hist)
     return [answer(keys[bisect_left(running, want)]) for want in ranks]
 
@@ -210,15 +223,17 @@ def cumulative(hist: Counts, bounds: Sequence[float] = PROM_BOUNDS) -> list[int]
     """
     if not len(hist):
         return [0] * (len(bounds) + 1)
+    if _cum_counts is not None and type(hist) is dict:
+        return _cum_counts(hist, _last_under(tuple(bounds)))
     keys, running = _running(hist)
     ends = map(bisect_right, repeat(keys), _last_under(tuple(bounds)))
     return [running[e - 1] if e else 0 for e in ends] + [running[-1]]
 
 
-_lasts: dict[tuple[float, ...], list[int]] = {}
+_lasts: dict[tuple[float, ...], tuple[int, ...]] = {}
 
 
-def _last_under(bounds: tuple[float, ...]) -> list[int]:
+def _last_under(bounds: tuple[float, ...]) -> tuple[int, ...]:
     """For each bound, the highest bucket index whose answer (in s) is within it."""
     got = _lasts.get(bounds)
     if got is None:
@@ -226,16 +241,16 @@ def _last_under(bounds: tuple[float, ...]) -> list[int]:
         def within(index: int, bound: float) -> bool:
             return answer(index) / 1e6 <= bound
 
-        got = []
+        lasts = []
         for bound in bounds:
             if not within(0, bound):  # below every bucket but the zero one (value 0)
-                got.append(ZERO if bound >= 0 else ZERO - 1)
+                lasts.append(ZERO if bound >= 0 else ZERO - 1)
                 continue
             i = max(0, math.floor(math.log(bound * 1e6) * _INV_LOG_GAMMA))
             while within(i + 1, bound):
                 i += 1
             while not within(i, bound):
                 i -= 1
-            got.append(i)
-        _lasts[bounds] = got
+            lasts.append(i)
+        got = _lasts[bounds] = tuple(lasts)
     return got
