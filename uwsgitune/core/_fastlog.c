@@ -419,10 +419,45 @@ local_clear(Local *l)
     local_init(l);
 }
 
+#define WIDS 1024 /* worker ids whose entry a batch remembers in an array */
+#define PATHS 1024 /* paths a batch remembers (open addressing; half of them used at most) */
+
+typedef struct {
+    const char *path; /* into the batch's lines: valid for the call */
+    Py_ssize_t len;
+    uint64_t hash;
+    Entry *entry;
+} PathSlot;
+
 typedef struct {
     Local service, queue, whole;
     Parts parts;
+    Entry *by_wid[WIDS];
+    PathSlot paths[PATHS];
+    int paths_used;
 } Scratch;
+
+/* The slot of a path in the batch's table: its own, or a free one to fill (NULL: full). */
+static PathSlot *
+path_slot(Scratch *s, const char *path, Py_ssize_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)path[i]) * 1099511628211ULL;
+    size_t i = (size_t)h & (PATHS - 1);
+    for (;;) {
+        PathSlot *slot = &s->paths[i];
+        if (slot->entry == NULL) {
+            if (s->paths_used >= PATHS / 2)
+                return NULL;
+            slot->hash = h;
+            return slot;
+        }
+        if (slot->hash == h && slot->len == len && memcmp(slot->path, path, (size_t)len) == 0)
+            return slot;
+        i = (i + 1) & (PATHS - 1);
+    }
+}
 
 /* Scratch space, kept between calls: each call takes one from the pool and gives it back
  * (clean). Calls hold the GIL, but a resolver runs Python code, which can let another
@@ -497,11 +532,17 @@ record(PyObject *self, PyObject *args)
             break;
         }
         local_add(&s->service, v, b);
-        /* its worker's part, then its route's */
-        PyObject *key = PyLong_FromLong(r->wid);
-        PyObject *part = key ? part_of(wcache, wresolve, key, cap, &spare) : NULL;
-        Py_XDECREF(key);
-        Entry *e = part ? entry_of(t, part) : NULL;
+        /* its worker's part, then its route's: each found once per batch (a worker id
+         * or a path keeps its part within a call: the caches only grow) */
+        Entry *e = r->wid < WIDS ? s->by_wid[r->wid] : NULL;
+        if (e == NULL) {
+            PyObject *key = PyLong_FromLong(r->wid);
+            PyObject *part = key ? part_of(wcache, wresolve, key, cap, &spare) : NULL;
+            Py_XDECREF(key);
+            e = part ? entry_of(t, part) : NULL;
+            if (e != NULL && r->wid < WIDS)
+                s->by_wid[r->wid] = e;
+        }
         if (e == NULL || hist_add(e->hist, b) < 0) {
             ok = 0;
             break;
@@ -509,10 +550,20 @@ record(PyObject *self, PyObject *args)
         e->total += v;
         if (v > e->top)
             e->top = v;
-        key = PyBytes_FromStringAndSize(r->path, r->path_len);
-        part = key ? part_of(rcache, rresolve, key, cap, &spare) : NULL;
-        Py_XDECREF(key);
-        e = part ? entry_of(t, part) : NULL;
+        PathSlot *slot = path_slot(s, r->path, r->path_len);
+        e = slot != NULL ? slot->entry : NULL;
+        if (e == NULL) {
+            PyObject *key = PyBytes_FromStringAndSize(r->path, r->path_len);
+            PyObject *part = key ? part_of(rcache, rresolve, key, cap, &spare) : NULL;
+            Py_XDECREF(key);
+            e = part ? entry_of(t, part) : NULL;
+            if (e != NULL && slot != NULL) {
+                slot->path = r->path;
+                slot->len = r->path_len;
+                slot->entry = e;
+                s->paths_used++;
+            }
+        }
         if (e == NULL || hist_add(e->hist, b) < 0) {
             ok = 0;
             break;
@@ -560,6 +611,9 @@ record(PyObject *self, PyObject *args)
     }
     memset(t->keys, 0, sizeof t->keys);
     t->n = 0;
+    memset(s->by_wid, 0, sizeof s->by_wid);
+    memset(s->paths, 0, sizeof s->paths);
+    s->paths_used = 0;
     if (ok && (local_flush(&s->service, service, zero) < 0 ||
                local_flush(&s->queue, queue, zero) < 0 ||
                local_flush(&s->whole, whole, zero) < 0))
