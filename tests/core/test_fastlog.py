@@ -10,6 +10,9 @@ import shutil
 import sys
 import sysconfig
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
@@ -176,6 +179,17 @@ def test_the_c_path_s_caches_of_a_second_stay_within_the_cap(
     assert_same(fast, slow)
 
 
+@contextmanager
+def python_path(module: ModuleType, name: str) -> Iterator[None]:
+    """`module`'s C helper `name` switched off (its Python code runs) for the block."""
+    saved = getattr(module, name)
+    setattr(module, name, None)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
 hists = st.dictionaries(
     st.one_of(st.integers(-50, 3000), st.just(loghist.ZERO)),
     st.integers(0, 10**6),
@@ -194,21 +208,13 @@ def test_reading_a_histogram_in_c_answers_as_in_python(
     n = sum(hist.values())
     for bounds in (loghist.PROM_BOUNDS, loghist.QUEUE_BOUNDS):
         c = loghist.cumulative(hist, bounds)
-        saved = loghist._cum_counts
-        loghist._cum_counts = None
-        try:
+        with python_path(loghist, "_cum_counts"):
             assert c == loghist.cumulative(hist, bounds)
-        finally:
-            loghist._cum_counts = saved
     if n == 0:
         return
     ranks = sorted(loghist.rank(q, n) for q in qs)
     c_ranks = loghist.at_ranks(hist, ranks)
-    saved_ranks = loghist._keys_at_ranks
-    loghist._keys_at_ranks = None
-    try:
+    with python_path(loghist, "_keys_at_ranks"):
         assert c_ranks == loghist.at_ranks(hist, ranks)
-    finally:
-        loghist._keys_at_ranks = saved_ranks
     with pytest.raises(IndexError):
         _fastlog.keys_at_ranks(hist, [n + 1])
