@@ -22,12 +22,12 @@ How, and why so:
   sources as one strided slice of the addresses seen as 64-bit words: the first 8 bytes of
   a `sockaddr_in` (family, port, IPv4 address) as one int, `key`, equal for two datagrams
   exactly when their sources are equal. A key becomes the `(host, port)` pair that
-  `socket.recvfrom` would give only once per distinct source (`source`).
+  `socket.recvfrom` would give by `source_of` (the receiver does so once per source).
 - **Never blocks**: `MSG_DONTWAIT` on every call.
 - **The same datagrams as recvfrom.** Each datagram lands in its own slot; one longer than
   the slot is cut to it (the caller sizes the slot one byte over the longest it keeps, as
   with recvfrom, and counts a full slot as oversized).
-- **IPv4 only**: the source key and `source` read a `sockaddr_in` (the receiver binds
+- **IPv4 only**: the source key and `source_of` read a `sockaddr_in` (the receiver binds
   127.0.0.0/8 alone: uWSGI's socket logger sends over IPv4).
 - **Where it is missing** (not Linux, no `recvmmsg` in the C library), `RecvMmsg.open`
   answers None and the caller reads with `recvfrom`.
@@ -41,7 +41,8 @@ Public API:
         .keys(n) -> list[int]               each datagram's source, as a key
         .short(n, lengths) -> (datagrams less their last byte, last bytes) | None
         .datagram(i, length) -> bytes       one datagram whole
-        .source(key) -> (host, port)
+        .recv_lines(ask) -> Batch | None    one recv, checked and cut into lines by source
+    source_of(key) -> (host, port)
 """
 
 from __future__ import annotations
@@ -138,7 +139,6 @@ class RecvMmsg:
         self._keys = memoryview(self._name_mem).cast("Q")[::2]
         self._starts = range(0, head * vlen, head)
         self._lasts = range(-1, head * vlen - 1, head)  # + a length: its last byte
-        self._sources: dict[int, tuple[str, int]] = {}
 
     @classmethod
     def open(cls, fd: int, vlen: int, slot: int) -> RecvMmsg | None:
@@ -163,7 +163,7 @@ class RecvMmsg:
         return self._lens[:n].tolist()
 
     def keys(self, n: int) -> list[int]:
-        """The first `n` datagrams' sources, as keys (`source` turns one into its pair)."""
+        """The first `n` datagrams' sources, as keys (`source_of` turns one into its pair)."""
         return self._keys[:n].tolist()
 
     def short(self, n: int, lengths: list[int]) -> tuple[list[bytes], list[int]] | None:
@@ -190,14 +190,61 @@ class RecvMmsg:
             self._rest_mem[i * rest : i * rest + length - head]
         )
 
-    def source(self, key: int) -> tuple[str, int]:
-        """The (host, port) of a source key, as `socket.recvfrom` gives it."""
-        got = self._sources.get(key)
-        if got is None:
-            got = source_of(key)
-            if len(self._sources) < 256:
-                self._sources[key] = got
-        return got
+    def recv_lines(self, ask: int) -> Batch | None:
+        """One `recv` of up to `ask` datagrams, checked and cut into lines as
+        sources/_recvlines.c `recv` does (its comment says how): None when none was read.
+        A batch whose datagrams are all good lines in their heads (the common case) is cut
+        by C-level passes (`short`); a Python loop runs per datagram otherwise."""
+        n = self.recv(ask)
+        if not n:
+            return None
+        max_size = self.slot - 1
+        sizes = self.lengths(n)
+        keys = self.keys(n)
+        short = self.short(n, sizes) if min(sizes) else None
+        if short is not None and short[1].count(10) == n and max(sizes) <= max_size:
+            data = short[0]  # each without its newline
+            groups = [(keys[0], data)] if keys.count(keys[0]) == n else _runs(keys, data)
+            return n, groups, n, 0, 0, 0, sum(sizes) - n
+        received = oversized = empty = cut = kept = 0
+        good_keys: list[int] = []
+        good: list[bytes] = []
+        for i, (size, key) in enumerate(zip(sizes, keys, strict=True)):
+            if size > max_size:
+                oversized += 1
+                continue
+            if not size:
+                empty += 1
+                continue
+            datum = self.datagram(i, size)
+            if datum[-1] == 10:  # b"\n"
+                datum = datum[:-1]
+                size -= 1
+            else:
+                cut += 1
+            received += 1
+            kept += size
+            good_keys.append(key)
+            good.append(datum)
+        return n, _runs(good_keys, good), received, oversized, empty, cut, kept
+
+
+# One batch read: (datagrams read, [(source key, lines), ...] a pair per run of one source in
+# arrival order, received, oversized, empty, cut, bytes kept).
+Batch = tuple[int, list[tuple[int, list[bytes]]], int, int, int, int, int]
+
+
+def _runs(keys: list[int], data: list[bytes]) -> list[tuple[int, list[bytes]]]:
+    """The lines in runs of one source each, in order."""
+    out: list[tuple[int, list[bytes]]] = []
+    last: int | None = None
+    got: list[bytes] = []
+    for key, datum in zip(keys, data, strict=True):
+        if key != last:
+            last, got = key, []
+            out.append((key, got))
+        got.append(datum)
+    return out
 
 
 def source_of(key: int) -> tuple[str, int]:

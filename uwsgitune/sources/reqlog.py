@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 from uwsgitune.core.address import split_host_port
 from uwsgitune.core.logline import DEFAULT_USER_FORMAT, TAIL_FORMAT
 from uwsgitune.errors import UwsgituneError
-from uwsgitune.sources.mmsg import RecvMmsg, source_of
+from uwsgitune.sources.mmsg import Batch, RecvMmsg, source_of
 
 try:  # the same batches read in C (sources/_recvlines.c), where it is built (Linux)
     from uwsgitune.sources import _recvlines
@@ -196,24 +196,10 @@ class Totals:
 
 # What one drain read: the lines by source, received, oversized, empty, cut, more.
 _Read = tuple[dict[Source, list[bytes]], int, int, int, int, bool]
-# sources/_recvlines.c `recv`: (read, [(source key, lines)], received, oversized, empty,
-# cut, bytes kept), or None when nothing was queued.
-_CRecv = Callable[
-    [int, int, int], "tuple[int, list[tuple[int, list[bytes]]], int, int, int, int, int] | None"
-]
-
-
-def _group(
-    lines: dict[Source, list[bytes]], mm: RecvMmsg, keys: list[int], data: list[bytes]
-) -> None:
-    """Each datagram appended to its source's lines, in order (a batch of many sources)."""
-    last: int | None = None
-    got: list[bytes] = []
-    for key, datum in zip(keys, data, strict=True):
-        if key != last:
-            last = key
-            got = lines.setdefault(mm.source(key), [])
-        got.append(datum)
+# One recvmmsg call, its datagrams checked and cut into lines (sources/_recvlines.c `recv`,
+# or sources/mmsg.py `RecvMmsg.recv_lines`): (read, [(source key, lines), ...], received,
+# oversized, empty, cut, bytes kept), or None when nothing was queued.
+_Recv = Callable[[int], Batch | None]
 
 
 class Receiver:
@@ -260,19 +246,24 @@ class Receiver:
         self.rcvbuf = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
         self._meminfo = sys.platform.startswith("linux") and self._sk_drops() is not None
         # a longer datagram arrives cut to max_size + 1 bytes: oversized
-        self._batch = min(batch, RECV_BATCH)
-        self._c_recv = _c_recv if fast and batch > 0 else None
         self._sources: dict[int, tuple[str, int]] = {}
-        self._mmsg = (
-            RecvMmsg.open(sock.fileno(), batch, max_size + 1)
-            if batch > 0 and self._c_recv is None
-            else None
-        )
+        self._mmsg: RecvMmsg | None = None
+        self._recv: _Recv | None = None  # a batch read (recvmmsg), else recvfrom's loop
+        self._batch = 0  # the most datagrams a batch read asks for
+        if batch > 0 and fast and _c_recv is not None:
+            c_recv, fd, slot = _c_recv, sock.fileno(), max_size + 1
+            self._recv = lambda ask: c_recv(fd, ask, slot)
+            self._batch = min(batch, RECV_BATCH)  # the C reader's slots
+        elif batch > 0:
+            self._mmsg = RecvMmsg.open(sock.fileno(), batch, max_size + 1)
+            if self._mmsg is not None:
+                self._recv = self._mmsg.recv_lines
+                self._batch = self._mmsg.vlen
 
     @property
     def batched(self) -> bool:
         """Whether datagrams are read in batches (recvmmsg), not one a call (recvfrom)."""
-        return self._c_recv is not None or self._mmsg is not None
+        return self._recv is not None
 
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
@@ -286,10 +277,8 @@ class Receiver:
         sock = self._sock
         if sock is None:
             return Drained()
-        if self._c_recv is not None:
-            got = self._read_c(sock, self._c_recv, max_datagrams, max_bytes)
-        elif self._mmsg is not None:
-            got = self._read_batches(sock, self._mmsg, max_datagrams, max_bytes)
+        if self._recv is not None:
+            got = self._read_batches(sock, self._recv, max_datagrams, max_bytes)
         else:
             got = self._read_each(sock, max_datagrams, max_bytes)
         lines, received, oversized, empty, cut, more = got
@@ -343,17 +332,19 @@ class Receiver:
             more = self._pending(sock)
         return lines, received, oversized, empty, cut, more
 
-    def _read_c(
-        self, sock: socket.socket, recv: _CRecv, max_datagrams: int, max_bytes: int
+    def _read_batches(
+        self, sock: socket.socket, recv: _Recv, max_datagrams: int, max_bytes: int
     ) -> _Read:
-        """`_read_batches` with each recvmmsg call, its checks and its lines in C
-        (sources/_recvlines.c): the same datagrams read into the same lines and counts."""
+        """`recvmmsg` calls of up to `batch` datagrams, each batch checked and cut into lines
+        by `recv` (in C, or sources/mmsg.py's C-level passes): the lines grouped by source.
+        A call asks for no more datagrams than could keep `max_bytes` (at `max_size` each),
+        so a drain stops within one datagram of it, as the recvfrom loop does."""
         lines: dict[Source, list[bytes]] = {}
         received = oversized = empty = cut = kept = read = 0
-        max_size, fd, batch = self.max_size, sock.fileno(), self._batch
+        max_size, batch = self.max_size, self._batch
         while read < max_datagrams:
             ask = min(batch, max_datagrams - read, max(1, -(-(max_bytes - kept) // max_size)))
-            got = recv(fd, ask, max_size + 1)
+            got = recv(ask)
             if got is None:
                 break
             n, groups, r, o, e, c, k = got
@@ -383,64 +374,6 @@ class Receiver:
         if len(self._sources) < 256:
             self._sources[key] = got
         return got
-
-    def _read_batches(
-        self, sock: socket.socket, mm: RecvMmsg, max_datagrams: int, max_bytes: int
-    ) -> _Read:
-        """`recvmmsg` calls of up to `batch` datagrams, each batch checked and split into
-        lines by C-level passes when every datagram in it is a good line (the common case),
-        datagram by datagram otherwise. A call asks for no more datagrams than could keep
-        `max_bytes` (at `max_size` each), so a drain stops within one datagram of it, as
-        the recvfrom loop does."""
-        lines: dict[Source, list[bytes]] = {}
-        received = oversized = empty = cut = kept = read = 0
-        more = False
-        max_size = self.max_size
-        while read < max_datagrams:
-            ask = min(mm.vlen, max_datagrams - read, max(1, -(-(max_bytes - kept) // max_size)))
-            n = mm.recv(ask)
-            if not n:
-                break
-            read += n
-            sizes = mm.lengths(n)
-            keys = mm.keys(n)
-            short = mm.short(n, sizes) if min(sizes) else None
-            if short is not None and short[1].count(10) == n and max(sizes) <= max_size:
-                data = short[0]  # each without its newline
-                received += n
-                kept += sum(sizes) - n
-                if keys.count(keys[0]) == n:  # one source: the whole batch is its
-                    lines.setdefault(mm.source(keys[0]), []).extend(data)
-                else:
-                    _group(lines, mm, keys, data)
-            else:
-                good_keys: list[int] = []
-                good: list[bytes] = []
-                for i, (size, key) in enumerate(zip(sizes, keys, strict=True)):
-                    if size > max_size:
-                        oversized += 1
-                        continue
-                    if not size:
-                        empty += 1
-                        continue
-                    datum = mm.datagram(i, size)
-                    if datum[-1] == 10:  # b"\n"
-                        datum = datum[:-1]
-                        size -= 1
-                    else:
-                        cut += 1
-                    received += 1
-                    kept += size
-                    good_keys.append(key)
-                    good.append(datum)
-                _group(lines, mm, good_keys, good)
-            if kept >= max_bytes:
-                return lines, received, oversized, empty, cut, self._pending(sock)
-            if n < ask:  # the queue is empty now
-                break
-        else:
-            more = self._pending(sock)
-        return lines, received, oversized, empty, cut, more
 
     @staticmethod
     def _pending(sock: socket.socket) -> bool:
@@ -474,7 +407,7 @@ class Receiver:
         return int(_MEMINFO.unpack_from(info)[8])
 
     def close(self) -> None:
-        self._mmsg = None
+        self._mmsg = self._recv = None
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
