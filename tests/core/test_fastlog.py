@@ -10,15 +10,13 @@ import shutil
 import sys
 import sysconfig
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.test_logline_batch import mixed
+from tests.support.latency import python_path
 from uwsgitune.core import latency, loghist
 from uwsgitune.core.latency import LatencyRecorder
 
@@ -177,17 +175,6 @@ def test_the_c_path_s_caches_of_a_second_stay_within_the_cap(
     fast, slow = record_both(lines, chunk=300)
     assert len(fast._open.rfast) <= 5
     assert_same(fast, slow)
-
-
-@contextmanager
-def python_path(module: ModuleType, name: str) -> Iterator[None]:
-    """`module`'s C helper `name` switched off (its Python code runs) for the block."""
-    saved = getattr(module, name)
-    setattr(module, name, None)
-    try:
-        yield
-    finally:
-        setattr(module, name, saved)
 
 
 hists = st.dictionaries(

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.test_loghist import exact, histogram_quantile
+from tests.support.latency import python_path
 from uwsgitune.core import latency
 from uwsgitune.core.latency import OTHER, LatencyRecorder, coverage
 from uwsgitune.core.loghist import ALPHA, PROM_BOUNDS, QUEUE_BOUNDS
@@ -353,15 +354,13 @@ def test_the_running_sums_answer_as_merging_every_second(
 ) -> None:
     """(The running sums' merges run in C where core/_fastlog.c is built, and as Python
     loops where it is not: both are checked.)"""
-    if c_sums and latency._merge_frozen is None:
-        pytest.skip("core/_fastlog.c not built")
-    saved = latency._merge_frozen
     if not c_sums:
-        latency._merge_frozen = None
-    try:
-        _running_sums_against_merging(steps)
-    finally:
-        latency._merge_frozen = saved
+        with python_path(latency, "_merge_frozen"):
+            _running_sums_against_merging(steps)
+        return
+    if latency._merge_frozen is None:
+        pytest.skip("core/_fastlog.c not built")
+    _running_sums_against_merging(steps)
 
 
 def _running_sums_against_merging(steps: list[tuple[int, list[int], int, bool]]) -> None:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from types import ModuleType
 
 from uwsgitune.core.latency import LatencyRecorder
 from uwsgitune.core.latencyreport import LatencyView
@@ -98,3 +100,14 @@ def lognormal_view(
             lines.append(log_line(service, wid=1 + i % workers, wait_us=wait))
         batches.append((t, lines))
     return view_of(recorder_with(batches), now, **view)  # type: ignore[arg-type]
+
+
+@contextmanager
+def python_path(module: ModuleType, name: str) -> Iterator[None]:
+    """`module`'s C helper `name` switched off (its Python code runs) for the block."""
+    saved = getattr(module, name)
+    setattr(module, name, None)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)

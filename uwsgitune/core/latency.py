@@ -560,7 +560,7 @@ class LatencyRecorder:
             p.total += v
             if v > p.top:
                 p.top = v
-            p = routes.get(route_of.get(path) or self._name(path)) or self._route(s, path)
+            p = routes.get(route_of.get(path) or self._name(path)) or self._route_part(s, path)
             h = p.hist
             h[i] = h.get(i, 0) + 1
             p.total += v
@@ -828,9 +828,6 @@ class LatencyRecorder:
         """The part of a path's route in `s`, as the per-line path finds it."""
         name = self._route_of.get(path) or self._name(path)
         return s.routes.get(name) or self._route_named(s, name)
-
-    def _route(self, s: _Slice, path: bytes) -> _Part:
-        return self._route_named(s, self._route_of.get(path) or self._name(path))
 
     def _route_named(self, s: _Slice, name: str) -> _Part:
         key = name if len(s.routes) < MAX_ROUTES else OTHER
