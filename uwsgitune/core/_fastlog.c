@@ -711,9 +711,9 @@ by_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A dict's (bucket, count) pairs, in order of bucket: n of them, or NULL (an exception). */
+/* A dict's (bucket, count) pairs (n of them), or NULL (an exception). */
 static Bucket *
-sorted_buckets(PyObject *hist, Py_ssize_t *n)
+buckets_of(PyObject *hist, Py_ssize_t *n)
 {
     *n = PyDict_GET_SIZE(hist);
     Bucket *out = PyMem_Malloc(sizeof(Bucket) * (size_t)(*n > 0 ? *n : 1));
@@ -732,7 +732,40 @@ sorted_buckets(PyObject *hist, Py_ssize_t *n)
         }
         i++;
     }
-    qsort(out, (size_t)*n, sizeof(Bucket), by_key);
+    return out;
+}
+
+/* A list of ints from `m` long longs. */
+static PyObject *
+int_list(const long long *v, Py_ssize_t m)
+{
+    PyObject *out = PyList_New(m);
+    for (Py_ssize_t j = 0; out != NULL && j < m; j++) {
+        PyObject *x = PyLong_FromLongLong(v[j]);
+        if (x == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, j, x);
+    }
+    return out;
+}
+
+/* `m` ints of a sequence into a new array (NULL: an exception). */
+static long long *
+longs_of(PyObject *seq, Py_ssize_t m)
+{
+    long long *out = PyMem_Malloc(sizeof(long long) * (size_t)(m > 0 ? m : 1));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        out[j] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (out[j] == -1 && PyErr_Occurred()) {
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
     return out;
 }
 
@@ -742,40 +775,33 @@ static PyObject *
 keys_at_ranks(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *hist, *ranks;
+    PyObject *hist, *ranks, *out = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &hist, &PyList_Type, &ranks))
         return NULL;
     Py_ssize_t n, m = PyList_GET_SIZE(ranks);
-    Bucket *b = sorted_buckets(hist, &n);
-    if (b == NULL)
-        return NULL;
-    PyObject *out = PyList_New(m);
+    Bucket *b = buckets_of(hist, &n);
+    long long *want = b ? longs_of(ranks, m) : NULL;
+    if (want == NULL)
+        goto done;
+    qsort(b, (size_t)n, sizeof(Bucket), by_key);
     Py_ssize_t i = 0;
     long long running = n > 0 ? b[0].count : 0;
-    for (Py_ssize_t j = 0; out != NULL && j < m; j++) {
-        long long want = PyLong_AsLongLong(PyList_GET_ITEM(ranks, j));
-        if (want == -1 && PyErr_Occurred()) {
-            Py_CLEAR(out);
-            break;
-        }
-        while (i < n && running < want) {
+    for (Py_ssize_t j = 0; j < m; j++) {
+        while (i < n && running < want[j]) {
             i++;
             if (i < n)
                 running += b[i].count;
         }
         if (i >= n) {
             PyErr_SetString(PyExc_IndexError, "keys_at_ranks(): a rank beyond the count");
-            Py_CLEAR(out);
-            break;
+            goto done;
         }
-        PyObject *key = PyLong_FromLongLong(b[i].key);
-        if (key == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, j, key);
+        want[j] = b[i].key; /* the answer, in the rank's place */
     }
+    out = int_list(want, m);
+done:
     PyMem_Free(b);
+    PyMem_Free(want);
     return out;
 }
 
@@ -785,50 +811,34 @@ static PyObject *
 cum_counts(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *hist, *lasts;
+    PyObject *hist, *lasts, *out = NULL;
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &hist, &PyTuple_Type, &lasts))
         return NULL;
-    Py_ssize_t m = PyTuple_GET_SIZE(lasts);
-    long long *bound = PyMem_Malloc(sizeof(long long) * (size_t)(m + 1));
-    long long *bins = PyMem_Calloc((size_t)(m + 1), sizeof(long long));
-    PyObject *out = NULL;
-    if (bound == NULL || bins == NULL) {
-        PyErr_NoMemory();
+    Py_ssize_t n, m = PyTuple_GET_SIZE(lasts);
+    Bucket *b = buckets_of(hist, &n);
+    long long *bound = b ? longs_of(lasts, m) : NULL;
+    long long *bins = bound ? PyMem_Calloc((size_t)(m + 1), sizeof(long long)) : NULL;
+    if (bins == NULL) {
+        if (bound != NULL)
+            PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t j = 0; j < m; j++) {
-        bound[j] = PyLong_AsLongLong(PyTuple_GET_ITEM(lasts, j));
-        if (bound[j] == -1 && PyErr_Occurred())
-            goto done;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(hist, &pos, &k, &v)) {
-        long long key = PyLong_AsLongLong(k), c = PyLong_AsLongLong(v);
-        if ((key == -1 || c == -1) && PyErr_Occurred())
-            goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t lo = 0, hi = m; /* the first bound at or above the key (m: none) */
         while (lo < hi) {
             Py_ssize_t mid = (lo + hi) / 2;
-            if (bound[mid] >= key)
+            if (bound[mid] >= b[i].key)
                 hi = mid;
             else
                 lo = mid + 1;
         }
-        bins[lo] += c;
+        bins[lo] += b[i].count;
     }
-    out = PyList_New(m + 1);
-    long long run = 0;
-    for (Py_ssize_t j = 0; out != NULL && j <= m; j++) {
-        run += bins[j];
-        PyObject *x = PyLong_FromLongLong(run);
-        if (x == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, j, x);
-    }
+    for (Py_ssize_t j = 1; j <= m; j++)
+        bins[j] += bins[j - 1];
+    out = int_list(bins, m + 1);
 done:
+    PyMem_Free(b);
     PyMem_Free(bound);
     PyMem_Free(bins);
     return out;
