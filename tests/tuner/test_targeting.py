@@ -322,8 +322,12 @@ def test_the_queue_a_reload_leaves_is_the_reloads_not_the_counts() -> None:
     polls after the reload (requests held through it, served late); its first 10 s window
     at 4 counted them, read a miss by queue wait, and kept 5 workers for the rest of the
     run. The count is timed from the first poll its queue is under the workers (at most
-    DRAIN_MAX after the change)."""
-    from uwsgitune.tuner.targeting import DRAIN_MAX, count_age
+    DRAIN_MAX after the change), and DRAIN_TAIL after that poll, not from its interval's
+    start: run 14 (reloaded 6 -> 5) read p99 192 ms in the 10 s window that held the second
+    after the drained poll and 129 ms one second later, and the minute that held that second
+    read 192 too: a miss by queue wait, 5 -> 7, and a latency floor at 6 for the rest of the
+    run."""
+    from uwsgitune.tuner.targeting import DRAIN_MAX, DRAIN_TAIL, count_age
 
     plant = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
     frames = [plant.frame(float(t)) for t in range(20)]
@@ -331,9 +335,11 @@ def test_the_queue_a_reload_leaves_is_the_reloads_not_the_counts() -> None:
     frames += [plant.frame(float(t)) for t in range(20, 23)]
     plant.clients = 6  # drained: 2 waiting on 4
     frames += [plant.frame(float(t)) for t in range(23, 40)]
-    # at 4 since the poll at 20 (its interval from 19); drained from the poll at 23
+    # at 4 since the poll at 20 (its interval from 19); drained at the poll at 23, whose
+    # waiting requests are logged in the second after it
     assert count_age(frames[:23], 4, 22.0, 60.0) == 0.0  # still draining: not timed yet
-    assert count_age(frames[:30], 4, 29.0, 60.0) == pytest.approx(7.0)
+    assert count_age(frames[:24], 4, 23.5, 60.0) == 0.0  # drained, its tail not yet logged
+    assert count_age(frames[:30], 4, 29.0, 60.0) == pytest.approx(29.0 - 23.0 - DRAIN_TAIL)
     assert count_age(frames, 4, 39.0, 10.0) == pytest.approx(10.0)  # whole: read back to 10
     # never drained: timed from DRAIN_MAX after the change, so a count always gets judged
     again = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=6, noise=0.0)
@@ -341,6 +347,13 @@ def test_the_queue_a_reload_leaves_is_the_reloads_not_the_counts() -> None:
     again.live, again.clients = 4, 17
     stuck += [again.frame(float(t)) for t in range(20, 40)]
     assert count_age(stuck, 4, 39.0, 60.0) == pytest.approx(39.0 - 19.0 - DRAIN_MAX)
+    # a change with no queue (the FIFO's): timed from its first poll's tail, the requests in
+    # service at the change logged by then
+    fifo = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=4, noise=0.0)
+    quiet = [fifo.frame(float(t)) for t in range(20)]
+    fifo.live = 4
+    quiet += [fifo.frame(float(t)) for t in range(20, 40)]
+    assert count_age(quiet, 4, 39.0, 60.0) == pytest.approx(39.0 - 20.0 - DRAIN_TAIL)
 
 
 def _minute(wait_ms: int, slow_in_last_10s: int = 20, slow_before: int = 0) -> LatencyView:
@@ -375,7 +388,8 @@ def test_a_miss_at_the_edge_in_10_s_alone_is_judged_over_the_minute() -> None:
         grown = step(frames, clear)
         assert (grown.action, grown.code, grown.desired) == ("up", "latency-queue", 5)
         assert grown.state.latency_floor == 5
-    assert "judged over 60s at this count (40s of 60s)" in step(young, edge).reason
+    # 40 polls at the count: timed from its first poll's tail (DRAIN_TAIL), 38 s
+    assert "judged over 60s at this count (38s of 60s)" in step(young, edge).reason
     assert "met over the last 60s" in step(old, edge).reason
     # the minute misses too (1.2% of its requests waited): a verdict, it grows
     both = _minute(wait_ms=280, slow_in_last_10s=20, slow_before=60)

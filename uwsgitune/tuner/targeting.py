@@ -14,7 +14,8 @@ What is read: the view's windows (10 s, 60 s) that lie wholly at the current cou
 count has been live, unchanged, at least that long: `count_age`), the worse of those that
 may be judged. A window that mixes two counts says nothing about either; nor does one that
 holds the queue a change left (requests held through a reload): a count is timed from its
-first poll with fewer connections waiting than workers (at most `DRAIN_MAX` later).
+first poll with fewer connections waiting than workers, and `DRAIN_TAIL` after it (at most
+`DRAIN_MAX` after the change).
 
 The rules, in order (`RULES`):
 
@@ -106,6 +107,9 @@ CPU_SHARED = frozenset({"cpu-oversubscribed", "cpu-trim"})
 FLOORED = frozenset({"littles-law-down", "load-fell"})
 IDLE_BUSY = 0.5  # busy ratio under which, with no listen queue, a wait is not for a worker
 DRAIN_MAX = 10.0  # seconds after a change its queue may take to drain before the count is timed
+# seconds after the first drained poll before the count is timed: the requests waiting or in
+# service at that poll are logged in the second after it, with the wait the change gave them
+DRAIN_TAIL = 1.0
 # a miss from queue wait by at most this share of the target, in the 10 s window alone, is
 # judged over the minute (`_unconfirmed`): a 10 s window's p99 is its ~10th slowest request,
 # and one count's 10 s p99 at a steady load spans about this much either side of its
@@ -131,7 +135,12 @@ def count_age(frames: Sequence[Frame], live: int, now: float, longest: float) ->
     (requests held through a reload, served late), belong to the change, not to the count,
     for at most DRAIN_MAX seconds. (The latency bench's pool, reloaded 5 -> 4 at rho 0.9, read
     13 waiting after the reload, judged 4 workers a miss by queue wait on those requests, and
-    kept 5 for the rest of the run.)"""
+    kept 5 for the rest of the run.) The count is timed from `DRAIN_TAIL` after the first
+    poll with fewer waiting than workers, not from the start of that poll's interval: the
+    requests still waiting at it, and those in service, are logged after it, each with the
+    wait the change gave it. (Run 14: reloaded 6 -> 5, the 10 s window that held the
+    second after the drained poll read p99 192 ms, the next one 129; the minute that held
+    it read 192 too, a miss by queue wait that grew the pool to 7 and floored it at 6.)"""
     run: list[Frame] = []
     whole = False  # read back to `longest` without meeting the count's start
     for f in reversed(frames):
@@ -147,7 +156,7 @@ def count_age(frames: Sequence[Frame], live: int, now: float, longest: float) ->
     oldest = run[0].mono - (run[0].dt or 0.0)
     if not whole:
         drained = next((g for g in run if (requests_waiting(g) or 0) < live), None)
-        start = oldest + DRAIN_MAX if drained is None else drained.mono - (drained.dt or 0.0)
+        start = oldest + DRAIN_MAX if drained is None else drained.mono + DRAIN_TAIL
         oldest = min(start, oldest + DRAIN_MAX)
     return max(0.0, now - oldest)
 
