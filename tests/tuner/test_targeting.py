@@ -432,6 +432,47 @@ def test_a_clear_miss_from_queue_wait_grows_by_a_stride_unless_a_backlog_grows()
     assert (d.action, d.desired) == ("up", wide.desired), d.line()
 
 
+def _open_loop(tail: list[int]) -> list[Frame]:
+    """4 workers all busy under random arrivals: a queue that comes and goes (0-7) for a
+    minute, then `tail`, one queue a poll."""
+    queues = [0, 2, 0, 5, 1, 0, 3, 7, 2, 0, 1, 4, 0, 2, 6, 3, 0, 1, 0, 2] * 3 + tail
+    plant = Plant(live=4, workers_max=16, cpu_ms=1, io_ms=30, clients=4, noise=0.0)
+    frames = []
+    for t, q in enumerate(queues):
+        plant.clients = 4 + q
+        frames.append(plant.frame(float(t)))
+    return frames
+
+
+def test_a_queue_of_random_arrivals_past_the_workers_grows_by_a_stride() -> None:
+    """Run 15 of the target bench: 4 workers 93% busy at 100 requests/s met the target over
+    the minute; random arrivals queued 12.7 over three polls, one 10 s window read p99 257
+    ms of 180, and the throughput tuner's whole step went through (`_backlog`: a queue past
+    twice the workers at every recent poll), 4 -> 16, then two minutes back down to 5. Under
+    random arrivals such a queue is the next stride's to drain: the whole step needs the
+    queue to grow faster than the stride's workers serve (here 20 in 4 s against their 32
+    requests/s), or to stand still (a closed loop's clients: the run-12 test's 30 on 4)."""
+    clear = _minute(wait_ms=400)
+    excursion = _open_loop([0, 4, 9, 14, 20])
+    plain = decide(excursion, TunerState(), PLAIN, now=64.0)
+    assert plain.action == "up" and plain.desired > 5, plain.line()
+    d = decide(excursion, TunerState(), TARGET, now=64.0, latency=clear)
+    assert (d.action, d.code, d.desired) == ("up", "latency-queue", 5), d.line()
+    assert f"{plain.code} wanted {plain.desired}: no backlog growing" in d.reason
+    # the load itself grew: 40 more waiting each second, past the stride's 32 req/s
+    surge = _open_loop([0, 40, 80, 120])
+    for i in (-3, -2, -1):  # a backlog with room for them (the plant's holds 100)
+        surge[i] = replace(surge[i], sockets=(tcp(queue=40 * (4 + i), backlog=1024),))
+    plain = decide(surge, TunerState(), PLAIN, now=63.0)
+    d = decide(surge, TunerState(), TARGET, now=63.0, latency=clear)
+    assert plain.desired > 5 and (d.action, d.desired) == ("up", plain.desired), d.line()
+    # a full backlog: the whole step, however the queue came
+    full = _open_loop([0, 4, 9, 14, 20])
+    full[-1] = replace(full[-1], sockets=(tcp(queue=64, backlog=64),))
+    d = decide(full, TunerState(), TARGET, now=64.0, latency=clear)
+    assert d.action == "up" and d.desired > 5, d.line()
+
+
 def test_a_queue_miss_cut_to_a_stride_keeps_the_steps_flags() -> None:
     """The stride keeps what the throughput tuner's step carried: a GIL-bound step's leave
     to pass hot CPUs (`past_hot_cpu`), a probe's judging; a fresh proposal had dropped them,

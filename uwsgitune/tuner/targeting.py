@@ -37,15 +37,17 @@ The rules, in order (`RULES`):
    wander about that much either side of its minute's from one window to the next.
 4. **A miss from queue wait** (service time alone under the target, the wait on top past
    it): grow by `probe_step` of the pool (at least one: `latency-queue`), or as far as the
-   throughput tuner wanted when a backlog grows (`_backlog`: a socket's backlog full, or a
-   queue past twice the workers at every recent poll). Without one, its step (sized on a
-   queue) is not taken whole: the target bench's run 12 read one 10 s window at 4 workers
-   29% over the target, and `saturated` went 4 -> 12 on a queue of 8, then `load-fell`
-   12 -> 6. Fewer workers than the new count missed it, so latency-driven shrinks
-   stop there (`TunerState.latency_floor`, for `reprobe_after`). The bounds still apply
-   afterwards: no growth past the ceiling, the memory, or saturated CPUs. A stamped wait
-   with the listen queue empty and most workers idle is not a wait for a worker (the
-   proxy's own queue, the network): no growth, no shrink (`latency-wait-elsewhere`).
+   throughput tuner wanted when a backlog grows past what the stride takes (`_outgrown`: a
+   socket's backlog full, or a queue past twice the workers at every recent poll, which
+   under random arrivals must also grow faster than the stride's workers serve). Without
+   one, its step (sized on a queue) is not taken whole: the target bench's run 12 read one
+   10 s window at 4 workers 29% over the target, and `saturated` went 4 -> 12 on a queue of
+   8, then `load-fell` 12 -> 6; run 15 went 4 -> 16 on a queue of 12.7 at 93% busy. Fewer
+   workers than the new count missed it, so latency-driven shrinks stop there
+   (`TunerState.latency_floor`, for `reprobe_after`). The bounds still apply afterwards: no
+   growth past the ceiling, the memory, or saturated CPUs. A stamped wait with the listen
+   queue empty and most workers idle is not a wait for a worker (the proxy's own queue, the
+   network): no growth, no shrink (`latency-wait-elsewhere`).
 5. **A miss from service time** (service time alone reaches the target): more workers
    cannot fix it, so the target adds none; no shrink either (`latency-service`). A growth
    the throughput tuner wants for its own reason (a queue building) still goes, and so does
@@ -115,6 +117,9 @@ DRAIN_TAIL = 1.0
 # and one count's 10 s p99 at a steady load spans about this much either side of its
 # minute's (the latency bench's 4 workers at rho 0.9: 109 to 206 ms, the grid's 40 s 143)
 EDGE = 0.25
+# `Measures.dispersion` at or above which requests come at random (about 1; a closed
+# loop's clients read about 0): a queue past twice the workers is then no backlog by itself
+RANDOM = 0.5
 MEASURING = "measuring latency at this count"  # a count just changed: its window not yet whole
 
 
@@ -232,6 +237,30 @@ def _backlog(f: Measures) -> bool:
     return f.backlog_full or grown
 
 
+def _outgrown(f: Measures, want: int) -> bool:
+    """A backlog the stride to `want` workers would not take, so a miss from queue wait
+    takes the throughput tuner's whole step: a socket's backlog full; or a backlog that
+    grows (`_backlog`), unless the requests come at random (`Measures.dispersion` at least
+    `RANDOM`) and the queue outruns the stride by less than its workers serve. Random
+    arrivals at a high utilisation queue past twice the workers for seconds at a time (the
+    target bench's run 15: 4 workers 93% busy at 100 requests/s, a queue of 12.7 over three
+    polls, 4 -> 16 on it, then two minutes back down to 5): the next stride drains such a
+    queue. There the whole step needs the queue to have grown, with the pool busy through,
+    by more requests a second than the stride's workers serve (their share of the pool's
+    throughput). A queue that stood still over the last poll (`Pile.still`: connections
+    that came at once and wait, a closed loop's clients) or that cannot be read keeps the
+    rule as it was."""
+    if f.backlog_full:
+        return True
+    if not _backlog(f):
+        return False
+    pile = f.pile
+    if f.dispersion is None or f.dispersion < RANDOM or pile is None or pile.still or not f.x:
+        return True
+    added = (want - f.live) * f.x / f.live
+    return pile.busy_through and pile.excess > added
+
+
 def _unconfirmed(
     view: LatencyView, age: float, r: LatencyReading, longer: LatencyReading | None
 ) -> str | None:
@@ -280,7 +309,7 @@ def _queue_miss(
         )
         return Proposal(f.live, "latency-wait-elsewhere", why) if p.desired <= f.live else p
     want = f.live + stride(f.live, s)
-    if p.desired == want or (p.desired > want and _backlog(f)):
+    if p.desired == want or (p.desired > want and _outgrown(f, want)):
         return p
     why = (
         f"{_qualify(r)}: service time {ms(r.service_ms)} is under it, the wait for a worker "
