@@ -1,12 +1,16 @@
 """The suite's own scheduling (tests/conftest.py): the CPU-sizing tests reach pytest-xdist as
 one group, so they run in one test process, back to back, and not in every process, each
-waiting for its turn while its process idles."""
+waiting for its turn while its process idles. And a test that takes the `uwsgi` fixture is
+marked `uwsgi`."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
+
+from uwsgitune.launch import UwsgiProcess
 
 
 def test_the_cpu_group_reaches_xdist_before_it_schedules(request: pytest.FixtureRequest) -> None:
@@ -25,3 +29,15 @@ def test_the_cpu_group_reaches_xdist_before_it_schedules(request: pytest.Fixture
     }
     late = [node for node, group in groups.items() if not node.endswith(f"@{group}")]
     assert not late, late
+
+
+def test_a_test_that_takes_the_uwsgi_fixture_is_marked_uwsgi(
+    uwsgi: Callable[..., UwsgiProcess], request: pytest.FixtureRequest
+) -> None:
+    """`-m "not uwsgi"` leaves out every test that can start a real uWSGI (the fixture starts
+    nothing until called)."""
+    assert request.node.get_closest_marker("uwsgi") is not None
+
+
+def test_a_test_without_it_is_not(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker("uwsgi") is None
