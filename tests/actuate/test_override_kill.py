@@ -22,6 +22,8 @@ n = 0
 while True:
     n = n % 60 + 2
     write_atomic(path, Override(n, 1, n).render())
+    if n == 2:  # one write done (the previous version kept): the parent may kill from now
+        print("writing", flush=True)
 """
 
 
@@ -31,10 +33,16 @@ def test_kill_during_write_never_leaves_a_partial_file(tmp_path: Path) -> None:
     rng = random.Random(7)
     kills = 0
     for _ in range(25):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
-        time.sleep(0.15 + rng.random() * 0.1)  # import ~0.1 s, then thousands of writes
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        # killed while writing, however long its imports take on a busy machine (a fixed
+        # sleep killed a writer still importing, before it had kept any previous version)
+        assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+        time.sleep(rng.random() * 0.05)  # thousands of writes a second: any instant of one
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        proc.stdout.close()
         kills += 1
         for f in (path, path.with_name("o.ini.prev")):
             ov = read_override(f)

@@ -246,8 +246,6 @@ def values_found(stack: PromStack) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.uwsgi
-@pytest.mark.slow
 def dashboard_queries(path: Path, picked: Mapping[str, list[str]]) -> dict[str, str]:
     """Every variable's and every panel's query of a dashboard, as Grafana sends them."""
     dash = dashboard(path)
@@ -263,6 +261,8 @@ def dashboard_queries(path: Path, picked: Mapping[str, list[str]]) -> dict[str, 
     return exprs
 
 
+@pytest.mark.uwsgi  # the fixture starts real uWSGIs (marks on the helper above marked nothing)
+@pytest.mark.slow
 def test_every_panel_and_variable_of_the_dashboards_returns_series(fleet: Fleet) -> None:
     """Both dashboards; the compat one here on the daemon's series only (beside the Go
     exporter's: test_dashboard_both.py, where $UWSGI_EXPORTER names it)."""
