@@ -39,12 +39,14 @@ CPU_GROUP = frozenset(
 NOT_CPU = frozenset(
     {
         "actuate/test_real_guards.py::test_vassal_detection",
+        "actuate/test_real_guards.py::test_no_action_before_the_metrics_settle_after_a_reload",
         "actuate/test_real_loop.py::test_stale_stats_get_no_action",
         "actuate/test_real_loop.py::test_cli_bad_input_is_one_line",
         "actuate/test_real_loop.py::test_cli_doctor_and_observe",
         "sources/test_reqlog_stall.py::test_why_not_unix_a_stalled_unix_datagram_reader_blocks_the_master",
         "sweep/test_grid_real.py::test_refused_grids_are_one_line_and_change_nothing",
         "sweep/test_real.py::test_bad_input_is_one_line_with_the_fix",
+        "sweep/test_real.py::test_ctrl_c_mid_sweep_restores_the_count",
     }
 )
 
