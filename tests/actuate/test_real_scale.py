@@ -28,8 +28,10 @@ from uwsgitune.core.address import parse_address
 from uwsgitune.core.frame import Frame
 from uwsgitune.launch import UwsgiProcess
 from uwsgitune.loadgen import LoadResult, LoadRun
-from uwsgitune.pipeline import live_driver
+from uwsgitune.pipeline import InstanceState, live_driver
 from uwsgitune.tuner import Decision, TunerSettings
+from uwsgitune.tuner.level import OPEN, ceiling, dispersion
+from uwsgitune.tuner.measures import DISPERSION_POLLS
 
 pytestmark = [pytest.mark.uwsgi, pytest.mark.slow]
 QUICK = TunerSettings(min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1)
@@ -142,18 +144,31 @@ def test_a_threaded_pool_is_sized_in_processes(
     assert change.action == "down" and 2 <= change.desired <= 6, change.line()
 
 
-def test_a_threaded_io_pool_is_sized_at_the_requests_its_cores_hold(
+def _threaded_io_down(
     uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
-) -> None:
-    """16 clients waiting 50 ms on 12 processes of 4 threads: the stats' cores say 16
-    requests at once, 4 processes' worth. Square-root staffing of L = 16 alone asks for
-    6 (24 threads); the tuner goes no lower than the 4 and no higher than 5."""
+) -> tuple[Decision, float | None, int | None, list[LoadResult]]:
+    """One run of the scenario below: the first down move; the spread of the requests in
+    the instance (`level.dispersion`) and the count they piled up at (`level.ceiling`, in
+    processes' worth) over the down window the tuner read it on; the load's result."""
+    tmp_path.mkdir()
     opts = manual(tmp_path / "o.ini", processes=12, initial=12)
     proc = uwsgi(**opts, threads=4, enable_threads=True)
     settings = TunerSettings(
         min_workers=1, max_workers=24, measure_frames=3, settle_after_change=1, down_window=8
     )
     driver, lines, runs = applying(proc, tmp_path, settings), list[str](), list[LoadRun]()
+    frames: list[Frame] = []
+    read: list[tuple[float | None, int | None]] = []
+
+    def seen(state: InstanceState) -> None:
+        if state.frame is not None:
+            frames.append(state.frame)
+        d = state.tuning.decision if state.tuning is not None else None
+        if d is not None and d.action == "down" and not read and frames:
+            edge = frames[-1].mono - settings.down_window
+            read.append((dispersion(frames, edge, DISPERSION_POLLS), ceiling(frames, edge)))
+
+    driver.subscribe(seen)
     th, out = _load(url(proc, "/io/50"), 16, 24, runs)
 
     def first_down_verified(ds: list[Decision]) -> bool:
@@ -171,10 +186,35 @@ def test_a_threaded_io_pool_is_sized_at_the_requests_its_cores_hold(
     th.join()
     down = next((d for d in decisions if d.action == "down"), None)
     assert down is not None, "\n".join(lines)
-    assert down.code == "littles-law-down" and down.evidence["threads"] == 4, down.line()
-    # 4 from the cores; 5 only if L read more than 16.4 (a busy host's noise)
-    assert 4 <= down.desired <= 5, down.line()
-    assert out and out[0].errors == 0
+    spread, top = read[0] if read else (None, None)
+    return down, spread, top, out
+
+
+def test_a_threaded_io_pool_is_sized_at_the_requests_its_cores_hold(
+    uwsgi: Callable[..., UwsgiProcess], tmp_path: Path
+) -> None:
+    """16 clients waiting 50 ms on 12 processes of 4 threads: the stats' cores say 16
+    requests at once, 4 processes' worth. Square-root staffing of L = 16 alone asks for
+    6 (24 threads); the tuner goes no lower than the 4 and no higher than 5.
+
+    The load's client runs in this process beside the tuner: on a host busy with other
+    work its 16 clients reach the instance late and unevenly, and the requests the cores
+    hold at an instant can spread as random arrivals' do (CI, once: 6 workers, square-root
+    staffing, as the tuner must size a load it cannot tell from random). The scenario is
+    then measured again, at most three times; the verdict is on the first run whose down
+    window read a closed loop: a spread below random arrivals' (`OPEN`) and the polls piled
+    up at the most seen at once (`level.ceiling`)."""
+    tries: list[str] = []
+    for n in range(3):
+        down, spread, top, out = _threaded_io_down(uwsgi, tmp_path / f"run{n}")
+        assert down.code == "littles-law-down" and down.evidence["threads"] == 4, down.line()
+        assert out and out[0].errors == 0
+        if spread is not None and spread < OPEN and top is not None:
+            # 4 from the cores; 5 only if L read more than 16.4 (a busy host's noise)
+            assert 4 <= down.desired <= 5, f"spread {spread:.2f}, at most {top}: {down.line()}"
+            return
+        tries.append(f"spread {spread}, piled at {top}: {down.line()}")
+    pytest.fail("the host spread a closed loop of 16 clients at every run:\n" + "\n".join(tries))
 
 
 def test_a_missing_override_stops_applying_at_once_and_names_the_fix(
