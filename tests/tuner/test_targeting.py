@@ -490,3 +490,34 @@ def test_a_queue_miss_cut_to_a_stride_keeps_the_steps_flags() -> None:
     out = _queue_miss(gil, f, TunerState(), TARGET, r)
     assert out is not None and (out.desired, out.code) == (5, "latency-queue")
     assert out.past_hot_cpu and out.probe and "gil-bound wanted 8" in out.reason
+
+
+def test_the_queue_a_reload_held_drains_before_the_count_is_judged() -> None:
+    """Run 17 of the target bench: reloaded 5 -> 4 at 93% busy under random arrivals, the
+    requests held through the reload read 33, 28 and 26 waiting as they drained (a queue
+    past twice the workers at every poll, `_backlog`), and the throughput tuner's whole step
+    went through before the count had a window: 4 -> 16, two minutes back down to 5, and
+    every bound of the run missed. A queue that drains is the change's, not the count's:
+    the count's own window decides. One that outgrows a stride still takes the whole step."""
+    queues = [0, 2, 0, 5, 1, 0, 3, 7, 2, 0, 1, 4, 0, 2, 6, 3, 0, 1, 0, 2] * 3
+    plant = Plant(live=5, workers_max=16, cpu_ms=1, io_ms=30, clients=5, noise=0.0)
+    frames = []
+    for t, q in enumerate(queues):
+        plant.clients = 5 + q
+        frames.append(plant.frame(float(t)))
+    plant.live = 4  # reloaded
+    for t, q in zip(range(60, 63), (33, 28, 26), strict=True):
+        plant.clients = 4 + q
+        frames.append(plant.frame(float(t)))
+    view = _minute(wait_ms=400)
+    plain = decide(frames, TunerState(), PLAIN, now=62.0)
+    assert plain.action == "up" and plain.desired > 5, plain.line()
+    d = decide(frames, TunerState(), TARGET, now=62.0, latency=view)
+    assert (d.action, d.code, d.desired) == ("wait", "latency-unknown", 4), d.line()
+    assert f"({plain.code}) but the latency target decides at this count" in d.reason
+    assert "not growing faster than 5 workers would serve it" in d.reason
+    # the same count with a queue that grows by 40 a second: the whole step
+    for t, q in zip(range(60, 63), (33, 73, 113), strict=True):
+        frames[t] = replace(frames[t], sockets=(tcp(queue=q, backlog=1024),))
+    d = decide(frames, TunerState(), TARGET, now=62.0, latency=view)
+    assert d.action == "up" and d.desired > 5, d.line()

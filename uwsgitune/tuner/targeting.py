@@ -26,9 +26,9 @@ The rules, in order (`RULES`):
    (`latency-unknown`, saying which); anything else passes (more workers never break a
    target). Such data never drives a change. One exception: a count just changed (no
    window at it yet) is judged by its own window, so the throughput tuner's growth waits
-   for it too (a short queue in the seconds after a probe down is no verdict on the
-   count), unless a backlog grows (`_backlog`: a backlog full, or a queue at every recent
-   poll past twice the workers).
+   for it too (a short queue in the seconds after a probe down, or the requests a reload
+   held draining, is no verdict on the count), unless a backlog grows past what a stride
+   takes (`_outgrown`, as in 4).
 3. **A miss at the edge** (`_unconfirmed`): a miss from queue wait by at most `EDGE` (25%)
    of the target in the 10 s window alone is no verdict yet: hold (`latency-edge`), no
    growth, no latency floor, no shrink, until the minute at this count misses too (or is
@@ -254,10 +254,10 @@ def _outgrown(f: Measures, want: int) -> bool:
         return True
     if not _backlog(f):
         return False
-    pile = f.pile
-    if f.dispersion is None or f.dispersion < RANDOM or pile is None or pile.still or not f.x:
+    pile, x = f.pile, f.x if f.x is not None else f.x_part  # a count just changed: x_part
+    if f.dispersion is None or f.dispersion < RANDOM or pile is None or pile.still or not x:
         return True
-    added = (want - f.live) * f.x / f.live
+    added = (want - f.live) * x / f.live
     return pile.busy_through and pile.excess > added
 
 
@@ -411,10 +411,20 @@ def constrain(
     if p.urgent:
         return Constrained(p, st, ev)
     measuring = problem is not None and problem.startswith(MEASURING)
-    if measuring and p.desired > f.live and not _backlog(f):
-        # a count just changed (a probe down): its own window decides, not a queue seen in
-        # the seconds after the move; a miss from queue wait grows it then
+    want = f.live + stride(f.live, s)
+    if measuring and p.desired > f.live and not _outgrown(f, want):
+        # a count just changed (a probe down, a reload that held requests): its own window
+        # decides, not a queue seen in the seconds after the move, unless the queue outgrows
+        # a stride (`_outgrown`); a miss from queue wait grows it then. Run 17 of the target
+        # bench: reloaded 5 -> 4 at 93% busy, the requests held through the reload read 33,
+        # 28, 26 waiting as they drained (`_backlog`), and the throughput tuner's whole step
+        # went through, 4 -> 16, two minutes back to 5.
         wait = f"wants {p.desired} ({p.code}) but the latency target decides at this count: "
+        if _backlog(f):
+            wait += (
+                f"a queue of {f.queue or 0.0:.0f} not growing faster than {want} workers "
+                "would serve it; "
+            )
         return Constrained(p, st, ev, wait + (problem or ""))
     edge = None
     if r is not None and problem is None and view is not None:
