@@ -521,3 +521,36 @@ def test_the_queue_a_reload_held_drains_before_the_count_is_judged() -> None:
         frames[t] = replace(frames[t], sockets=(tcp(queue=q, backlog=1024),))
     d = decide(frames, TunerState(), TARGET, now=62.0, latency=view)
     assert d.action == "up" and d.desired > 5, d.line()
+
+
+def test_a_floor_learned_on_a_queue_outlasts_the_queue() -> None:
+    """Run 18 of the target bench: at 4 workers a 10 s window missed by queue wait (3.8 in
+    service, 6.3 queued), 4 -> 5 and a latency floor at 5 learned on 10.1 requests; at 5 the
+    queue drained (3.7 in service, none queued), the floor's load read as fallen by more than
+    half, the floor went, and 5 -> 4 again: the run's last two minutes at 4 read p99 210 ms
+    of 170. The floor's load is the requests in service, which the pool's growth does not
+    drain; a count too new to read them keeps the floor. (Here 3 queued on 4.)"""
+    plant = Plant(live=4, workers_max=16, cpu_ms=1, io_ms=30, clients=7, noise=0.0)
+    frames = [plant.frame(float(t)) for t in range(40)]
+    miss = decide(frames, TunerState(), TARGET, now=39.0, latency=_minute(wait_ms=400))
+    assert (miss.action, miss.code, miss.desired) == ("up", "latency-queue", 5), miss.line()
+    learned = miss.state.latency_floor_demand
+    assert miss.state.latency_floor == 5 and learned is not None and 3.5 < learned < 4.5
+    floor = TunerState(
+        latency_floor=5, latency_floor_at=miss.state.latency_floor_at, latency_floor_demand=learned
+    )
+    at_five = series(40, live=5, workers_max=16, littles_l=3.6, rps=100)
+    room = lognormal_view(**FAST)
+    assert step(at_five, room).desired == 4  # without the floor: 4 hold 3.6 in service
+    d = decide(at_five, floor, TARGET, latency=room)
+    assert (d.action, d.desired) == ("hold", 5) and d.state.latency_floor == 5, d.line()
+    # a lighter load (under half the requests in service) forgets it
+    light = series(40, live=5, workers_max=16, littles_l=1.5, rps=40)
+    d = decide(light, floor, TARGET, latency=room)
+    assert d.state.latency_floor is None and d.desired < 5, d.line()
+    from uwsgitune.tuner.measures import gather
+    from uwsgitune.tuner.targeting import _floor_kept
+
+    f = gather(light, TARGET, light[-1].mono, float("-inf"))
+    assert _floor_kept(floor, f, TARGET).latency_floor is None
+    assert _floor_kept(floor, replace(f, l_recent=None), TARGET) == floor  # unknown: kept

@@ -96,7 +96,7 @@ class TunerState:
     # of the repr: a decision without a target reads (and the golden digests hash) as before.
     latency_floor: int | None = field(default=None, repr=False)
     latency_floor_at: float | None = field(default=None, repr=False)
-    latency_floor_demand: float | None = field(default=None, repr=False)  # in service + queued
+    latency_floor_demand: float | None = field(default=None, repr=False)  # L in service then
 
     def regime_start(self, s: TunerSettings) -> float:
         """Frames before this are from an earlier count, or not settled yet."""

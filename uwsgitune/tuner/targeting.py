@@ -75,8 +75,9 @@ minute is no shortage (at rho 0.9 a queue of twice the workers comes and goes).
 by queue wait, or that queued so that the throughput tuner grew out of it (`saturated`)
 while the target was missed or could not be judged:
 fewer workers were too few for this load, so no shrink goes under it (but a safety move).
-It is forgotten when the requests in service and queued fall below `1 - model_band` of
-what they were when it was learned (a new, lighter load), after `reprobe_after`, or when a
+It is forgotten when the requests in service fall below `1 - model_band` of what they
+were when it was learned (a new, lighter load; not the queue, which drains once the pool
+grows), after `reprobe_after`, or when a
 request's cost changes. Without it, a pool just grown out of a queue is shrunk back into it
 by the next reading of a load that "fell" (the queue drained), and so on.
 
@@ -196,22 +197,27 @@ def reading_at_count(
     return max(usable, key=lambda r: r.observed_ms or 0.0), None, longer
 
 
-def _demand(f: Measures) -> float:
-    return (f.l_recent or 0.0) + (f.queue or 0.0)
+def _load(f: Measures) -> float | None:
+    """The load a latency floor is learned at and kept for: the requests in service (Little's
+    L over the recent polls, a request's rate times its time), whatever the count; None at a
+    count too new to tell. Not the queue: that is the shortage's, and drains once the pool
+    grows (the target bench's run 18: a floor learned at 4 workers on 3.8 in service and 6.3
+    queued was forgotten at 5, 3.7 in service and none queued, and 5 -> 4 went again)."""
+    return f.l_recent
 
 
 def _floored(st: TunerState, f: Measures) -> TunerState:
     """`f.live` workers were too few for this load: shrinks stop above it."""
     floor = max(st.latency_floor or 0, f.live + 1)
-    demand = max(st.latency_floor_demand or 0.0, _demand(f))
-    return replace(st, latency_floor=floor, latency_floor_at=f.now, latency_floor_demand=demand)
+    load = max(st.latency_floor_demand or 0.0, _load(f) or 0.0)
+    return replace(st, latency_floor=floor, latency_floor_at=f.now, latency_floor_demand=load)
 
 
 def _floor_kept(st: TunerState, f: Measures, s: TunerSettings) -> TunerState:
     """The latency floor, unless the load it was learned at fell by more than `model_band`
-    (then fewer workers may meet the target again)."""
-    then = st.latency_floor_demand
-    if st.latency_floor is None or then is None or _demand(f) >= (1 - s.model_band) * then:
+    (then fewer workers may meet the target again); kept while the load is unknown."""
+    then, now = st.latency_floor_demand, _load(f)
+    if st.latency_floor is None or then is None or now is None or now >= (1 - s.model_band) * then:
         return st
     return replace(st, latency_floor=None, latency_floor_at=None, latency_floor_demand=None)
 
