@@ -58,8 +58,11 @@ def test_tls_basic_auth_and_the_allow_list(
         import http.client
 
         conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
-        conn.request("GET", "/metrics")
-        assert conn.getresponse().status != 200
+        try:
+            conn.request("GET", "/metrics")
+            assert conn.getresponse().status != 200
+        finally:
+            conn.close()
     assert up(d, certs, a_uri) == 1
 
     # /probe: the listed target is read; another one (even a real instance) is refused.
