@@ -216,11 +216,11 @@ def test_the_target_rules_hold_for_any_view(view: dict[str, Any], pool: dict[str
 
 
 def test_the_floor_goes_when_the_load_it_was_learned_at_falls_by_half() -> None:
-    kept = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_demand=8.0)
+    kept = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_load=8.0)
     frames = series(40, **IDLE)  # 1 request in service, none queued: far under 8
     d = decide(frames, kept, TARGET, latency=lognormal_view(**FAST))
     assert d.state.latency_floor is None and (d.action, d.code) == ("down", "littles-law-down")
-    heavy = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_demand=1.5)
+    heavy = TunerState(latency_floor=9, latency_floor_at=1030.0, latency_floor_load=1.5)
     d = decide(frames, heavy, TARGET, latency=lognormal_view(**FAST))
     assert d.state.latency_floor == 9 and (d.action, d.code) == ("hold", "latency-floor")
     assert "8 workers were too few for this load" in d.reason
@@ -534,10 +534,10 @@ def test_a_floor_learned_on_a_queue_outlasts_the_queue() -> None:
     frames = [plant.frame(float(t)) for t in range(40)]
     miss = decide(frames, TunerState(), TARGET, now=39.0, latency=_minute(wait_ms=400))
     assert (miss.action, miss.code, miss.desired) == ("up", "latency-queue", 5), miss.line()
-    learned = miss.state.latency_floor_demand
+    learned = miss.state.latency_floor_load
     assert miss.state.latency_floor == 5 and learned is not None and 3.5 < learned < 4.5
     floor = TunerState(
-        latency_floor=5, latency_floor_at=miss.state.latency_floor_at, latency_floor_demand=learned
+        latency_floor=5, latency_floor_at=miss.state.latency_floor_at, latency_floor_load=learned
     )
     at_five = series(40, live=5, workers_max=16, littles_l=3.6, rps=100)
     room = lognormal_view(**FAST)

@@ -96,7 +96,7 @@ class TunerState:
     # of the repr: a decision without a target reads (and the golden digests hash) as before.
     latency_floor: int | None = field(default=None, repr=False)
     latency_floor_at: float | None = field(default=None, repr=False)
-    latency_floor_demand: float | None = field(default=None, repr=False)  # L in service then
+    latency_floor_load: float | None = field(default=None, repr=False)  # L in service then
 
     def regime_start(self, s: TunerSettings) -> float:
         """Frames before this are from an earlier count, or not settled yet."""
@@ -126,7 +126,7 @@ class TunerState:
             learned_demand=None,
             latency_floor=None,
             latency_floor_at=None,
-            latency_floor_demand=None,
+            latency_floor_load=None,
         )
 
     @property
@@ -139,7 +139,7 @@ class TunerState:
         st = self
         at = st.latency_floor_at
         if at is not None and now - at > s.reprobe_after:
-            st = replace(st, latency_floor=None, latency_floor_at=None, latency_floor_demand=None)
+            st = replace(st, latency_floor=None, latency_floor_at=None, latency_floor_load=None)
         if st.learned_at is not None and now - st.learned_at > s.reprobe_after:
             return st.unlearned()
         return st

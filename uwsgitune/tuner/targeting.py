@@ -77,9 +77,9 @@ while the target was missed or could not be judged:
 fewer workers were too few for this load, so no shrink goes under it (but a safety move).
 It is forgotten when the requests in service fall below `1 - model_band` of what they
 were when it was learned (a new, lighter load; not the queue, which drains once the pool
-grows), after `reprobe_after`, or when a
-request's cost changes. Without it, a pool just grown out of a queue is shrunk back into it
-by the next reading of a load that "fell" (the queue drained), and so on.
+grows), after `reprobe_after`, or when a request's cost changes. Without it, a pool just
+grown out of a queue is shrunk back into it by the next reading of a load that "fell" (the
+queue drained), and so on.
 
 Every decision made with a target carries the reading's numbers in its evidence
 (`LatencyReading.evidence`: the target, the judged percentile, service p50/p95/p99, the
@@ -209,17 +209,17 @@ def _load(f: Measures) -> float | None:
 def _floored(st: TunerState, f: Measures) -> TunerState:
     """`f.live` workers were too few for this load: shrinks stop above it."""
     floor = max(st.latency_floor or 0, f.live + 1)
-    load = max(st.latency_floor_demand or 0.0, _load(f) or 0.0)
-    return replace(st, latency_floor=floor, latency_floor_at=f.now, latency_floor_demand=load)
+    load = max(st.latency_floor_load or 0.0, _load(f) or 0.0)
+    return replace(st, latency_floor=floor, latency_floor_at=f.now, latency_floor_load=load)
 
 
 def _floor_kept(st: TunerState, f: Measures, s: TunerSettings) -> TunerState:
     """The latency floor, unless the load it was learned at fell by more than `model_band`
     (then fewer workers may meet the target again); kept while the load is unknown."""
-    then, now = st.latency_floor_demand, _load(f)
+    then, now = st.latency_floor_load, _load(f)
     if st.latency_floor is None or then is None or now is None or now >= (1 - s.model_band) * then:
         return st
-    return replace(st, latency_floor=None, latency_floor_at=None, latency_floor_demand=None)
+    return replace(st, latency_floor=None, latency_floor_at=None, latency_floor_load=None)
 
 
 def _idle(f: Measures) -> bool:
