@@ -25,7 +25,10 @@ round visits every instance, in an order that rotates; `--rounds` rounds):
   then the tail) and a `LatencyStage` reading them in this process, as a user runs it;
 - `on, tail only`: the same with `log-format` = the tail alone (what a user who keeps no
   request log of their own could set);
-- `on, nobody reading`: the doctor's lines, no receiver on the port (uwsgitune stopped).
+- `on, nobody reading`: the doctor's lines, no receiver on the port (uwsgitune stopped);
+- `on, sampled 1 in 20` (added 2026-11-28, before its first run): the doctor's lines for
+  `--sample 20` (`disable-logging = true`, `uwsgitune-sample = 20`, `import` of
+  uwsgitune/uwsgi_sample.py, the sampled tail) and a `LatencyStage` reading them.
 Per round: the master's CPU (utime + stime of /proc/<master>/stat, clock ticks of 10 ms)
 and the workers' (the sum over the master's children) ÷ wrk's requests. Reported: each
 instance's mean and its difference from `off` (µs per request): measured, no threshold
@@ -33,9 +36,10 @@ instance's mean and its difference from `off` (µs per request): measured, no th
 
 **C. The app's throughput on the trivial route, logger on vs off**, from the same rounds:
 wrk's requests/s. The loss = 1 − mean(on) / mean(off), with a 95% confidence interval of
-the difference of the means (Welch's t). The verdict is on `on` (the doctor's lines with
-uwsgitune reading): pass when the interval holds 0 or the loss is below 5%; else a MISS.
-The other variants are reported to say where a loss comes from. The machine has 2 cores:
+the difference of the means (Welch's t). A verdict on each of the doctor's two setups with
+uwsgitune reading, `on` (every request logged) and `on, sampled 1 in 20`: pass when the
+interval holds 0 or the loss is below 5%; else a MISS. The other variants are reported to
+say where a loss comes from. The machine has 2 cores:
 wrk, the workers, the master and uwsgitune share them, so any CPU the logging adds is
 throughput taken from the app on this trivial route (the worst case: the app does nothing).
 
@@ -208,12 +212,14 @@ def t95(df: float) -> float:
     return table[lo] + (table[hi] - table[lo]) * (df - lo) / (hi - lo)
 
 
-VARIANTS = ("off", "on", "on, tail only", "on, nobody reading")
+SAMPLED = "on, sampled 1 in 20"
+VARIANTS = ("off", "on", "on, tail only", "on, nobody reading", SAMPLED)
+JUDGED = ("on", SAMPLED)
 
 
 def part_load(args: Any) -> list[str]:
     base = Path(tempfile.mkdtemp(prefix="uwt-ovh-", dir="/tmp"))
-    port, tail_port = free_port(), free_port()
+    port, tail_port, sampled_port = free_port(), free_port(), free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind(("127.0.0.1", 0))
         nobody = probe.getsockname()[1]  # free once closed: nobody binds it afterwards
@@ -222,9 +228,10 @@ def part_load(args: Any) -> list[str]:
         "on": instance(base / "on", logger_port=port),
         "on, tail only": instance(base / "tail", logger_port=tail_port, fmt=TAIL_FORMAT),
         "on, nobody reading": instance(base / "nobody", logger_port=nobody),
+        SAMPLED: instance(base / "sampled", logger_port=sampled_port, sample=20),
     }
-    stages = [LatencyStage(("127.0.0.1", p)) for p in (port, tail_port)]
-    for stage, name in zip(stages, ("on", "on, tail only"), strict=True):
+    stages = [LatencyStage(("127.0.0.1", p)) for p in (port, tail_port, sampled_port)]
+    for stage, name in zip(stages, ("on", "on, tail only", SAMPLED), strict=True):
         stage.set_master(procs[name].pid)
         stage.start()
     rows: dict[str, list[dict[str, float]]] = {k: [] for k in VARIANTS}
@@ -238,6 +245,8 @@ def part_load(args: Any) -> list[str]:
                 rows[name].append(r)
                 print(f"{name} {i + 1}: {r}", flush=True)
         lines = stages[0].recorder.recorded
+        sampled_lines = stages[2].recorder.recorded
+        every = stages[2].recorder.sample_every
     finally:
         for stage in stages:
             stage.close()
@@ -261,7 +270,9 @@ def part_load(args: Any) -> list[str]:
         ),
         "",
         f"uwsgitune recorded {lines} lines from `on` (wrk counted about "
-        f"{sum(r['rps'] for r in rows['on']) * args.wrk_seconds:.0f} requests there).",
+        f"{sum(r['rps'] for r in rows['on']) * args.wrk_seconds:.0f} requests there); "
+        f"{sampled_lines} lines from `{SAMPLED}`, which said 1 in {every} (wrk counted about "
+        f"{sum(r['rps'] for r in rows[SAMPLED]) * args.wrk_seconds:.0f} requests there).",
         "",
         "## C. The app's throughput on the trivial route, logger on vs off",
         "",
@@ -275,7 +286,7 @@ def part_load(args: Any) -> list[str]:
         judged = "pass" if ok else "**MISS**"
         out.append(
             f"| {name} | {mean[name]['rps']:.0f} | {loss:.1%} | {diff:+.0f} ± {half:.0f} | "
-            + (judged if name == "on" else f"({judged}: not the verdict)")
+            + (judged if name in JUDGED else f"({judged}: not the verdict)")
             + " |"
         )
     out += [

@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from uwsgitune.actuate.doctor.reqlogsetup import HOOK  # noqa: E402
 from uwsgitune.core.logline import log_format  # noqa: E402
 from uwsgitune.launch import IniValue, UwsgiProcess, free_port  # noqa: E402
 
@@ -49,8 +50,11 @@ def options(
     log_file: Path | None = None,
     workers: int = 4,
     fmt: str | None = None,
+    sample: int = 1,
 ) -> dict[str, IniValue]:
-    """`fmt`: the log-format (default: the doctor's, uWSGI's default line then the tail)."""
+    """`fmt`: the log-format (default: the doctor's, uWSGI's default line then the tail);
+    `sample` K > 1: the doctor's lines for `--sample K` (uwsgitune/uwsgi_sample.py logs 1
+    request in K through `disable-logging`, with the sampled tail)."""
     opts: dict[str, IniValue] = {
         "master": True,
         "http11-socket": f"127.0.0.1:{free_port()}",  # kept-alive connections
@@ -71,7 +75,11 @@ def options(
         if log_file is not None:
             loggers.append(f"file:{log_file}")
         opts["req-logger"] = loggers
-        opts["log-format"] = fmt if fmt is not None else log_format(None)
+        opts["log-format"] = fmt if fmt is not None else log_format(None, sampled=sample > 1)
+        if sample > 1:
+            opts["disable-logging"] = True
+            opts["uwsgitune-sample"] = sample
+            opts["import"] = str(HOOK)
     else:
         opts["disable-logging"] = True
     return opts

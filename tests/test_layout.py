@@ -24,14 +24,15 @@ PACKAGE = ROOT / "uwsgitune"
 # The packages (and top-level modules) in the order data flows through them: a layer imports
 # only from its own layer and the ones before it. The pure core first; then the I/O shell's
 # leaves (reading stats, writing files, signals, the load generator and the launcher of our
-# own uWSGI); the pipeline that runs one poll; the actuator that applies the tuner's
-# decision; the views; the exporter; the programs built from them; the command line.
+# own uWSGI, and the sampling hook uWSGI itself imports); the pipeline that runs one poll;
+# the actuator that applies the tuner's decision; the views; the exporter; the programs
+# built from them; the command line.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("uwsgitune", "errors"),  # __init__.py (the version), the one error base
     ("core",),
     ("rules",),
     ("tuner",),  # the tuner reads the rules' findings to decide `listen`
-    ("sources", "nofollow", "stopsignals", "keepalive", "loadgen", "launch"),
+    ("sources", "nofollow", "stopsignals", "keepalive", "loadgen", "launch", "uwsgi_sample"),
     ("pipeline",),
     ("actuate",),
     ("render",),

@@ -3,6 +3,8 @@ the frame gives; without it, the text is the frame's alone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.support.latencymix import traffic_view
 from tests.tui.frames import history
 from uwsgitune.core.units import ms
@@ -36,3 +38,10 @@ def test_the_plain_line_ends_in_the_request_logs_fields() -> None:
     assert line.endswith("queue_est_ms=3.20 logged=0.980")
     stamped = plain_line(f, traffic_view(stamped=True, trusted=False))
     assert "queue_p99_ms=" in stamped and stamped.endswith("trusted=no")
+
+
+def test_a_sampled_log_is_said_in_both() -> None:
+    f = history(3)[-1]
+    view = replace(traffic_view(coverage=0.98, little_wait_ms=3.2), sample_every=20)
+    assert "logged    1 in 20 sampled; 98% of the requests counted" in "\n".join(summary(f, view))
+    assert plain_line(f, view).endswith("logged=0.980 sampled=1/20")

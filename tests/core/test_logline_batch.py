@@ -88,7 +88,17 @@ uris = st.sampled_from(
 )
 methods = st.sampled_from([b"GET", b"", b"X" * 25, b"\xffPOST"])
 prefixes = st.sampled_from(
-    [PREFIX + b" ", b"", b"uwt1 ", b"a uwt1 1 2 3 ", PREFIX + b" uwt1 uwt1 ", b"x\n"]
+    [
+        PREFIX + b" ",
+        b"",
+        b"uwt1 ",
+        b"a uwt1 1 2 3 ",
+        PREFIX + b" uwt1 uwt1 ",
+        b"x\n",
+        PREFIX + b" uwk20 ",  # a sampled line
+        b"uwt- ",  # outside the sample (uWSGI's own forced lines)
+        PREFIX + b" uwk- uwt- ",
+    ]
 )
 
 
@@ -105,7 +115,7 @@ def odd_lines(draw: st.DrawFn) -> bytes:
         uri=draw(uris),
     )
     if draw(st.booleans()):
-        line += draw(st.sampled_from([b" uwt1 ", b" " + tail(), b"\r", b" ]"]))
+        line += draw(st.sampled_from([b" uwt1 ", b" " + tail(), b"\r", b" ]", b" uwt- "]))
     return line
 
 

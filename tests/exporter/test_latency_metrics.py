@@ -173,6 +173,18 @@ def test_what_says_how_far_to_trust_the_picture() -> None:
     )
 
 
+def test_a_sampled_log_says_its_share_and_its_lines_outside_the_sample() -> None:
+    every = parse(exposition(with_latency(lognormal_view())))
+    assert value(every, "uwsgitune_latency_sampled_ratio", stats_uri=URI) == 1.0
+    rec = recorder_with([(10.0, [log_line(1000)] * 5)])
+    view = replace(view_of(rec, 10.0, coverage=0.98), sample_every=20, faults={"unsampled": 3})
+    samples = parse(exposition(with_latency(view)))
+    assert value(samples, "uwsgitune_latency_sampled_ratio", stats_uri=URI) == 0.05
+    assert value(samples, "uwsgitune_latency_coverage_ratio", stats_uri=URI) == 0.98
+    faults = {s.labels["kind"]: s.value for s in samples["uwsgitune_latency_faults_total"]}
+    assert faults["unsampled"] == 3
+
+
 def test_coverage_unknown_is_no_sample_rather_than_a_zero() -> None:
     samples = parse(exposition(with_latency(lognormal_view(coverage=None))))
     assert "uwsgitune_latency_coverage_ratio" not in samples

@@ -192,6 +192,23 @@ def test_coverage_is_the_lines_over_the_requests_of_the_last_minute(
         stage.close()
 
 
+def test_a_sampled_line_counts_for_the_requests_it_stands_for(sender: socket.socket) -> None:
+    """1 request in 20 logged: 5 lines over 100 requests counted is the whole sample."""
+    stage = LatencyStage(("127.0.0.1", 0))
+    try:
+        stage.set_master(os.getpid())
+        sampled = log_line(1000).replace(b" uwt1 ", b" uwk20 uwt1 ", 1)
+        outside = log_line(1000, status=500).replace(b" uwt1 ", b" uwk- uwt- ", 1)
+        send(sender, stage, [outside] * 2 + [sampled] * 5)  # in order: all in once 5 are
+        drain_all(stage, 5)
+        view = stage.view(rated(1, rps=100.0))
+        assert view.sample_every == 20 and view.lines == 5
+        assert view.coverage == pytest.approx(1.0)
+        assert view.faults.get("unsampled") == 2
+    finally:
+        stage.close()
+
+
 def test_littles_law_estimates_the_mean_queue_wait_from_the_listen_queue() -> None:
     frames = [rated(i, rps=200.0, sockets=(tcp(queue=10),)) for i in range(20)]
     assert _little_ms(frames, frames[-1]) == pytest.approx(10 / 200 * 1000)  # 50 ms

@@ -96,6 +96,15 @@ def test_low_coverage_reads_in_colour() -> None:
     assert style(0.98) == "" and style(0.7) == "yellow" and style(0.3) == "bold red"
 
 
+def test_a_sampled_log_says_so_and_its_forced_lines_are_not_drops() -> None:
+    view = replace(traffic_view(coverage=0.97), sample_every=20, faults={"unsampled": 4})
+    status = header_lines(view)[3].plain
+    assert status.startswith("logged 1 in 20 sampled, 97%")
+    assert "4 outside the sample" in status and "not recorded" not in status
+    dropped = replace(view, faults={"unsampled": 4, "no_marker": 2})
+    assert "2 not recorded" in header_lines(dropped)[3].plain
+
+
 def test_the_p99_sparkline_follows_the_series() -> None:
     view = traffic_view()
     s = p99_series(view)

@@ -9,6 +9,7 @@ from typing import Any
 from uwsgitune.actuate.doctor import checks, gather
 from uwsgitune.actuate.doctor.reqlogsetup import WAIT, gather_latency, latency_checks
 from uwsgitune.cli.common import addresses
+from uwsgitune.core.logline import MAX_SAMPLE
 from uwsgitune.errors import UserError
 from uwsgitune.sources.reqlog import ReqlogAddressError, parse_reqlog_address
 
@@ -35,6 +36,15 @@ def register(sub: Any) -> None:
         "127.0.0.1:9118): print the ini lines to add and listen for a line "
         f"(up to {WAIT:g} s; docs/latency.md)",
     )
+    p.add_argument(
+        "--sample",
+        metavar="K",
+        type=int,
+        default=1,
+        help="with --latency: uWSGI logs 1 request in K, at random (a K-th of the logging's "
+        "cost; the percentiles are the sample's): print and check the lines for it "
+        "(default 1: every request)",
+    )
     p.set_defaults(func=run)
 
 
@@ -47,11 +57,20 @@ def run(args: argparse.Namespace) -> int:
         except ReqlogAddressError as exc:
             raise UserError(str(exc), code=2) from None
         latency = f"{host}:{port}"
+    if not 1 <= args.sample <= MAX_SAMPLE:
+        raise UserError(
+            f"--sample {args.sample}: give a whole number from 1 (every request) to "
+            f"{MAX_SAMPLE}, e.g. --sample 20",
+            code=2,
+        )
+    if args.sample > 1 and latency is None:
+        raise UserError("--sample needs --latency ADDR (the request log it samples)", code=2)
     facts = gather(address, args.fifo, args.ini, args.override)
     results = checks(facts)
     if latency is not None:
         ini = Path(facts.ini) if facts.ini else None
-        results += latency_checks(gather_latency(latency, ini, facts.master_pid))
+        heard = gather_latency(latency, ini, facts.master_pid, sample=args.sample)
+        results += latency_checks(heard)
     for c in results:
         print(f"{MARK[c.ok]} {c.name}: {c.detail}")
         if c.ok is not True and c.fix:

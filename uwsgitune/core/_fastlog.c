@@ -79,6 +79,8 @@ parse(const char *buf, Py_ssize_t len, Row *row)
         return 0;
     if (memmem(m + 1, (size_t)(end - m - 1), "uwt1 ", 5) != NULL)
         return 0; /* one marker a line: its first is its last */
+    if (memmem(buf, (size_t)len, " uwt- ", 6) != NULL || (len >= 5 && memcmp(buf, "uwt- ", 5) == 0))
+        return 0; /* logged outside the sample (logline.py UNSAMPLED_MARKER): line by line */
     const char *p = m + 5;
     int n = digits(p, end); /* the start: [1-9][0-9]{15,16} */
     if (n < 16 || n > 17 || *p == '0' || p + n >= end || p[n] != ' ')

@@ -127,6 +127,7 @@ from uwsgitune.core.latencyreport import (
 )
 from uwsgitune.core.loghist import ZERO, Counts, FrozenHist, Hist
 from uwsgitune.core.logline import (
+    UNSAMPLED_MARKER,
     FastLine,
     LineFault,
     LineTally,
@@ -134,6 +135,7 @@ from uwsgitune.core.logline import (
     RequestLine,
     parse_batch,
     parse_raw,
+    sample_every,
 )
 from uwsgitune.core.reqstamp import (
     MAX_WAIT_US,
@@ -485,6 +487,12 @@ def percentiles(part: _PartView) -> Percentiles | None:
     return percentiles_of(part.hist, part.total, part.top)
 
 
+# The lines of a batch parsed at most, from its end, for the sample's K
+# (`LatencyRecorder.sample_every`); a line outside the sample (uWSGI's log-5xx ...) says none
+# and is passed over; a batch of nothing else keeps the K known.
+SAMPLE_LOOKBACK = 8
+
+
 class LatencyRecorder:
     """The latency of the requests logged, per second, for windows and Prometheus.
 
@@ -496,6 +504,9 @@ class LatencyRecorder:
         self._fast = _fast_record if fast else None
         self.tally = LineTally()
         self.recorded = 0
+        # 1 in how many requests uWSGI logs (logline.sample_every of the latest line read):
+        # 1 unless the instance samples (uwsgitune/uwsgi_sample.py)
+        self.sample_every = 1
         self._open = _Slice(-1)
         self._closed: deque[_KeptSlice] = deque(maxlen=SLICES)
         self._sum_service = _Cum()
@@ -518,6 +529,7 @@ class LatencyRecorder:
     def ingest(self, datagrams: Iterable[bytes], now: float) -> int:
         """Parse and record each datagram, all at `now`; answer how many were recorded."""
         lines = datagrams if isinstance(datagrams, list) else list(datagrams)
+        self._read_sample(lines)
         if self._fast is not None:
             got = self._put_fast(self._fast, lines, now)
             return got if got is not None else self._put(map(parse_raw, lines), now)
@@ -525,6 +537,21 @@ class LatencyRecorder:
         if rows is None:  # a line the batch regex does not take: each line parsed alone
             return self._put(map(parse_raw, lines), now)
         return self._put_batch(rows, now)
+
+    def _read_sample(self, lines: list[bytes]) -> None:
+        """K from the batch's last line that parses; lines outside the sample (a substring
+        test each) are passed over, and at most `SAMPLE_LOOKBACK` others are parsed."""
+        tries = SAMPLE_LOOKBACK
+        for line in reversed(lines):
+            if UNSAMPLED_MARKER in line:
+                continue
+            k = sample_every(line)
+            if k is not None:
+                self.sample_every = k
+                return
+            tries -= 1
+            if not tries:
+                return
 
     def add(self, line: RequestLine, now: float) -> None:
         """Record one parsed line (as `ingest` does for a datagram) at `now`."""

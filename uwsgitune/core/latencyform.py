@@ -3,9 +3,10 @@
 `latency_summary(view)` is `dataclasses.asdict` of the frozen view without its Prometheus
 export: the 10 s and 60 s windows (service and queue percentiles, workers, routes, status
 classes, stamps), the p99 series, the lines recorded, coverage, trust, refusals, faults,
-the format mismatch, the Little's-law estimate and the silence. Times stay in ms and counts
-raw (machine outputs never read in human units); floats keep 4 decimals (0.1 µs), enough for
-a percentile within 0.5%. There is no request in it: the recorder keeps none.
+the format mismatch, the Little's-law estimate, the silence and the sampling (1 in K).
+Times stay in ms and counts raw (machine outputs never read in human units); floats keep 4
+decimals (0.1 µs), enough for a percentile within 0.5%. There is no request in it: the
+recorder keeps none.
 
 The export is left out because it is cumulative and large (a histogram of 46 buckets per
 exported route, up to 50 routes): the windows carry what a person reads. `view_from_summary`
@@ -30,6 +31,7 @@ from uwsgitune.core.latencyreport import (
     StampReport,
 )
 from uwsgitune.core.loghist import PROM_BOUNDS, QUEUE_BOUNDS
+from uwsgitune.core.logline import MAX_SAMPLE
 
 DECIMALS = 4
 
@@ -101,5 +103,9 @@ def _view(data: Mapping[str, Any]) -> LatencyView:
         None if v is None else float(v) for v in data.get("p99_series", ())
     )
     fields["faults"] = {str(k): int(v) for k, v in data.get("faults", {}).items()}
+    every = int(data.get("sample_every", 1))  # absent in recordings made before it
+    if not 1 <= every <= MAX_SAMPLE:
+        raise ValueError(f"sample_every {every} is not between 1 and {MAX_SAMPLE}")
+    fields["sample_every"] = every
     fields["export"] = empty_export()
     return LatencyView(**fields)

@@ -144,7 +144,10 @@ class LatencyView:
     when most lines do not match the format. `little_wait_ms` is the mean queue wait from
     the kernel's listen queue by Little's law (Lq / λ over the last 10 s), the estimate
     used when the proxy stamps nothing. `silent_for`: seconds since the last line arrived
-    (None: none yet)."""
+    (None: none yet). `sample_every`: uWSGI logs 1 request in this many (1: every request;
+    K > 1 with uwsgitune/uwsgi_sample.py): the percentiles are of a uniform sample, the
+    counts (`lines`, the windows', the routes', `export`'s) are of the lines, and `coverage`
+    counts each line for K requests."""
 
     address: str
     short: LatencyWindow
@@ -160,6 +163,7 @@ class LatencyView:
     mismatch: str | None = None
     little_wait_ms: float | None = None
     silent_for: float | None = None
+    sample_every: int = 1
 
     @property
     def stamped(self) -> bool:

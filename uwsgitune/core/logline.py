@@ -76,9 +76,17 @@ from typing import NamedTuple
 
 MARKER = b" uwt1 "
 OPENING = MARKER[1:]  # the tail's first word and its space: "uwt1 "
-TAIL_FORMAT = OPENING.decode() + (
+FIELDS_FORMAT = (
     "%(tmicros) %(micros) %(status) %(wid) %(pid) %(method) [%(var.HTTP_X_REQUEST_START)] %(uri)"
 )
+TAIL_FORMAT = OPENING.decode() + FIELDS_FORMAT
+# The sampled tail (uwsgitune/uwsgi_sample.py sets `uwk` and `uwt` on the requests it
+# samples): `uwk20 uwt1 <fields>` on those, `uwk- uwt- <fields>` on a line uWSGI logs on its
+# own (log-5xx, log-slow ...), which is `UNSAMPLED`.
+SAMPLED_TAIL_FORMAT = "uwk%(uwk) uwt%(uwt) " + FIELDS_FORMAT
+UNSAMPLED_MARKER = b" uwt- "
+SAMPLE_TOKEN = b"uwk"
+MAX_SAMPLE = 1_000_000
 # uWSGI's own default request line, spelled as a log-format: what a user who never set
 # `log-format` keeps seeing in their log, with uwsgitune's tail after it.
 DEFAULT_USER_FORMAT = (
@@ -113,6 +121,7 @@ class LineFault(enum.Enum):
     NUMBER = "a number field is not a plain number"
     RANGE = "a number is out of range"
     AMBIGUOUS = "more than one complete uwsgitune tail (a crafted uri or header)"
+    UNSAMPLED = "logged by uWSGI outside the sample (log-5xx, log-slow ...): left out"
 
 
 # The faults that mean "the instance's log-format is not uwsgitune's", not "a bad line".
@@ -132,10 +141,30 @@ class RequestLine(NamedTuple):
     path: str
 
 
-def log_format(user_format: str | None = None) -> str:
-    """The `log-format` value: the user's format (or uWSGI's default line), then the tail."""
+def log_format(user_format: str | None = None, *, sampled: bool = False) -> str:
+    """The `log-format` value: the user's format (or uWSGI's default line), then the tail
+    (the sampled tail with `sampled`: uwsgitune/uwsgi_sample.py sets its variables)."""
     user = (user_format or DEFAULT_USER_FORMAT).rstrip()
-    return f"{user} {TAIL_FORMAT}" if user else TAIL_FORMAT
+    tail = SAMPLED_TAIL_FORMAT if sampled else TAIL_FORMAT
+    return f"{user} {tail}" if user else tail
+
+
+def sample_every(data: bytes) -> int | None:
+    """The K of a sampled line (`uwk<K>` just before its marker), 1 for a line of the plain
+    tail, None for a line `parse_raw` does not take. The token read is the one before the
+    marker `parse_raw` accepted, which the user's part (where a client's text lies) cannot
+    reach."""
+    if type(parse_raw(data)) is not tuple:
+        return None
+    at = data.rfind(MARKER)
+    if at < 0:
+        return 1  # the tail opens the line: no token before it
+    word = data[data.rfind(b" ", 0, at) + 1 : at]
+    if word.startswith(SAMPLE_TOKEN):
+        k = word[len(SAMPLE_TOKEN) :]
+        if k.isdigit() and len(k) <= 7 and 1 <= int(k) <= MAX_SAMPLE:
+            return int(k)
+    return 1
 
 
 # The fields of a line as bytes and ints, before anything is decoded: (start_us, service_us,
@@ -166,6 +195,8 @@ def parse_raw(data: bytes) -> RawLine | LineFault:
     """`parse_line` without the decoding: the fields as bytes and ints (never raises)."""
     if len(data) > MAX_LINE:
         return LineFault.OVERSIZED
+    if UNSAMPLED_MARKER in data or data.startswith(UNSAMPLED_MARKER[1:]):
+        return LineFault.UNSAMPLED
     at = data.rfind(MARKER)
     if at >= 0:
         start = at + len(MARKER)
@@ -252,7 +283,7 @@ def parse_batch(lines: list[bytes]) -> list[FastLine] | None:
     joined = b"\n ".join([b"", *lines, b""])
     # One `uwt1 ` in each line (checked below: each line holds a match, which holds one),
     # so that its marker is its first and its last.
-    if joined.count(OPENING) != n:
+    if joined.count(OPENING) != n or UNSAMPLED_MARKER in joined:
         return None
     rows: list[FastLine] = FAST_TAIL.findall(joined)
     return rows if len(rows) == n else None

@@ -47,7 +47,9 @@ What is exported, in the order `add_snapshot` adds it:
   (`REQUEST_LOG_PREFIX`) as the issue names them and `histogram_quantile` users look for
   them, beside the 31 of uwsgi_exporter, which stay exactly its own. How far to trust them is
   uwsgitune's: `uwsgitune_latency_coverage_ratio` (lines logged / requests counted),
-  `uwsgitune_latency_lines_total`, `uwsgitune_latency_lines_refused_total` (a foreign
+  `uwsgitune_latency_sampled_ratio` (1, or 1/K when uWSGI logs a sample: the request
+  counts are then of the sample), `uwsgitune_latency_lines_total`,
+  `uwsgitune_latency_lines_refused_total` (a foreign
   sender), `uwsgitune_latency_faults_total{kind}`, `uwsgitune_latency_trusted`, and the
   proxy's clock lead when the stamps show one, `uwsgitune_latency_proxy_clock_skew_seconds`.
 - **uwsgitune's own** (`uwsgitune_*`): what no exporter has (the true mean response time,
@@ -633,8 +635,16 @@ def add_latency(out: Families, uri: str, view: LatencyView, routes: bool) -> Non
 
 def add_latency_trust(out: Families, uri: str, view: LatencyView) -> None:
     """How complete and how trustworthy the request log's picture is."""
-    doc = "Requests logged / requests the stats counted over the last 60 s, 0-1."
+    doc = (
+        "Requests logged / requests the stats counted over the last 60 s, 0-1 (a sampled "
+        "log's line counts for the requests it stands for)."
+    )
     out.gauge("uwsgitune_latency_coverage_ratio", doc, uri, view.coverage)
+    doc = (
+        "The share of requests uWSGI logs: 1, or 1/K with uwsgitune's sampling hook; the "
+        "uwsgi_request_* counts are of the logged requests (divide a rate by this)."
+    )
+    out.gauge("uwsgitune_latency_sampled_ratio", doc, uri, 1.0 / max(1, view.sample_every))
     doc = "Request log lines recorded since uwsgitune began listening."
     out.counter("uwsgitune_latency_lines_total", doc, uri, view.lines)
     doc = "Request log lines refused: sent by a process proved not to be the instance's master."

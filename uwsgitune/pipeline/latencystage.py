@@ -19,7 +19,8 @@
   kernel's queue (its drops are counted).
 - **Out, once per poll.** `view(frame, frames)` reads the recorder under the lock (the 10 s
   and 60 s windows, the p99 series, the Prometheus totals) and adds what only the stats
-  know: coverage (lines recorded ÷ requests counted over the last 60 s) and the mean queue
+  know: coverage (lines recorded ÷ requests counted over the last 60 s, each line of a
+  sampled log counting for the K requests it stands for) and the mean queue
   wait by Little's law from the kernel's listen queue.
 
 Never harms the instance: UDP on loopback, so a stalled or stopped uwsgitune only fills its
@@ -189,6 +190,7 @@ class LatencyStage:
             series = rec.p99_series(now, LONG)
             export = rec.export()
             lines = rec.recorded
+            every = rec.sample_every
             faults = {k.name.lower(): n for k, n in rec.tally.faults.items() if n}
             mismatch = rec.tally.mismatch()
             untrusted_at, note = self._untrusted_at, self._trust_note
@@ -209,7 +211,7 @@ class LatencyStage:
             p99_series=series,
             export=export,
             lines=lines,
-            coverage=self._coverage(frame, lines),
+            coverage=self._coverage(frame, lines, every),
             trusted=trusted,
             trust_note=None if trusted and self.drain_error is None else note,
             refused=refused,
@@ -217,14 +219,16 @@ class LatencyStage:
             mismatch=mismatch,
             little_wait_ms=_little_ms(frames, frame),
             silent_for=None if last is None else max(0.0, now - last),
+            sample_every=every,
         )
 
-    def _coverage(self, frame: Frame | None, lines: int) -> float | None:
-        """Lines recorded ÷ requests the stats counted, over the polls of the last 60 s."""
+    def _coverage(self, frame: Frame | None, lines: int, every: int = 1) -> float | None:
+        """Lines recorded ÷ requests the stats counted, over the polls of the last 60 s; a
+        sampled line (1 in `every`) counts for `every` requests."""
         new_lines, self._seen_lines = lines - self._seen_lines, lines
         if frame is None or not frame.has_rates or frame.rps is None or frame.dt is None:
             return self._share(frame)
-        self._history.append((frame.mono, new_lines, round(frame.rps * frame.dt)))
+        self._history.append((frame.mono, new_lines * every, round(frame.rps * frame.dt)))
         return self._share(frame)
 
     def _share(self, frame: Frame | None) -> float | None:

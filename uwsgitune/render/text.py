@@ -144,7 +144,13 @@ def latency_lines(view: LatencyView) -> list[str]:
     else:
         lines.append("  queue     unknown (the proxy stamps no X-Request-Start)")
     logged = "?" if view.coverage is None else percent(view.coverage)
-    lines.append(f"  logged    {logged} of the requests counted   {view.lines} lines recorded")
+    if view.sample_every > 1:
+        lines.append(
+            f"  logged    1 in {view.sample_every} sampled; {logged} of the requests counted "
+            f"  {view.lines} lines recorded"
+        )
+    else:
+        lines.append(f"  logged    {logged} of the requests counted   {view.lines} lines recorded")
     if view.mismatch is not None:
         lines.append(f"  FORMAT MISMATCH: {view.mismatch}")
     if not view.trusted:
@@ -179,6 +185,8 @@ def latency_fields(view: LatencyView) -> list[str]:
     else:
         fields.append(f"queue_est_ms={num(view.little_wait_ms, '.2f')}")
     fields.append(f"logged={num(view.coverage, '.3f')}")
+    if view.sample_every > 1:
+        fields.append(f"sampled=1/{view.sample_every}")
     if not view.trusted:
         fields.append("trusted=no")
     return fields

@@ -69,7 +69,8 @@ def _coverage(view: LatencyView) -> Text:
         if view.coverage < POOR_COVERAGE
         else ("yellow" if view.coverage < LOW_COVERAGE else "")
     )
-    return Text(f"logged {percent(view.coverage)}", style=style)
+    sampled = f"1 in {view.sample_every} sampled, " if view.sample_every > 1 else ""
+    return Text(f"logged {sampled}{percent(view.coverage)}", style=style)
 
 
 def _queue_estimate(view: LatencyView) -> Text:
@@ -88,9 +89,12 @@ def _status(view: LatencyView) -> Text:
     if not view.stamped:
         out.append("  ")
         out.append_text(_queue_estimate(view))
-    dropped = sum(view.faults.values())
+    outside = view.faults.get("unsampled", 0)  # uWSGI's own forced lines: expected
+    dropped = sum(view.faults.values()) - outside
     if dropped:
         out.append(f"  {dropped} not recorded", style="yellow")
+    if outside:
+        out.append(f"  {outside} outside the sample", style="dim")
     stamps = view.long.stamps
     if view.stamped and stamps.format is not None:
         out.append(f"  stamp {stamps.format}", style="dim")
@@ -110,7 +114,8 @@ def silence(view: LatencyView, frame: Frame | None) -> str | None:
         if view.coverage == 0:
             return f"no request log line on {view.address} yet {counted}: {fix}"
         return None
-    if view.silent_for >= SILENT_SECONDS:
+    # a sampled log's lines come K times as far apart: silence is judged on that pace too
+    if view.silent_for >= max(SILENT_SECONDS, 10 * view.sample_every / rps):
         return f"request log silent for {duration(view.silent_for)} {counted}: {fix}"
     return None
 

@@ -21,6 +21,19 @@ and what the receiver heard in, one `Check` per requirement out, each with the l
   most) holds about 10,000 short lines at 8 MiB, 500 at the common default: below
   `WANT_RCVBUF` the check names the sysctl to run.
 
+With `sample` K > 1 (`doctor --latency ADDR --sample K`: uWSGI logs 1 request in K, chosen
+at random by uwsgitune/uwsgi_sample.py, at a K-th of the cost):
+
+- **latency-logging** wants `disable-logging = true` (the hook logs its sample through it;
+  with logging on every request is still logged, at the full cost);
+- **latency-format** wants the sampled tail (`logline.SAMPLED_TAIL_FORMAT`);
+- **latency-sample**: `uwsgitune-sample = K` and `import = <the hook's path>`;
+- **latency-lines** also reads the K the lines carry: lines of the plain tail mean the hook
+  is not loaded, another K that the ini's is not the one loaded.
+
+Without it, **latency-sample** says what sampling would save (every request logged costs
+uWSGI tens of µs: a fifth of a route that does nothing, bench/results/latency_overhead.md).
+
 `gather_latency` is the thin shell: it reads the ini's pairs and listens.
 """
 
@@ -33,7 +46,13 @@ from pathlib import Path
 
 from uwsgitune.actuate.doctor.checks import Check
 from uwsgitune.actuate.override import IniError, load_pairs
-from uwsgitune.core.logline import OPENING
+from uwsgitune.core.logline import (
+    FIELDS_FORMAT,
+    OPENING,
+    SAMPLED_TAIL_FORMAT,
+    UNSAMPLED_MARKER,
+    sample_every,
+)
 from uwsgitune.sources.logsender import SenderCheck
 from uwsgitune.sources.reqlog import (
     DEFAULT_LINE_FORMAT,
@@ -45,6 +64,7 @@ from uwsgitune.sources.reqlog import (
 )
 
 MARKER = OPENING.decode()  # the tail's first word, as the ini spells it
+SAMPLE_OPTION = "uwsgitune-sample"  # the hook's option (uwsgi_sample.py OPTION)
 LOGGING_KEYS = frozenset(
     {
         "req-logger",
@@ -57,8 +77,16 @@ LOGGING_KEYS = frozenset(
         "logformat",
         "disable-logging",
         "memory-report",
+        "import",
+        "pyimport",
+        "py-import",
+        "python-import",
+        SAMPLE_OPTION,
     }
 )
+IMPORT_KEYS = ("import", "pyimport", "py-import", "python-import")
+HOOK = Path(__file__).resolve().parents[2] / "uwsgi_sample.py"  # uwsgitune/uwsgi_sample.py
+SAMPLED_MARK = SAMPLED_TAIL_FORMAT.split(" ", 2)[:2]  # the sampled tail's two first words
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 WAIT = 5.0  # seconds the doctor listens for a line
 WANT_RCVBUF = 2 * DEFAULT_RCVBUF  # what the kernel grants when rmem_max allows the request
@@ -75,6 +103,7 @@ class Heard:
     error: str | None = None  # the receiver could not listen (the port taken ...)
     unproven: str = ""  # why a sender was not proved, when no line was the master's
     rcvbuf: int = 0  # the receive buffer the kernel granted (0: unknown)
+    every: int | None = None  # the K the last tailed line carried (1: not sampled)
 
 
 @dataclass(frozen=True)
@@ -83,6 +112,7 @@ class LatencyFacts:
     ini: str | None  # the ini read, or None
     pairs: tuple[tuple[str, str], ...] | None  # its logging lines in order; None: unknown
     heard: Heard | None = None
+    sample: int = 1  # the K asked for (--sample): uWSGI logs 1 request in K
 
 
 def _values(pairs: tuple[tuple[str, str], ...], *keys: str) -> list[str]:
@@ -98,19 +128,46 @@ def _on(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 
 
-def wanted_format(pairs: tuple[tuple[str, str], ...]) -> str:
+def _has_tail(fmt: str, sampled: bool) -> bool:
+    if sampled:
+        return " ".join(SAMPLED_MARK) in fmt and FIELDS_FORMAT in fmt
+    return MARKER in fmt and " ".join(SAMPLED_MARK) not in fmt
+
+
+def _user_part(fmt: str) -> str:
+    """The user's own format: `fmt` without uwsgitune's tail (either one)."""
+    for tail in (SAMPLED_TAIL_FORMAT, LOG_TAIL):
+        if tail in fmt:
+            return fmt.replace(tail, "").rstrip()
+    return fmt.rstrip()
+
+
+def wanted_format(pairs: tuple[tuple[str, str], ...], sampled: bool = False) -> str:
     """The `log-format` to use: the user's with the tail appended, or uWSGI's default line
-    spelled as one, with the tail."""
+    spelled as one, with the tail (the sampled tail with `sampled`)."""
+    tail = SAMPLED_TAIL_FORMAT if sampled else LOG_TAIL
     current = _last(pairs, "log-format", "logformat")
-    if current is not None and MARKER in current:
+    if current is not None and _has_tail(current, sampled):
         return current
-    if current:
-        return f"{current} {LOG_TAIL}"
+    user = _user_part(current) if current else ""
+    if user:
+        return f"{user} {tail}"
     prefix = MEMORY_REPORT_FORMAT if _on(_last(pairs, "memory-report")) else ""
-    return f"{prefix}{DEFAULT_LINE_FORMAT} {LOG_TAIL}"
+    return f"{prefix}{DEFAULT_LINE_FORMAT} {tail}"
 
 
 def _logging(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
+    if f.sample > 1:
+        if _on(_last(pairs, "disable-logging")):
+            return Check("latency-logging", True, "disable-logging = true: only the sample")
+        return Check(
+            "latency-logging",
+            False,
+            "request logging is on: every request is still logged (and pays for it); the "
+            "sampling hook logs its sample through disable-logging",
+            "disable-logging = true",
+            how="replace" if _last(pairs, "disable-logging") is not None else "add",
+        )
     if _on(_last(pairs, "disable-logging")):
         return Check(
             "latency-logging",
@@ -124,9 +181,19 @@ def _logging(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
 
 def _format(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
     current = _last(pairs, "log-format", "logformat")
-    want = wanted_format(pairs)
-    if current is not None and MARKER in current:
-        return Check("latency-format", True, "log-format carries uwsgitune's tail")
+    sampled = f.sample > 1
+    want = wanted_format(pairs, sampled)
+    if current is not None and _has_tail(current, sampled):
+        kind = "sampled tail" if sampled else "tail"
+        return Check("latency-format", True, f"log-format carries uwsgitune's {kind}")
+    if current is not None and (MARKER in current or " ".join(SAMPLED_MARK) in current):
+        why = (
+            "your log-format carries uwsgitune's plain tail: the sampled one instead"
+            if sampled
+            else "your log-format carries uwsgitune's sampled tail: the plain one instead "
+            "(or pass --sample K)"
+        )
+        return Check("latency-format", False, why, f"log-format = {want}", how="replace")
     if current:
         why = (
             "your log-format, with uwsgitune's tail appended (log-format is global: your "
@@ -163,12 +230,62 @@ def _logger(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
     return Check("latency-logger", False, detail, "\n".join(fix))
 
 
+def _sample(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
+    if f.sample <= 1:
+        return Check(
+            "latency-sample",
+            True,
+            "every request logged (each costs uWSGI tens of µs, up to a fifth of a fast "
+            "route's throughput; --sample 20 logs 1 in 20 at a twentieth of that)",
+        )
+    want = [f"{SAMPLE_OPTION} = {f.sample}", f"import = {HOOK}"]
+    have = _last(pairs, SAMPLE_OPTION)
+    hooked = any(v.strip().endswith("uwsgi_sample.py") for v in _values(pairs, *IMPORT_KEYS))
+    missing = []
+    if have is None or have.strip() != str(f.sample):
+        missing.append(want[0])
+    if not hooked:
+        missing.append(want[1])
+    if not missing:
+        return Check("latency-sample", True, f"1 request in {f.sample} logged, at random")
+    detail = (
+        f"{SAMPLE_OPTION} = {have} in the ini, not {f.sample}"
+        if have is not None and have.strip() != str(f.sample)
+        else "the sampling hook is not set up (uwsgitune/uwsgi_sample.py: stdlib only, it "
+        "may be copied where uWSGI can read it)"
+    )
+    return Check("latency-sample", False, detail, "\n".join(missing))
+
+
 def _lines(f: LatencyFacts) -> Check:
     h = f.heard
     if h is None:
         return Check("latency-lines", None, "not checked (no running instance)")
     if h.error:
         return Check("latency-lines", None, h.error)
+    if h.lines and h.tailed and f.sample > 1 and h.every is None:
+        return Check(
+            "latency-lines",
+            None,
+            f"{h.tailed} request line(s) from the master, all logged by uWSGI outside the "
+            "sample (log-5xx, log-slow ...): no sampled one yet",
+        )
+    if h.lines and h.tailed and f.sample > 1 and h.every != f.sample:
+        got = "not sampled (the import line is missing or not loaded, or the app set "
+        got += "uwsgi.after_req_hook itself)" if h.every == 1 else f"1 in {h.every}"
+        return Check(
+            "latency-lines",
+            False,
+            f"{h.tailed} request line(s) from the master, {got}, not 1 in {f.sample} "
+            "(reload uWSGI after changing the ini)",
+        )
+    if h.lines and h.tailed and f.sample <= 1 and h.every not in (None, 1):
+        return Check(
+            "latency-lines",
+            True,
+            f"{h.tailed} request line(s) from the master in {h.seconds:g} s, 1 in {h.every} "
+            "sampled",
+        )
     if h.lines and h.tailed:
         return Check(
             "latency-lines", True, f"{h.tailed} request line(s) from the master in {h.seconds:g} s"
@@ -213,14 +330,25 @@ def _buffer(f: LatencyFacts) -> Check:
 
 def latency_checks(f: LatencyFacts) -> list[Check]:
     if f.pairs is None:
+        lines = [
+            f"req-logger = socket:{f.address}",
+            f"log-format = {wanted_format((), f.sample > 1)}",
+        ]
+        if f.sample > 1:
+            lines += [
+                "disable-logging = true",
+                f"{SAMPLE_OPTION} = {f.sample}",
+                f"import = {HOOK}",
+            ]
         unknown = Check(
             "latency-ini",
             None,
             f"ini unknown ({f.ini or 'pass --ini'}); add these lines",
-            f"req-logger = socket:{f.address}\nlog-format = {wanted_format(())}",
+            "\n".join(lines),
         )
         return [unknown, _lines(f), _buffer(f)]
     checks = [_logging(f, f.pairs), _format(f, f.pairs), _logger(f, f.pairs)]
+    checks.append(_sample(f, f.pairs))
     return [*checks, _lines(f), _buffer(f)]
 
 
@@ -256,6 +384,7 @@ def listen(
     rcvbuf = rx.rcvbuf
     start = clock()
     lines = tailed = strangers = 0
+    every: int | None = None
     unproven = ""
     try:
         while clock() - start < wait and not tailed:
@@ -264,7 +393,12 @@ def listen(
                 verdict = check.verdict(source, master_pid)
                 if verdict.proven:
                     lines += len(batch)
-                    tailed += sum(MARKER.encode() in line for line in batch)
+                    for line in batch:
+                        k = sample_every(line)
+                        if k is not None:  # a tail that parses: its K
+                            tailed, every = tailed + 1, k
+                        elif UNSAMPLED_MARKER in line:  # the sampled tail, outside the sample
+                            tailed += 1
                 else:
                     strangers += len(batch)
                     unproven = verdict.reason
@@ -272,13 +406,13 @@ def listen(
     finally:
         rx.close()
         check.close()
-    return Heard(round(clock() - start, 1), lines, tailed, strangers, None, unproven, rcvbuf)
+    return Heard(round(clock() - start, 1), lines, tailed, strangers, None, unproven, rcvbuf, every)
 
 
 def gather_latency(
-    address: str, ini: Path | None, master_pid: int, wait: float = WAIT
+    address: str, ini: Path | None, master_pid: int, wait: float = WAIT, sample: int = 1
 ) -> LatencyFacts:
     pairs, error = ini_pairs(ini)
     heard = listen(address, master_pid, wait) if master_pid else None
     where = error or (str(ini) if ini else None)
-    return LatencyFacts(address, where, pairs, heard)
+    return LatencyFacts(address, where, pairs, heard, sample)

@@ -1,0 +1,122 @@
+"""`doctor --latency ADDR --sample K`: the lines that make uWSGI log 1 request in K, checked
+from the ini, then on a real uWSGI (the K its lines carry)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.actuate.test_doctor_reqlogsetup import ADDR, traffic
+from uwsgitune.actuate.doctor import Check
+from uwsgitune.actuate.doctor.reqlogsetup import (
+    HOOK,
+    Heard,
+    LatencyFacts,
+    ini_pairs,
+    latency_checks,
+)
+from uwsgitune.cli.main import main
+from uwsgitune.core.logline import SAMPLED_TAIL_FORMAT, TAIL_FORMAT, log_format
+from uwsgitune.launch import UwsgiProcess, free_port
+
+Start = Callable[..., UwsgiProcess]
+
+
+def checks_for(
+    ini: str, tmp_path: Path, sample: int, heard: Heard | None = None
+) -> dict[str, Check]:
+    path = tmp_path / "app.ini"
+    path.write_text(ini)
+    pairs, error = ini_pairs(path)
+    assert error is None
+    facts = LatencyFacts(ADDR, str(path), pairs, heard, sample)
+    return {c.name: c for c in latency_checks(facts)}
+
+
+def test_the_hook_file_is_where_the_doctor_says() -> None:
+    assert HOOK.is_file() and "uwsgi.after_req_hook = _sampled" in HOOK.read_text()
+
+
+def test_a_plain_ini_gets_every_line_sampling_needs(tmp_path: Path) -> None:
+    got = checks_for("[uwsgi]\nmodule = app\n", tmp_path, 20)
+    assert got["latency-logging"].ok is False
+    assert got["latency-logging"].fix == "disable-logging = true"
+    assert got["latency-format"].ok is False
+    assert got["latency-format"].fix.endswith(SAMPLED_TAIL_FORMAT)
+    assert got["latency-sample"].ok is False
+    assert got["latency-sample"].fix.splitlines() == ["uwsgitune-sample = 20", f"import = {HOOK}"]
+
+
+def test_a_configured_ini_passes_and_a_plain_tail_is_swapped(tmp_path: Path) -> None:
+    ini = (
+        "[uwsgi]\ndisable-logging = true\nuwsgitune-sample = 20\n"
+        f"import = /opt/hooks/uwsgi_sample.py\nreq-logger = socket:{ADDR}\n"
+        f"log-format = %(status) {SAMPLED_TAIL_FORMAT}\n"
+    )
+    got = checks_for(ini, tmp_path, 20)
+    assert all(got[n].ok for n in ("latency-logging", "latency-format", "latency-sample"))
+    plain = ini.replace(SAMPLED_TAIL_FORMAT, TAIL_FORMAT)
+    swapped = checks_for(plain, tmp_path, 20)["latency-format"]
+    assert swapped.ok is False and swapped.fix == f"log-format = %(status) {SAMPLED_TAIL_FORMAT}"
+    back = checks_for(ini, tmp_path, 1)["latency-format"]  # without --sample: the plain one
+    assert back.ok is False and back.fix == f"log-format = %(status) {TAIL_FORMAT}"
+    other_k = checks_for(ini.replace("= 20", "= 5"), tmp_path, 20)["latency-sample"]
+    assert other_k.ok is False and "uwsgitune-sample = 5 in the ini, not 20" in other_k.detail
+
+
+@pytest.mark.parametrize(
+    ("every", "ok", "says"),
+    [
+        (20, True, "request line(s) from the master"),
+        (1, False, "not sampled (the import line is missing"),
+        (5, False, "1 in 5, not 1 in 20"),
+        (None, None, "outside the sample"),
+    ],
+)
+def test_the_k_the_lines_carry_is_judged(
+    every: int | None, ok: bool | None, says: str, tmp_path: Path
+) -> None:
+    heard = Heard(1.0, lines=3, tailed=3, every=every)
+    got = checks_for("[uwsgi]\n", tmp_path, 20, heard)["latency-lines"]
+    assert got.ok is ok and says in got.detail, got
+
+
+def test_an_unknown_ini_prints_the_sampled_lines() -> None:
+    (unknown, _, _) = latency_checks(LatencyFacts(ADDR, None, None, None, 20))
+    assert f"import = {HOOK}" in unknown.fix and "uwsgitune-sample = 20" in unknown.fix
+    assert f"log-format = {log_format(None, sampled=True)}" in unknown.fix
+
+
+def test_a_bad_k_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "/nonexistent.sock", "--latency", ADDR, "--sample", "0"]) == 2
+    assert main(["doctor", "/nonexistent.sock", "--sample", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "Traceback" not in err
+    assert "--sample 0: give a whole number from 1" in err and "--sample needs --latency" in err
+
+
+@pytest.mark.uwsgi
+def test_doctor_reads_the_k_of_a_sampled_instance(
+    uwsgi: Start, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    proc = uwsgi(
+        processes=2,
+        disable_logging=True,
+        req_logger=f"socket:127.0.0.1:{port}",
+        log_format=f"%(status) {SAMPLED_TAIL_FORMAT}",
+        uwsgitune_sample=2,
+        **{"import": str(HOOK)},
+    )
+    thread = traffic(proc, 6.0)  # beyond both calls' listening on a busy host
+    argv = ["doctor", proc.stats, "--ini", str(proc.ini), "--latency", f"127.0.0.1:{port}"]
+    main([*argv, "--sample", "2"])
+    main([*argv, "--sample", "3"])
+    thread.join()
+    first, second = capsys.readouterr().out.split("latency-logging", 2)[1:]
+    assert "ok   latency-sample: 1 request in 2 logged, at random" in first
+    assert "ok   latency-lines: " in first and "from the master in" in first
+    assert "uwsgitune-sample = 2 in the ini, not 3" in second
+    assert "FAIL latency-lines: " in second and "1 in 2, not 1 in 3" in second
