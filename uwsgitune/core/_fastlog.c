@@ -74,13 +74,26 @@ parse(const char *buf, Py_ssize_t len, Row *row)
     const char *end = buf + len;
     if (len > MAX_LINE || memchr(buf, '\n', (size_t)len) != NULL)
         return 0;
-    const char *m = memmem(buf, (size_t)len, "uwt1 ", 5);
+    /* One pass over the line's "uwt"s: one marker "uwt1 " (its first is its last), and no
+     * "uwt- " opening the line or after a space (logged outside the sample: logline.py
+     * UNSAMPLED_MARKER, read line by line). */
+    const char *m = NULL;
+    for (const char *u = buf; end - u >= 5; u += 3) {
+        u = memmem(u, (size_t)(end - u), "uwt", 3);
+        if (u == NULL || end - u < 5)
+            break;
+        if (u[4] != ' ')
+            continue;
+        if (u[3] == '1') {
+            if (m != NULL)
+                return 0;
+            m = u;
+        }
+        else if (u[3] == '-' && (u == buf || u[-1] == ' '))
+            return 0;
+    }
     if (m == NULL || (m > buf && m[-1] != ' '))
         return 0;
-    if (memmem(m + 1, (size_t)(end - m - 1), "uwt1 ", 5) != NULL)
-        return 0; /* one marker a line: its first is its last */
-    if (memmem(buf, (size_t)len, " uwt- ", 6) != NULL || (len >= 5 && memcmp(buf, "uwt- ", 5) == 0))
-        return 0; /* logged outside the sample (logline.py UNSAMPLED_MARKER): line by line */
     const char *p = m + 5;
     int n = digits(p, end); /* the start: [1-9][0-9]{15,16} */
     if (n < 16 || n > 17 || *p == '0' || p + n >= end || p[n] != ' ')
