@@ -69,7 +69,7 @@ def test_a_configured_ini_passes_and_a_plain_tail_is_swapped(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("every", "ok", "says"),
     [
-        (20, True, "request line(s) from the master"),
+        (20, True, "request line(s) from the master in 1 s, 1 in 20 sampled"),
         (1, False, "not sampled (the import line is missing"),
         (5, False, "1 in 5, not 1 in 20"),
         (None, None, "outside the sample"),

@@ -279,16 +279,12 @@ def _lines(f: LatencyFacts) -> Check:
             f"{h.tailed} request line(s) from the master, {got}, not 1 in {f.sample} "
             "(reload uWSGI after changing the ini)",
         )
-    if h.lines and h.tailed and f.sample <= 1 and h.every not in (None, 1):
+    if h.lines and h.tailed:
+        sampled = f", 1 in {h.every} sampled" if h.every is not None and h.every > 1 else ""
         return Check(
             "latency-lines",
             True,
-            f"{h.tailed} request line(s) from the master in {h.seconds:g} s, 1 in {h.every} "
-            "sampled",
-        )
-    if h.lines and h.tailed:
-        return Check(
-            "latency-lines", True, f"{h.tailed} request line(s) from the master in {h.seconds:g} s"
+            f"{h.tailed} request line(s) from the master in {h.seconds:g} s{sampled}",
         )
     if h.lines:
         return Check(
