@@ -14,6 +14,8 @@ from uwsgitune.actuate.doctor.reqlogsetup import (
     HOOK,
     Heard,
     LatencyFacts,
+    advised_k,
+    gather_latency,
     ini_pairs,
     latency_checks,
 )
@@ -25,13 +27,13 @@ Start = Callable[..., UwsgiProcess]
 
 
 def checks_for(
-    ini: str, tmp_path: Path, sample: int, heard: Heard | None = None
+    ini: str, tmp_path: Path, sample: int, heard: Heard | None = None, rate: float | None = None
 ) -> dict[str, Check]:
     path = tmp_path / "app.ini"
     path.write_text(ini)
     pairs, error = ini_pairs(path)
     assert error is None
-    facts = LatencyFacts(ADDR, str(path), pairs, heard, sample)
+    facts = LatencyFacts(ADDR, str(path), pairs, heard, sample, rate)
     return {c.name: c for c in latency_checks(facts)}
 
 
@@ -83,6 +85,74 @@ def test_the_k_the_lines_carry_is_judged(
     assert got.ok is ok and says in got.detail, got
 
 
+CONFIGURED = (
+    "[uwsgi]\ndisable-logging = true\nuwsgitune-sample = 20\n"
+    f"import = {HOOK}\nreq-logger = socket:{ADDR}\nlog-format = {SAMPLED_TAIL_FORMAT}\n"
+)
+
+
+def test_the_advised_k_leaves_about_50_lines_a_second() -> None:
+    assert [advised_k(r) for r in (0.0, 999.0, 1000.0, 2600.0, 1e6)] == [1, 1, 20, 52, 100]
+
+
+def test_the_rate_names_a_k_or_says_a_k_leaves_too_few_lines(tmp_path: Path) -> None:
+    busy = checks_for("[uwsgi]\n", tmp_path, 1, rate=4000.0)["latency-sample"]
+    assert busy.ok is True and "at 4000 req/s: about 12% of a CPU" in busy.detail
+    assert "--sample 80 logs 1 in 80 (50 lines a second)" in busy.detail
+    quiet = checks_for("[uwsgi]\n", tmp_path, 1, rate=300.0)["latency-sample"]
+    assert "req/s" not in quiet.detail  # under ADVISE_AT: no K named
+    few = checks_for(CONFIGURED, tmp_path, 20, rate=300.0)["latency-sample"]
+    assert few.ok is True and "at 300 req/s, 15 lines a second: the 10 s window" in few.detail
+    assert "K <= 15 keeps 20 a second" in few.detail
+    enough = checks_for(CONFIGURED, tmp_path, 20, rate=3000.0)["latency-sample"]
+    assert enough.detail.endswith("at 3000 req/s, 150 lines a second")
+
+
+def test_the_rate_is_read_over_at_least_two_seconds() -> None:
+    now = [10.0]
+    counts = iter([1000, 3000])
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    facts = gather_latency(
+        "127.0.0.1:0",
+        None,
+        1,
+        wait=0.0,
+        requests=lambda: next(counts),
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    assert slept == [2.0] and facts.rate == 1000.0
+    gone = iter([1000, None])
+    lost = gather_latency(
+        "127.0.0.1:0",
+        None,
+        1,
+        wait=0.0,
+        requests=lambda: next(gone),
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    assert lost.rate is None  # the second read failed: unknown, not a guess
+    reset = iter([1000, 10])  # a reload between the reads: counters restarted
+    assert (
+        gather_latency(
+            "127.0.0.1:0",
+            None,
+            1,
+            wait=0.0,
+            requests=lambda: next(reset),
+            clock=lambda: now[0],
+            sleep=sleep,
+        ).rate
+        is None
+    )
+
+
 def test_an_unknown_ini_prints_the_sampled_lines() -> None:
     (unknown, _, _) = latency_checks(LatencyFacts(ADDR, None, None, None, 20))
     assert f"import = {HOOK}" in unknown.fix and "uwsgitune-sample = 20" in unknown.fix
@@ -116,7 +186,8 @@ def test_doctor_reads_the_k_of_a_sampled_instance(
     main([*argv, "--sample", "3"])
     thread.join()
     first, second = capsys.readouterr().out.split("latency-logging", 2)[1:]
-    assert "ok   latency-sample: 1 request in 2 logged, at random" in first
+    assert "ok   latency-sample: 1 request in 2 logged, at random; at " in first
+    assert " req/s, " in first  # the rate read from the stats meanwhile
     assert "ok   latency-lines: " in first and "from the master in" in first
     assert "uwsgitune-sample = 2 in the ini, not 3" in second
     assert "FAIL latency-lines: " in second and "1 in 2, not 1 in 3" in second

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from uwsgitune.actuate.doctor import checks, gather
+from uwsgitune.actuate.doctor.checks import served
 from uwsgitune.actuate.doctor.reqlogsetup import WAIT, gather_latency, latency_checks
 from uwsgitune.cli.common import addresses
 from uwsgitune.core.logline import MAX_SAMPLE
@@ -69,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     results = checks(facts)
     if latency is not None:
         ini = Path(facts.ini) if facts.ini else None
-        heard = gather_latency(latency, ini, facts.master_pid, sample=args.sample)
+        heard = gather_latency(
+            latency, ini, facts.master_pid, sample=args.sample, requests=lambda: served(address)
+        )
         results += latency_checks(heard)
     for c in results:
         print(f"{MARK[c.ok]} {c.name}: {c.detail}")

@@ -212,6 +212,12 @@ def _doc(address: StatsAddress) -> tuple[StatsDoc | None, str | None]:
     return None, (error or "no answer").splitlines()[0]
 
 
+def served(address: StatsAddress) -> int | None:
+    """The requests the instance's workers have served (None: no answer)."""
+    doc, _ = _doc(address)
+    return None if doc is None else sum(w.requests for w in doc.workers)
+
+
 def _memory_report(doc: StatsDoc | None) -> bool | None:
     """RSS shows after a worker's first request: before any request, nobody can tell."""
     if doc is None:

@@ -33,6 +33,11 @@ at random by uwsgitune/uwsgi_sample.py, at a K-th of the cost):
 
 Without it, **latency-sample** says what sampling would save (every request logged costs
 uWSGI tens of µs: a fifth of a route that does nothing, bench/results/latency_overhead.md).
+With the instance's request rate (the stats read before and after the listening, at least
+`RATE_SECONDS` apart), it names a K from `ADVISE_AT` requests a second on (`advised_k`:
+`LINES_WANTED` lines a second, `MAX_ADVISED` at most), and says when a K asked for leaves
+fewer than `LINES_LOW` lines a second (the 10 s window then holds fewer than the tuner's
+200 lines, and its latency is judged on the 60 s one).
 
 `gather_latency` is the thin shell: it reads the ini's pairs and listens.
 """
@@ -89,6 +94,12 @@ HOOK = Path(__file__).resolve().parents[2] / "uwsgi_sample.py"  # uwsgitune/uwsg
 SAMPLED_MARK = SAMPLED_TAIL_FORMAT.split(" ", 2)[:2]  # the sampled tail's two first words
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 WAIT = 5.0  # seconds the doctor listens for a line
+RATE_SECONDS = 2.0  # the least time between the two stats reads the request rate is from
+ADVISE_AT = 1000.0  # req/s from which the doctor advises sampling (~3% of a CPU below it)
+LINES_WANTED = 50.0  # lines a second an advised K leaves (500 in the 10 s window)
+LINES_LOW = 20.0  # lines a second under which a K leaves the 10 s window under 200 lines
+MAX_ADVISED = 100
+COST_US = 30  # µs of uWSGI's CPU a logged request costs (master + worker, measured)
 WANT_RCVBUF = 2 * DEFAULT_RCVBUF  # what the kernel grants when rmem_max allows the request
 
 
@@ -113,6 +124,7 @@ class LatencyFacts:
     pairs: tuple[tuple[str, str], ...] | None  # its logging lines in order; None: unknown
     heard: Heard | None = None
     sample: int = 1  # the K asked for (--sample): uWSGI logs 1 request in K
+    rate: float | None = None  # the instance's requests a second meanwhile (None: unknown)
 
 
 def _values(pairs: tuple[tuple[str, str], ...], *keys: str) -> list[str]:
@@ -230,8 +242,39 @@ def _logger(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
     return Check("latency-logger", False, detail, "\n".join(fix))
 
 
+def advised_k(rate: float) -> int:
+    """The K that leaves about `LINES_WANTED` lines a second at `rate` (1: log every one)."""
+    if rate < ADVISE_AT:
+        return 1
+    return max(2, min(MAX_ADVISED, int(rate // LINES_WANTED)))
+
+
+def _pace(f: LatencyFacts) -> str:
+    """At a known rate with a K: the lines a second it leaves, and a warning when few."""
+    if f.rate is None or f.rate <= 0 or f.sample <= 1:
+        return ""
+    lines = f.rate / f.sample
+    note = f"; at {f.rate:.0f} req/s, {lines:.0f} lines a second"
+    if lines < LINES_LOW:
+        fewer = max(1, int(f.rate // LINES_LOW))
+        note += (
+            f": the 10 s window holds fewer than 200, so the tuner judges latency on the 60 s "
+            f"one (K <= {fewer} keeps {LINES_LOW:.0f} a second)"
+        )
+    return note
+
+
 def _sample(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
     if f.sample <= 1:
+        if f.rate is not None and advised_k(f.rate) > 1:
+            k = advised_k(f.rate)
+            return Check(
+                "latency-sample",
+                True,
+                f"every request logged, at {f.rate:.0f} req/s: about "
+                f"{f.rate * COST_US / 1e4:.0f}% of a CPU in uWSGI; --sample {k} logs 1 in {k} "
+                f"({f.rate / k:.0f} lines a second) at 1/{k} of that cost",
+            )
         return Check(
             "latency-sample",
             True,
@@ -247,7 +290,7 @@ def _sample(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
     if not hooked:
         missing.append(want[1])
     if not missing:
-        return Check("latency-sample", True, f"1 request in {f.sample} logged, at random")
+        return Check("latency-sample", True, f"1 request in {f.sample} logged, at random{_pace(f)}")
     detail = (
         f"{SAMPLE_OPTION} = {have} in the ini, not {f.sample}"
         if have is not None and have.strip() != str(f.sample)
@@ -406,9 +449,28 @@ def listen(
 
 
 def gather_latency(
-    address: str, ini: Path | None, master_pid: int, wait: float = WAIT, sample: int = 1
+    address: str,
+    ini: Path | None,
+    master_pid: int,
+    wait: float = WAIT,
+    sample: int = 1,
+    requests: Callable[[], int | None] | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> LatencyFacts:
+    """The ini's logging lines, what arrived on `address`, and the request rate meanwhile
+    (from `requests()`, the stats' count of requests served, read before and after)."""
     pairs, error = ini_pairs(ini)
+    start = clock()
+    before = requests() if requests is not None and master_pid else None
     heard = listen(address, master_pid, wait) if master_pid else None
+    rate = None
+    if before is not None and requests is not None:
+        sleep(max(0.0, RATE_SECONDS - (clock() - start)))
+        after = requests()
+        took = clock() - start
+        if after is not None and after >= before and took > 0:
+            rate = (after - before) / took
     where = error or (str(ini) if ini else None)
-    return LatencyFacts(address, where, pairs, heard, sample)
+    return LatencyFacts(address, where, pairs, heard, sample, rate)
