@@ -108,10 +108,10 @@ def test_the_rate_names_a_k_or_says_a_k_leaves_too_few_lines(tmp_path: Path) -> 
     assert enough.detail.endswith("at 3000 req/s, 150 lines a second")
 
 
-def test_the_rate_is_read_over_at_least_two_seconds() -> None:
-    now = [10.0]
-    counts = iter([1000, 3000])
-    slept: list[float] = []
+def rate_over(counts: list[int | None], now: list[float], slept: list[float]) -> float | None:
+    """The rate `gather_latency` reads from these two stats counts, on a clock that only
+    moves when it sleeps."""
+    reads = iter(counts)
 
     def sleep(seconds: float) -> None:
         slept.append(seconds)
@@ -122,35 +122,18 @@ def test_the_rate_is_read_over_at_least_two_seconds() -> None:
         None,
         1,
         wait=0.0,
-        requests=lambda: next(counts),
+        requests=lambda: next(reads),
         clock=lambda: now[0],
         sleep=sleep,
     )
-    assert slept == [2.0] and facts.rate == 1000.0
-    gone = iter([1000, None])
-    lost = gather_latency(
-        "127.0.0.1:0",
-        None,
-        1,
-        wait=0.0,
-        requests=lambda: next(gone),
-        clock=lambda: now[0],
-        sleep=sleep,
-    )
-    assert lost.rate is None  # the second read failed: unknown, not a guess
-    reset = iter([1000, 10])  # a reload between the reads: counters restarted
-    assert (
-        gather_latency(
-            "127.0.0.1:0",
-            None,
-            1,
-            wait=0.0,
-            requests=lambda: next(reset),
-            clock=lambda: now[0],
-            sleep=sleep,
-        ).rate
-        is None
-    )
+    return facts.rate
+
+
+def test_the_rate_is_read_over_at_least_two_seconds() -> None:
+    now, slept = [10.0], list[float]()
+    assert rate_over([1000, 3000], now, slept) == 1000.0 and slept == [2.0]
+    assert rate_over([1000, None], now, slept) is None  # the second read failed: unknown
+    assert rate_over([1000, 10], now, slept) is None  # a reload between: counters restarted
 
 
 def test_an_unknown_ini_prints_the_sampled_lines() -> None:
