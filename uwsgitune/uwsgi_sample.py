@@ -24,12 +24,12 @@ throughput (bench/results/latency_overhead.md). A request not sampled costs one 
 this hook (a random draw). The draw is independent of the request, so the sample's
 percentiles estimate the whole traffic's.
 
-Each worker draws its own numbers: the generator is seeded again after the fork
-(`uwsgi.post_fork_hook`, chained to a hook set before this file). An app that sets
-`uwsgi.after_req_hook` itself replaces this one (no line then arrives: `doctor` says so).
+The draw comes from a generator of this file's own (the app's `random.seed` cannot steer
+it), seeded again in each worker after the fork (`uwsgi.post_fork_hook`, chained to one set
+before this file, as `uwsgi.after_req_hook` is). An app that sets `uwsgi.after_req_hook`
+itself later replaces this one (no line then arrives: `doctor` says so). With `strict =
+true` uWSGI refuses options it does not know: there, `env = UWSGITUNE_SAMPLE=20` instead.
 """
-
-from __future__ import annotations
 
 import os
 import random
@@ -38,6 +38,7 @@ import sys
 import uwsgi  # uWSGI's own module: only inside uWSGI
 
 OPTION = "uwsgitune-sample"
+ENV = "UWSGITUNE_SAMPLE"  # the same, for an ini with `strict = true` (`env = ...`)
 
 
 def every(raw: object) -> int:
@@ -58,28 +59,33 @@ def every(raw: object) -> int:
     return 1
 
 
-K = every(uwsgi.opt.get(OPTION))
+_raw = uwsgi.opt.get(OPTION)
+K = every(_raw if _raw is not None else os.environ.get(ENV))
 _P = 1.0 / K
 _K = str(K)
-_draw = random.random
+# A generator of its own, not the app's: an app that seeds `random` (per request, with a
+# user id) must not steer the draw, nor lose numbers of its stream to it.
+_rng = random.Random(os.urandom(16))
+_draw = _rng.random
 _log = uwsgi.log_this_request
 _var = uwsgi.set_logvar
+_after_before = getattr(uwsgi, "after_req_hook", None)  # an earlier import's: kept, first
+_fork_before = getattr(uwsgi, "post_fork_hook", None)
 
 
 def _sampled() -> None:
+    if _after_before is not None:
+        _after_before()
     if _draw() < _P:
         _log()
         _var("uwk", _K)
         _var("uwt", "1")
 
 
-_before = getattr(uwsgi, "post_fork_hook", None)
-
-
 def _reseed() -> None:
-    random.seed(os.urandom(16))
-    if _before is not None:
-        _before()
+    _rng.seed(os.urandom(16))  # each worker its own numbers
+    if _fork_before is not None:
+        _fork_before()
 
 
 uwsgi.after_req_hook = _sampled

@@ -91,6 +91,21 @@ CONFIGURED = (
 )
 
 
+def test_strict_mode_takes_the_environment_not_an_unknown_option(tmp_path: Path) -> None:
+    """uWSGI with `strict = true` exits on an option it does not know: the doctor never
+    prints one there, and names the one in the ini."""
+    strict = CONFIGURED + "strict = true\n"
+    refused = checks_for(strict, tmp_path, 20)["latency-sample"]
+    assert refused.ok is False and "would not start at the next reload" in refused.detail
+    assert refused.fix.startswith("env = UWSGITUNE_SAMPLE=20") and refused.how == "replace"
+    by_env = strict.replace("uwsgitune-sample = 20", "env = UWSGITUNE_SAMPLE=20")
+    assert checks_for(by_env, tmp_path, 20)["latency-sample"].ok is True
+    bare = "[uwsgi]\nstrict = true\n"
+    assert checks_for(bare, tmp_path, 20)["latency-sample"].fix.splitlines()[0] == (
+        "env = UWSGITUNE_SAMPLE=20"
+    )
+
+
 def test_the_advised_k_leaves_about_50_lines_a_second() -> None:
     assert [advised_k(r) for r in (0.0, 999.0, 1000.0, 2600.0, 1e6)] == [1, 1, 20, 52, 100]
 

@@ -61,6 +61,25 @@ def test_a_client_cannot_choose_the_k() -> None:
     assert sample_every(crafted_tail) is None
 
 
+@pytest.mark.parametrize("fast", FAST)
+def test_a_minority_of_crafted_lines_cannot_set_the_k(fast: bool) -> None:
+    """With the plain tail and a user format that ends in a field the client sends (its user
+    agent), a client's line reads `uwk1000000` before the marker: one line in a drain, or a
+    few over time, leave K at the instance's."""
+    rec = LatencyRecorder(fast=fast)
+    plain = PREFIX + b" " + tail()
+    forged = b'1.2.3.4 "GET /x" uwk1000000 ' + tail()
+    assert sample_every(forged) == 1_000_000  # the line alone says what the client wrote
+    rec.ingest([plain] * 40 + [forged], now=1.0)  # the forged line last
+    assert rec.sample_every == 1
+    for i in range(10):  # small drains, one forged line in three
+        rec.ingest([forged] if i % 3 == 0 else [plain], now=2.0 + i)
+    assert rec.sample_every == 1
+    for i in range(3):  # the instance samples now: three drains (24 readings) outvote 9
+        rec.ingest([sampled()] * 200, now=20.0 + i)
+    assert rec.sample_every == 20
+
+
 def test_a_line_outside_the_sample_is_left_out_and_is_not_a_format_fault() -> None:
     line = outside(status=b"500")
     assert parse_raw(line) is LineFault.UNSAMPLED
@@ -106,8 +125,9 @@ def test_the_recorder_keeps_the_sample_and_its_k(fast: bool) -> None:
     w = rec.window(1.5, 10)
     assert w.requests == 50 and w.service is not None
     assert w.service.max_ms == pytest.approx(50.0, rel=0.01)  # the forced 99 s line left out
-    assert rec.ingest([PREFIX + b" " + tail()], now=2.0) == 1
-    assert rec.sample_every == 1  # the instance logs every request again
+    for i in range(3):  # the instance logs every request again: a few drains say so
+        assert rec.ingest([PREFIX + b" " + tail()] * 20, now=2.0 + i) == 20
+    assert rec.sample_every == 1
 
 
 def test_the_k_survives_a_recording_and_a_damaged_one_is_refused() -> None:

@@ -105,3 +105,22 @@ def test_a_k_that_is_no_count_logs_every_request_and_says_why(
     assert len(lines) == 30 and {sample_every(d) for d in lines} == {1}
     said = proc.log.read_text()
     assert "uwsgitune: uwsgitune-sample = often is not a whole number from 1 to 1000000" in said
+
+
+def test_strict_mode_with_the_environment_samples_too(
+    uwsgi: Start, receiver: socket.socket
+) -> None:
+    """`strict = true` refuses `uwsgitune-sample`; `env = UWSGITUNE_SAMPLE=K` is read instead."""
+    proc = uwsgi(
+        processes=2,
+        strict=True,
+        disable_logging=True,
+        req_logger=f"socket:127.0.0.1:{receiver.getsockname()[1]}",
+        log_format=log_format(sampled=True),
+        env="UWSGITUNE_SAMPLE=3",
+        **{"import": str(HOOK)},
+    )
+    get(proc, "/hello", 300)
+    lines = drain(receiver)
+    assert {sample_every(d) for d in lines} == {3}
+    assert 40 <= len(lines) <= 170, len(lines)  # 100 expected, σ = 8.2

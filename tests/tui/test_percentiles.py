@@ -103,6 +103,8 @@ def test_a_sampled_log_says_so_and_its_forced_lines_are_not_drops() -> None:
     assert "4 outside the sample" in status and "not recorded" not in status
     dropped = replace(view, faults={"unsampled": 4, "no_marker": 2})
     assert "2 not recorded" in header_lines(dropped)[3].plain
+    plain = replace(view, sample_every=1)  # no sample: a ` uwt- ` is a client's, a drop
+    assert "4 not recorded" in header_lines(plain)[3].plain
 
 
 def test_the_p99_sparkline_follows_the_series() -> None:

@@ -103,6 +103,7 @@ from __future__ import annotations
 
 import collections
 import math
+import statistics
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -487,10 +488,11 @@ def percentiles(part: _PartView) -> Percentiles | None:
     return percentiles_of(part.hist, part.total, part.top)
 
 
-# The lines of a batch parsed at most, from its end, for the sample's K
-# (`LatencyRecorder.sample_every`); a line outside the sample (uWSGI's log-5xx ...) says none
-# and is passed over; a batch of nothing else keeps the K known.
+# The lines of a batch read at most, spread from its end, for the sample's K
+# (`LatencyRecorder.sample_every`), and the readings kept: K is their lower median. A line
+# outside the sample (uWSGI's log-5xx ...) says none and is passed over.
 SAMPLE_LOOKBACK = 8
+SAMPLE_MEMORY = 33
 
 
 class LatencyRecorder:
@@ -507,6 +509,7 @@ class LatencyRecorder:
         # 1 in how many requests uWSGI logs (logline.sample_every of the latest line read):
         # 1 unless the instance samples (uwsgitune/uwsgi_sample.py)
         self.sample_every = 1
+        self._k_seen: deque[int] = deque(maxlen=SAMPLE_MEMORY)
         self._open = _Slice(-1)
         self._closed: deque[_KeptSlice] = deque(maxlen=SLICES)
         self._sum_service = _Cum()
@@ -539,19 +542,20 @@ class LatencyRecorder:
         return self._put_batch(rows, now)
 
     def _read_sample(self, lines: list[bytes]) -> None:
-        """K from the batch's last line that parses; lines outside the sample (a substring
-        test each) are passed over, and at most `SAMPLE_LOOKBACK` others are parsed."""
-        tries = SAMPLE_LOOKBACK
-        for line in reversed(lines):
+        """K from up to `SAMPLE_LOOKBACK` lines spread over the batch (lines outside the
+        sample passed over), kept with the last `SAMPLE_MEMORY` read: the K is their lower
+        median, so a minority of lines cannot move it. A client can put a `uwk<K>` word
+        just before the marker of its own line where the user's format ends in a field it
+        sends (a user agent) with the plain tail; one line, or a few, says nothing then."""
+        step = max(1, len(lines) // SAMPLE_LOOKBACK)
+        for line in lines[::-step][:SAMPLE_LOOKBACK]:
             if UNSAMPLED_MARKER in line:
                 continue
             k = sample_every(line)
             if k is not None:
-                self.sample_every = k
-                return
-            tries -= 1
-            if not tries:
-                return
+                self._k_seen.append(k)
+        if self._k_seen:
+            self.sample_every = statistics.median_low(self._k_seen)
 
     def add(self, line: RequestLine, now: float) -> None:
         """Record one parsed line (as `ingest` does for a datagram) at `now`."""

@@ -89,7 +89,8 @@ def _status(view: LatencyView) -> Text:
     if not view.stamped:
         out.append("  ")
         out.append_text(_queue_estimate(view))
-    outside = view.faults.get("unsampled", 0)  # uWSGI's own forced lines: expected
+    # uWSGI's own forced lines, expected in a sampled log (in a plain one: a client's text)
+    outside = view.faults.get("unsampled", 0) if view.sample_every > 1 else 0
     dropped = sum(view.faults.values()) - outside
     if dropped:
         out.append(f"  {dropped} not recorded", style="yellow")

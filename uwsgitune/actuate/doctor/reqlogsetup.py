@@ -70,6 +70,7 @@ from uwsgitune.sources.reqlog import (
 
 MARKER = OPENING.decode()  # the tail's first word, as the ini spells it
 SAMPLE_OPTION = "uwsgitune-sample"  # the hook's option (uwsgi_sample.py OPTION)
+SAMPLE_ENV = "UWSGITUNE_SAMPLE"  # the same as `env = ...`, for `strict = true` (uwsgi_sample.py)
 LOGGING_KEYS = frozenset(
     {
         "req-logger",
@@ -87,6 +88,8 @@ LOGGING_KEYS = frozenset(
         "py-import",
         "python-import",
         SAMPLE_OPTION,
+        "env",
+        "strict",
     }
 )
 IMPORT_KEYS = ("import", "pyimport", "py-import", "python-import")
@@ -281,14 +284,26 @@ def _sample(f: LatencyFacts, pairs: tuple[tuple[str, str], ...]) -> Check:
             "every request logged (each costs uWSGI tens of µs, up to a fifth of a fast "
             "route's throughput; --sample 20 logs 1 in 20 at a twentieth of that)",
         )
-    want = [f"{SAMPLE_OPTION} = {f.sample}", f"import = {HOOK}"]
-    have = _last(pairs, SAMPLE_OPTION)
+    strict = _on(_last(pairs, "strict"))
+    option = _last(pairs, SAMPLE_OPTION)
+    if strict and option is not None:
+        return Check(
+            "latency-sample",
+            False,
+            f"strict = true: uWSGI refuses the option {SAMPLE_OPTION} it does not know, and "
+            "would not start at the next reload; the hook reads the environment instead",
+            f"env = {SAMPLE_ENV}={f.sample}   (in place of {SAMPLE_OPTION} = {option})",
+            how="replace",
+        )
+    envs = [v.split("=", 1)[1] for v in _values(pairs, "env") if v.startswith(f"{SAMPLE_ENV}=")]
+    have = option if option is not None else (envs[-1] if envs else None)
+    line = f"env = {SAMPLE_ENV}={f.sample}" if strict else f"{SAMPLE_OPTION} = {f.sample}"
     hooked = any(v.strip().endswith("uwsgi_sample.py") for v in _values(pairs, *IMPORT_KEYS))
     missing = []
     if have is None or have.strip() != str(f.sample):
-        missing.append(want[0])
+        missing.append(line)
     if not hooked:
-        missing.append(want[1])
+        missing.append(f"import = {HOOK}")
     if not missing:
         return Check("latency-sample", True, f"1 request in {f.sample} logged, at random{_pace(f)}")
     detail = (
