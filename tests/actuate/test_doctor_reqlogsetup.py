@@ -22,7 +22,7 @@ from uwsgitune.actuate.doctor.reqlogsetup import (
     listen,
 )
 from uwsgitune.cli.main import main
-from uwsgitune.launch import UwsgiProcess, free_port
+from uwsgitune.launch import IniValue, UwsgiProcess, free_port
 from uwsgitune.sources.reqlog import DEFAULT_LINE_FORMAT, LOG_TAIL, MEMORY_REPORT_FORMAT
 
 ADDR = "127.0.0.1:9118"
@@ -131,16 +131,22 @@ def traffic(proc: UwsgiProcess, seconds: float) -> threading.Thread:
     return thread
 
 
-def test_doctor_hears_the_masters_line_on_a_configured_instance(
-    uwsgi: Start, capsys: pytest.CaptureFixture[str]
-) -> None:
+def logging_instance(uwsgi: Start, tail: str, **extra: IniValue | None) -> tuple[UwsgiProcess, int]:
+    """2 workers sending their request log, `%(status)` then `tail`, to a free port."""
     port = free_port()
     proc = uwsgi(
         processes=2,
-        disable_logging=None,
         req_logger=f"socket:127.0.0.1:{port}",
-        log_format=f"%(status) {LOG_TAIL}",
+        log_format=f"%(status) {tail}",
+        **extra,
     )
+    return proc, port
+
+
+def test_doctor_hears_the_masters_line_on_a_configured_instance(
+    uwsgi: Start, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc, port = logging_instance(uwsgi, LOG_TAIL, disable_logging=None)
     thread = traffic(proc, 3.0)
     main(["doctor", proc.stats, "--ini", str(proc.ini), "--latency", f"127.0.0.1:{port}"])
     thread.join()

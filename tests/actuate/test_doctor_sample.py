@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.actuate.test_doctor_reqlogsetup import ADDR, traffic
+from tests.actuate.test_doctor_reqlogsetup import ADDR, logging_instance, traffic
 from uwsgitune.actuate.doctor import Check
 from uwsgitune.actuate.doctor.reqlogsetup import (
     HOOK,
@@ -21,7 +21,7 @@ from uwsgitune.actuate.doctor.reqlogsetup import (
 )
 from uwsgitune.cli.main import main
 from uwsgitune.core.logline import SAMPLED_TAIL_FORMAT, TAIL_FORMAT, log_format
-from uwsgitune.launch import UwsgiProcess, free_port
+from uwsgitune.launch import UwsgiProcess
 
 Start = Callable[..., UwsgiProcess]
 
@@ -169,12 +169,10 @@ def test_a_bad_k_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> N
 def test_doctor_reads_the_k_of_a_sampled_instance(
     uwsgi: Start, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    port = free_port()
-    proc = uwsgi(
-        processes=2,
+    proc, port = logging_instance(
+        uwsgi,
+        SAMPLED_TAIL_FORMAT,
         disable_logging=True,
-        req_logger=f"socket:127.0.0.1:{port}",
-        log_format=f"%(status) {SAMPLED_TAIL_FORMAT}",
         uwsgitune_sample=2,
         **{"import": str(HOOK)},
     )

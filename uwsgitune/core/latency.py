@@ -506,10 +506,7 @@ class LatencyRecorder:
         self._fast = _fast_record if fast else None
         self.tally = LineTally()
         self.recorded = 0
-        # 1 in how many requests uWSGI logs (logline.sample_every of the latest line read):
-        # 1 unless the instance samples (uwsgitune/uwsgi_sample.py)
-        self.sample_every = 1
-        self._k_seen: deque[int] = deque(maxlen=SAMPLE_MEMORY)
+        self._k_seen: deque[int] = deque(maxlen=SAMPLE_MEMORY)  # `sample_every`'s readings
         self._open = _Slice(-1)
         self._closed: deque[_KeptSlice] = deque(maxlen=SLICES)
         self._sum_service = _Cum()
@@ -554,8 +551,12 @@ class LatencyRecorder:
             k = sample_every(line)
             if k is not None:
                 self._k_seen.append(k)
-        if self._k_seen:
-            self.sample_every = statistics.median_low(self._k_seen)
+
+    @property
+    def sample_every(self) -> int:
+        """1 in how many requests uWSGI logs: 1 unless the instance samples
+        (uwsgitune/uwsgi_sample.py); the lower median of the readings kept."""
+        return statistics.median_low(self._k_seen) if self._k_seen else 1
 
     def add(self, line: RequestLine, now: float) -> None:
         """Record one parsed line (as `ingest` does for a datagram) at `now`."""
